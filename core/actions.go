@@ -1,0 +1,322 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+)
+
+// runOp drives a journaled action to its end. Each branch re-reads or
+// re-does idempotent provider calls, so running an op again after a crash
+// (from Recover) is the same as running it the first time. The caller
+// holds the workspace's lock.
+func (s *Service) runOp(ctx context.Context, op Op, ws Workspace, acct Account) {
+	p, info, err := s.provider(ctx, acct)
+	if err != nil {
+		s.finish(ctx, op, ws, err)
+		return
+	}
+	switch op.Kind {
+	case OpCreate:
+		s.runCreate(ctx, op, ws, acct, p, info)
+	case OpPause, OpResume:
+		s.runSuspendResume(ctx, op, ws, acct, p, info)
+	case OpDelete:
+		s.runDelete(ctx, op, ws, acct, p)
+	default:
+		s.finish(ctx, op, ws, fmt.Errorf("unknown journaled action %q", op.Kind))
+	}
+}
+
+func (s *Service) runCreate(ctx context.Context, op Op, ws Workspace, acct Account, p Provider, info ProviderInfo) {
+	spec := CreateSpec{WorkspaceID: ws.ID, Name: ws.Name, Lifecycle: ws.Lifecycle, Options: ws.Options}
+	var box Box
+	err := s.retry(ctx, &op, "provider_create", func(ctx context.Context) error {
+		// After a crash or a lost response the box may already exist.
+		if op.Attempts > 1 && info.Capabilities.List {
+			if b, ok, err := findByLabel(ctx, p, acct, ws.ID); err != nil {
+				return err
+			} else if ok {
+				box = b
+				return nil
+			}
+		}
+		b, err := p.Create(ctx, acct, spec)
+		if IsKind(err, KindConflict) && info.Capabilities.List {
+			if found, ok, ferr := findByLabel(ctx, p, acct, ws.ID); ferr == nil && ok {
+				b, err = found, nil
+			}
+		}
+		box = b
+		return err
+	})
+	if err != nil {
+		ws.Error = "create failed: " + messageOf(err)
+		ws.State = StateError
+		s.finish(ctx, op, ws, err)
+		return
+	}
+	ws = s.applyBox(ws, box)
+	ws.Error = ""
+	s.finish(ctx, op, ws, nil)
+}
+
+func (s *Service) runSuspendResume(ctx context.Context, op Op, ws Workspace, acct Account, p Provider, info ProviderInfo) {
+	verb, call := "pause", p.Suspend
+	if op.Kind == OpResume {
+		verb, call = "resume", p.Resume
+	}
+	var box Box
+	err := s.retry(ctx, &op, "provider_"+verb, func(ctx context.Context) error {
+		b, err := call(ctx, acct, ws.BoxID)
+		if IsKind(err, KindNotFound) && op.Kind == OpResume && !info.Capabilities.ResumeSameIdentity && info.Capabilities.List {
+			// A snapshot-and-restore provider may already have replaced the
+			// box; follow the workspace label to the new one.
+			if found, ok, ferr := findByLabel(ctx, p, acct, ws.ID); ferr == nil && ok {
+				b, err = found, nil
+			}
+		}
+		box = b
+		return err
+	})
+	if err != nil {
+		ws.Error = verb + " failed: " + messageOf(err)
+		if IsKind(err, KindNotFound) {
+			ws.State = StateDeleted
+		} else if cur, rerr := s.reread(ctx, ws, acct, p); rerr == nil {
+			ws.State = cur.State
+		} else {
+			ws.State = StateUnknown
+		}
+		s.finish(ctx, op, ws, err)
+		return
+	}
+	if box.ID != "" && box.ID != ws.BoxID {
+		s.log.Info("box identity changed on resume", "workspace", ws.ID, "old_box", ws.BoxID, "new_box", box.ID)
+	}
+	ws = s.applyBox(ws, box)
+	ws.Error = ""
+	s.finish(ctx, op, ws, nil)
+}
+
+func (s *Service) runDelete(ctx context.Context, op Op, ws Workspace, acct Account, p Provider) {
+	err := s.retry(ctx, &op, "provider_delete", func(ctx context.Context) error {
+		if ws.BoxID == "" {
+			return nil
+		}
+		err := p.Delete(ctx, acct, ws.BoxID)
+		if IsKind(err, KindNotFound) {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		ws.Error = "delete failed, the box still exists: " + messageOf(err)
+		if cur, rerr := s.reread(ctx, ws, acct, p); rerr == nil {
+			ws.State = cur.State
+		} else {
+			ws.State = StateError
+		}
+		s.finish(ctx, op, ws, err)
+		return
+	}
+	s.markGone(acct.ID, ws.BoxID)
+	ws.State, ws.Removed = StateDeleted, true
+	s.finish(ctx, op, ws, nil)
+}
+
+// reread returns the workspace updated from the provider, without saving.
+func (s *Service) reread(ctx context.Context, ws Workspace, acct Account, p Provider) (Workspace, error) {
+	if ws.BoxID == "" {
+		return ws, errors.New("no box")
+	}
+	cctx, cancel := s.callCtx(ctx)
+	defer cancel()
+	box, err := p.Get(cctx, acct, ws.BoxID)
+	if err != nil {
+		return ws, err
+	}
+	return s.applyBox(ws, box), nil
+}
+
+// finish records an action's outcome and closes its journal entry. If ctx
+// ended (companion is shutting down) the entry stays, so the next start
+// resumes the action.
+func (s *Service) finish(ctx context.Context, op Op, ws Workspace, cause error) {
+	if ctx.Err() != nil {
+		s.log.Info("action interrupted; it resumes at next start", "workspace", ws.ID, "action", op.Kind, "step", op.Step)
+		return
+	}
+	// The request's context may be gone; the outcome must still be saved.
+	sctx := context.WithoutCancel(ctx)
+	if _, err := s.feed.Save(sctx, ws); err != nil {
+		s.log.Error("could not record action outcome; it resumes at next start", "workspace", ws.ID, "action", op.Kind, "err", err)
+		return
+	}
+	s.dropOp(op)
+	if cause != nil {
+		s.log.Warn("workspace "+string(op.Kind)+" failed", "workspace", ws.ID, "err", messageOf(cause), "kind", KindOf(cause))
+	} else {
+		s.log.Info("workspace "+string(op.Kind)+" done", "workspace", ws.ID, "state", ws.State, "box", ws.BoxID)
+	}
+}
+
+func (s *Service) dropOp(op Op) {
+	if err := s.cfg.Store.DeleteOp(context.WithoutCancel(s.bg), op.ID); err != nil {
+		s.log.Error("could not close journal entry", "op", op.ID, "err", err)
+	}
+}
+
+// retry runs one journaled step, recording it before each attempt, and
+// retries transient failures (rate limits, unavailability, timeouts) with
+// backoff that honours Retry-After, up to MaxAttempts per action.
+func (s *Service) retry(ctx context.Context, op *Op, step string, f func(ctx context.Context) error) error {
+	for {
+		op.Step = step
+		op.Attempts++
+		op.UpdatedAt = s.now()
+		if _, err := s.cfg.Store.PutOp(ctx, *op); err != nil {
+			return fmt.Errorf("journal step %s: %w", step, err)
+		}
+		cctx, cancel := s.callCtx(ctx)
+		err := f(cctx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		op.LastError = messageOf(err)
+		if !transient(err) || op.Attempts >= s.cfg.MaxAttempts {
+			return err
+		}
+		wait := backoff(op.Attempts, RetryAfterOf(err))
+		s.log.Warn("provider call failed; retrying", "workspace", op.WorkspaceID, "step", step, "attempt", op.Attempts, "wait", wait, "err", op.LastError)
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func transient(err error) bool {
+	switch KindOf(err) {
+	case KindRateLimited, KindUnavailable:
+		return true
+	}
+	return errors.Is(err, context.DeadlineExceeded)
+}
+
+// backoff is exponential from 1 s, capped at 5 minutes, with ±20% jitter,
+// and never shorter than what the provider asked for.
+func backoff(attempt int, retryAfter time.Duration) time.Duration {
+	d := time.Second << min(attempt-1, 9)
+	d = min(d, 5*time.Minute)
+	d = time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
+	return max(d, retryAfter)
+}
+
+// findByLabel looks for the box labelled with a workspace id.
+func findByLabel(ctx context.Context, p Provider, acct Account, workspaceID string) (Box, bool, error) {
+	boxes, err := p.List(ctx, acct)
+	if err != nil {
+		return Box{}, false, err
+	}
+	for _, b := range boxes {
+		if b.Labels[LabelWorkspace] == workspaceID && b.State != StateDeleted && b.State != StateDeleting {
+			return b, true, nil
+		}
+	}
+	return Box{}, false, nil
+}
+
+// applyBox copies what the provider reports about box onto ws.
+func (s *Service) applyBox(ws Workspace, box Box) Workspace {
+	if box.ID != "" {
+		ws.BoxID = box.ID
+	}
+	ws.BoxURL = box.URL
+	ws.State = box.State
+	if !ws.State.Valid() {
+		ws.State = StateUnknown
+	}
+	if ws.State == StatePaused {
+		switch {
+		case !box.PausedAt.IsZero():
+			ws.PausedAt = box.PausedAt.UTC()
+		case ws.PausedAt.IsZero():
+			ws.PausedAt = s.now() // first seen paused
+		}
+	} else if ws.State != StatePausing {
+		ws.PausedAt = time.Time{}
+	}
+	if !box.LastActivityAt.IsZero() {
+		ws.LastActivityAt = box.LastActivityAt.UTC()
+	}
+	if box.Size != nil {
+		sz := *box.Size
+		sz.At = sz.At.UTC()
+		ws.Size = &sz
+	}
+	return ws
+}
+
+// sizeRefresh is how old a size figure may get before an unchanged value is
+// written again just to refresh its timestamp.
+const sizeRefresh = 5 * time.Minute
+
+// changed reports whether b differs from a in a way worth a feed revision.
+// Small jitter (activity within tolerance, a same-size re-measurement) is
+// not a change, so an idle reconcile pass publishes nothing.
+func changed(a, b Workspace) bool {
+	if a.State != b.State || a.BoxID != b.BoxID || a.BoxURL != b.BoxURL || a.Error != b.Error ||
+		!a.PausedAt.Equal(b.PausedAt) || a.Removed != b.Removed || a.Name != b.Name {
+		return true
+	}
+	if d := b.LastActivityAt.Sub(a.LastActivityAt); d > activityTolerance || d < -activityTolerance {
+		return true
+	}
+	switch {
+	case (a.Size == nil) != (b.Size == nil):
+		return true
+	case a.Size != nil && (a.Size.Bytes != b.Size.Bytes || a.Size.Source != b.Size.Source || b.Size.At.Sub(a.Size.At) > sizeRefresh):
+		return true
+	}
+	return false
+}
+
+// Recover resumes every action a previous run left in the journal. Each
+// runs in the background holding its workspace's lock.
+func (s *Service) Recover(ctx context.Context) error {
+	ops, err := s.cfg.Store.PendingOps(ctx)
+	if err != nil {
+		return fmt.Errorf("read journal: %w", err)
+	}
+	for _, op := range ops {
+		ws, err := s.cfg.Store.GetWorkspace(ctx, op.WorkspaceID)
+		if err != nil || ws.Removed {
+			s.dropOp(op)
+			continue
+		}
+		acct, err := s.cfg.Store.GetAccount(ctx, ws.AccountID)
+		if err != nil {
+			ws.State, ws.Error = StateError, "its account was removed before the "+string(op.Kind)+" finished"
+			s.finish(ctx, op, ws, err)
+			continue
+		}
+		unlock, ok := s.locks.tryLock(ws.ID)
+		if !ok {
+			continue
+		}
+		s.log.Info("resuming interrupted action", "workspace", ws.ID, "action", op.Kind, "step", op.Step, "attempts", op.Attempts)
+		s.goBackground(func(ctx context.Context) {
+			defer unlock()
+			s.runOp(ctx, op, ws, acct)
+		})
+	}
+	return nil
+}

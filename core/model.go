@@ -1,0 +1,159 @@
+package core
+
+import "time"
+
+// Capabilities are what a provider can do, declared by its adapter. The UI
+// and the retention policy read these flags, never provider names.
+type Capabilities struct {
+	List               bool `json:"list"`
+	LastActivity       bool `json:"last_activity"`
+	Suspend            bool `json:"suspend"`
+	SuspendKeepsFiles  bool `json:"suspend_keeps_files"`
+	SuspendKeepsMemory bool `json:"suspend_keeps_memory"`
+	ResumeSameIdentity bool `json:"resume_same_identity"`
+	Delete             bool `json:"delete"`
+	NativeIdlePause    bool `json:"native_idle_pause"`
+	NativePausedTTL    bool `json:"native_paused_ttl"`
+}
+
+// CredentialSpec names one secret an account of a provider needs, such as an
+// API token. The value lives in the secret store, never in SQLite.
+type CredentialSpec struct {
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+	// Header is where the credential is sent (for Wasm adapters, the host
+	// injects it), e.g. "Authorization: Bearer {token}". Informational.
+	Header string `json:"header,omitempty"`
+}
+
+// ConfigField is one non-secret account setting, such as a region or a base
+// URL override for a self-hosted deployment.
+type ConfigField struct {
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+	Required    bool   `json:"required,omitempty"`
+}
+
+// ProviderInfo describes an adapter.
+type ProviderInfo struct {
+	Name         string           `json:"name"`
+	Version      string           `json:"version"`
+	Description  string           `json:"description,omitempty"`
+	Kind         string           `json:"kind"` // "builtin" or "wasm"
+	Capabilities Capabilities     `json:"capabilities"`
+	Credentials  []CredentialSpec `json:"credentials"`
+	Config       []ConfigField    `json:"config"`
+}
+
+// Account is one set of credentials for one provider. Its secrets are kept
+// in the secret store under keys derived from its ID (see CredentialKey).
+type Account struct {
+	ID       string `json:"id"`
+	Owner    string `json:"-"` // user id in serve mode; "" on the desktop
+	Provider string `json:"provider"`
+	Label    string `json:"label"`
+	// Config holds non-secret settings named by the provider's ConfigFields.
+	Config map[string]string `json:"config"`
+	// Credentials lists the names of the secrets stored for this account;
+	// the values themselves are never loaded into this struct.
+	Credentials []string  `json:"credentials"`
+	CreatedAt   time.Time `json:"created_at"`
+}
+
+// CredentialKey is the secret-store key of one credential of an account.
+func CredentialKey(accountID, credential string) string {
+	return "account/" + accountID + "/" + credential
+}
+
+// SizeSource says where a size figure came from and whether it counts space
+// used or only space allocated, as "<origin>:<used|allocated>".
+type SizeSource string
+
+const (
+	SizeDockerEngineUsed     SizeSource = "docker_engine:used"
+	SizeAgentServerUsed      SizeSource = "agent_server:used"
+	SizeProviderAPIUsed      SizeSource = "provider_api:used"
+	SizeProviderAPIAllocated SizeSource = "provider_api:allocated"
+)
+
+// Size is a box's storage size, honest about its source and age.
+type Size struct {
+	Bytes  int64
+	Source SizeSource
+	At     time.Time
+}
+
+// Box is one sandbox as the provider names it. Its identity (ID, URL, Key)
+// may change on resume at snapshot-and-restore providers.
+type Box struct {
+	ID   string
+	Name string
+	// URL is the agent-server's base URL, when the provider exposes one.
+	URL string
+	// Key is the agent-server session key. It is a secret: companion never
+	// stores it; adapters fetch it from the provider when needed.
+	Key   string
+	State State
+	// Labels carry companion's own markers, chiefly LabelWorkspace, so a box
+	// can be matched to its workspace after a crash.
+	Labels    map[string]string
+	CreatedAt time.Time
+	// PausedAt is when the provider says the box was paused; zero if the
+	// provider does not report it.
+	PausedAt time.Time
+	// LastActivityAt is the provider's (or agent-server's) last-activity
+	// time; zero if unknown.
+	LastActivityAt time.Time
+	Size           *Size
+}
+
+// LabelWorkspace is the label (or tag, or metadata key) an adapter puts on
+// every box it creates, holding the workspace id.
+const LabelWorkspace = "companion.workspace"
+
+// Lifecycle holds the settings chosen at creation that the provider enforces
+// natively where it can ("native first"). Zero means the provider default.
+type Lifecycle struct {
+	// IdlePauseAfter asks the provider to pause the box after this much
+	// inactivity.
+	IdlePauseAfter time.Duration `json:"idle_pause_after,omitempty"`
+	// PausedTTL asks the provider to delete (or archive) a box that stayed
+	// paused this long.
+	PausedTTL time.Duration `json:"paused_ttl,omitempty"`
+}
+
+// Workspace is companion's stable handle on a person's sandbox. Front ends
+// and the database use its ID; the box behind it may change.
+type Workspace struct {
+	ID        string
+	Owner     string
+	Name      string
+	AccountID string
+	Provider  string
+	State     State
+	// BoxID and BoxURL identify the current box; empty while creating.
+	BoxID  string
+	BoxURL string
+	// Adopted is true for boxes companion found at the provider but did not
+	// create.
+	Adopted   bool
+	Lifecycle Lifecycle
+	// Options are provider-specific creation options (image, template,
+	// region), kept so a failed create can be retried after a restart.
+	Options        map[string]string
+	PausedAt       time.Time
+	LastActivityAt time.Time
+	Size           *Size
+	Keep           bool
+	DeleteAfter    time.Time
+	// Error is the last action's failure, shown to the person; empty when
+	// the last action succeeded.
+	Error     string
+	CreatedAt time.Time
+	UpdatedAt time.Time
+	// Rev is the feed revision of the last change to this workspace.
+	Rev int64
+	// Removed marks a tombstone: the workspace is gone and the feed reports
+	// it as a remove event.
+	Removed bool
+}

@@ -1,0 +1,53 @@
+package core
+
+import "context"
+
+// Provider is one adapter: the code that speaks one provider's API. Built-in
+// Go adapters and sandboxed Wasm modules both implement it.
+//
+// Every method takes the account whose credentials to use; adapters that
+// need a secret fetch it themselves (the Wasm host injects it into requests
+// so the module never sees it). Methods return *Error values so callers can
+// tell not_found from rate_limited without parsing text.
+//
+// Rules 1 and 2 of DESIGN.md bind every adapter: List and Get talk to the
+// provider's API only, and read from inside a box (its agent-server) only
+// while the box is running and only through endpoints that do not reset its
+// idle clock.
+type Provider interface {
+	// Describe returns the adapter's name, version and capabilities. It may
+	// block while a Wasm module finishes compiling.
+	Describe(ctx context.Context) (ProviderInfo, error)
+	// List returns every box of the account that this adapter manages.
+	List(ctx context.Context, acct Account) ([]Box, error)
+	// Get returns one box; a KindNotFound error if it no longer exists.
+	Get(ctx context.Context, acct Account, boxID string) (Box, error)
+	// Create makes a new box labelled with spec.WorkspaceID. Creating twice
+	// for the same workspace must not make two boxes: an adapter returns
+	// the existing one (or a KindConflict error the caller resolves by List).
+	Create(ctx context.Context, acct Account, spec CreateSpec) (Box, error)
+	// Suspend pauses a box. Suspending a paused box succeeds.
+	Suspend(ctx context.Context, acct Account, boxID string) (Box, error)
+	// Resume wakes a box. The returned box may have a new ID, URL and key.
+	// Resuming a running box succeeds.
+	Resume(ctx context.Context, acct Account, boxID string) (Box, error)
+	// Delete destroys a box. Deleting a box that is already gone succeeds.
+	Delete(ctx context.Context, acct Account, boxID string) error
+}
+
+// CreateSpec is what a new box should be.
+type CreateSpec struct {
+	// WorkspaceID is put on the box as LabelWorkspace.
+	WorkspaceID string
+	Name        string
+	Lifecycle   Lifecycle
+	// Options are provider-specific (image, template, region, ...).
+	Options map[string]string
+}
+
+// Pinger is implemented by adapters that can tell cheaply whether their
+// provider is reachable (the local Docker Engine, say). The reason in the
+// error is shown to people.
+type Pinger interface {
+	Ping(ctx context.Context) error
+}

@@ -1,0 +1,235 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// Secrets is the secret store: the OS keyring on the desktop. Get of an
+// unknown key returns a KindNotFound error; an unreachable store a
+// KindUnavailable error whose message says what to do.
+type Secrets interface {
+	Set(ctx context.Context, key, value string) error
+	Get(ctx context.Context, key string) (string, error)
+	Delete(ctx context.Context, key string) error
+}
+
+// Config configures a Service. Store and Providers are required.
+type Config struct {
+	Store     Store
+	Providers *Registry
+	Secrets   Secrets
+	Logger    *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// PlanTTL is how long a delete preview's token stays valid; 0 means 10
+	// minutes.
+	PlanTTL time.Duration
+	// ActionTimeout bounds one provider call made by an action; 0 means 2
+	// minutes.
+	ActionTimeout time.Duration
+	// MaxAttempts is how often a failing step of a journaled action is
+	// tried (across restarts) before the action gives up; 0 means 5.
+	MaxAttempts int
+}
+
+// Service is the lifecycle service: the one place where workspaces are
+// created, paused, resumed and deleted. Every action takes the workspace's
+// lock, re-reads the box's real state from the provider before acting, and
+// journals its steps so that a restart resumes it (see Recover).
+//
+// Methods take an owner: the user id in serve mode, "" on the desktop.
+// A workspace or account of another owner is reported as not found.
+type Service struct {
+	cfg   Config
+	log   *slog.Logger
+	feed  *Feed
+	locks locks
+
+	// bg is the context of work that outlives a request; Close cancels it.
+	bg     context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	kick chan string // account ids the reconciler should visit soon
+
+	goneMu sync.Mutex
+	gone   map[string]time.Time // account/box ids deleted recently
+}
+
+// NewService loads the feed from the store and returns a ready service.
+// Call Recover to resume journaled actions and Run to start the reconciler.
+func NewService(ctx context.Context, cfg Config) (*Service, error) {
+	if cfg.Store == nil || cfg.Providers == nil {
+		return nil, fmt.Errorf("core: Config.Store and Config.Providers are required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.PlanTTL == 0 {
+		cfg.PlanTTL = 10 * time.Minute
+	}
+	if cfg.ActionTimeout == 0 {
+		cfg.ActionTimeout = 2 * time.Minute
+	}
+	if cfg.MaxAttempts == 0 {
+		cfg.MaxAttempts = 5
+	}
+	feed, err := NewFeed(ctx, cfg.Store)
+	if err != nil {
+		return nil, err
+	}
+	bg, cancel := context.WithCancel(context.Background())
+	return &Service{
+		cfg:    cfg,
+		log:    cfg.Logger,
+		feed:   feed,
+		bg:     bg,
+		cancel: cancel,
+		kick:   make(chan string, 64),
+		gone:   map[string]time.Time{},
+	}, nil
+}
+
+// Feed is the service's change feed.
+func (s *Service) Feed() *Feed { return s.feed }
+
+// Close stops background work and waits for running actions to reach a
+// step boundary, at most until ctx ends. Unfinished actions stay journaled
+// and are resumed by the next Recover.
+func (s *Service) Close(ctx context.Context) error {
+	s.cancel()
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("core: actions still running at shutdown: %w", ctx.Err())
+	}
+}
+
+func (s *Service) now() time.Time { return s.cfg.Now().UTC() }
+
+// goBackground runs f on the service's background context.
+func (s *Service) goBackground(f func(ctx context.Context)) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		f(s.bg)
+	}()
+}
+
+// ProviderStatus is a provider as the front end sees it.
+type ProviderStatus struct {
+	Info      ProviderInfo
+	Available bool
+	// Reason says why the provider is unavailable and what to do.
+	Reason string
+}
+
+// Providers describes every registered provider, checking reachability of
+// those that can be pinged.
+func (s *Service) Providers(ctx context.Context) []ProviderStatus {
+	names := s.cfg.Providers.Names()
+	out := make([]ProviderStatus, len(names))
+	var wg sync.WaitGroup
+	for i, name := range names {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out[i] = s.providerStatus(ctx, name)
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+func (s *Service) providerStatus(ctx context.Context, name string) ProviderStatus {
+	st := ProviderStatus{Info: ProviderInfo{Name: name}}
+	p, ok := s.cfg.Providers.Lookup(name)
+	if !ok {
+		st.Reason = "provider is not installed"
+		return st
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	info, err := p.Describe(ctx)
+	if err != nil {
+		st.Reason = messageOf(err)
+		return st
+	}
+	st.Info = info
+	if pg, ok := p.(Pinger); ok {
+		if err := pg.Ping(ctx); err != nil {
+			st.Reason = messageOf(err)
+			return st
+		}
+	}
+	st.Available = true
+	return st
+}
+
+// messageOf is the person-facing text of err.
+func messageOf(err error) string {
+	if e, ok := err.(*Error); ok && e.Message != "" {
+		return e.Message
+	}
+	return err.Error()
+}
+
+// provider resolves an account's adapter and its description.
+func (s *Service) provider(ctx context.Context, acct Account) (Provider, ProviderInfo, error) {
+	p, ok := s.cfg.Providers.Lookup(acct.Provider)
+	if !ok {
+		return nil, ProviderInfo{}, Errorf(KindUnavailable, "provider %q is not installed", acct.Provider)
+	}
+	info, err := p.Describe(ctx)
+	if err != nil {
+		return nil, ProviderInfo{}, err
+	}
+	return p, info, nil
+}
+
+// callCtx bounds one provider call made by an action.
+func (s *Service) callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, s.cfg.ActionTimeout)
+}
+
+// Kick asks the reconciler to visit an account soon.
+func (s *Service) Kick(accountID string) {
+	select {
+	case s.kick <- accountID:
+	default:
+	}
+}
+
+func goneKey(accountID, boxID string) string { return accountID + "/" + boxID }
+
+func (s *Service) markGone(accountID, boxID string) {
+	if boxID == "" {
+		return
+	}
+	s.goneMu.Lock()
+	defer s.goneMu.Unlock()
+	now := s.now()
+	for k, t := range s.gone {
+		if now.Sub(t) > time.Hour {
+			delete(s.gone, k)
+		}
+	}
+	s.gone[goneKey(accountID, boxID)] = now
+}
+
+func (s *Service) isGone(accountID, boxID string) bool {
+	s.goneMu.Lock()
+	defer s.goneMu.Unlock()
+	_, ok := s.gone[goneKey(accountID, boxID)]
+	return ok
+}

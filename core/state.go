@@ -1,0 +1,49 @@
+package core
+
+// State is where a workspace (and its box) is in its life.
+type State string
+
+const (
+	StateCreating State = "creating"
+	StateRunning  State = "running"
+	StatePausing  State = "pausing"
+	StatePaused   State = "paused"
+	StateResuming State = "resuming"
+	StateDeleting State = "deleting"
+	StateDeleted  State = "deleted"
+	StateError    State = "error"
+	StateUnknown  State = "unknown"
+)
+
+// Valid reports whether s is one of the defined states.
+func (s State) Valid() bool {
+	switch s {
+	case StateCreating, StateRunning, StatePausing, StatePaused, StateResuming,
+		StateDeleting, StateDeleted, StateError, StateUnknown:
+		return true
+	}
+	return false
+}
+
+// Transitional reports whether s is a state a box passes through on its way
+// somewhere else; the reconciler leaves such workspaces to the action that
+// owns them.
+func (s State) Transitional() bool {
+	switch s {
+	case StateCreating, StatePausing, StateResuming, StateDeleting:
+		return true
+	}
+	return false
+}
+
+// canPause, canResume and canDelete are the legal starting points of each
+// action, checked against the provider's real state at action time.
+func (s State) canPause() bool  { return s == StateRunning }
+func (s State) canResume() bool { return s == StatePaused }
+func (s State) canDelete() bool {
+	switch s {
+	case StateRunning, StatePaused, StateError, StateUnknown, StateDeleted:
+		return true
+	}
+	return false
+}

@@ -1,0 +1,254 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Workspaces lists owner's live workspaces, newest first.
+func (s *Service) Workspaces(owner string) []Workspace {
+	_, all := s.feed.Snapshot()
+	out := all[:0]
+	for _, ws := range all {
+		if ws.Owner == owner {
+			out = append(out, ws)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].CreatedAt.Equal(out[j].CreatedAt) {
+			return out[i].CreatedAt.After(out[j].CreatedAt)
+		}
+		return out[i].ID < out[j].ID
+	})
+	return out
+}
+
+// Workspace returns one of owner's live workspaces.
+func (s *Service) Workspace(owner, id string) (Workspace, error) {
+	ws, ok := s.feed.Get(id)
+	if !ok || ws.Owner != owner {
+		return Workspace{}, Errorf(KindNotFound, "workspace %q not found", id)
+	}
+	return ws, nil
+}
+
+// CreateRequest asks for a new workspace.
+type CreateRequest struct {
+	AccountID string
+	Name      string
+	Lifecycle Lifecycle
+	Options   map[string]string
+}
+
+func validateCreate(req CreateRequest) error {
+	name := strings.TrimSpace(req.Name)
+	if name == "" {
+		return Errorf(KindInvalid, "name is required")
+	}
+	if utf8.RuneCountInString(name) > 100 {
+		return Errorf(KindInvalid, "name is longer than 100 characters")
+	}
+	if req.Lifecycle.IdlePauseAfter < 0 || req.Lifecycle.PausedTTL < 0 {
+		return Errorf(KindInvalid, "lifecycle durations must not be negative")
+	}
+	if len(req.Options) > 32 {
+		return Errorf(KindInvalid, "at most 32 options are allowed")
+	}
+	for k, v := range req.Options {
+		if k == "" || len(k) > 64 || len(v) > 1024 {
+			return Errorf(KindInvalid, "option %q: names are 1-64 bytes and values at most 1024 bytes", k)
+		}
+	}
+	return nil
+}
+
+// Create starts a new workspace. It returns once the workspace is recorded
+// in state creating; the provider call continues in the background and its
+// outcome arrives through the feed.
+func (s *Service) Create(ctx context.Context, owner string, req CreateRequest) (Workspace, error) {
+	if err := validateCreate(req); err != nil {
+		return Workspace{}, err
+	}
+	acct, err := s.Account(ctx, owner, req.AccountID)
+	if err != nil {
+		return Workspace{}, err
+	}
+	p, _, err := s.provider(ctx, acct)
+	if err != nil {
+		return Workspace{}, err
+	}
+	if pg, ok := p.(Pinger); ok {
+		if err := pg.Ping(ctx); err != nil {
+			return Workspace{}, err
+		}
+	}
+	now := s.now()
+	ws := Workspace{
+		ID:        NewID("ws"),
+		Owner:     owner,
+		Name:      strings.TrimSpace(req.Name),
+		AccountID: acct.ID,
+		Provider:  acct.Provider,
+		State:     StateCreating,
+		Lifecycle: req.Lifecycle,
+		Options:   req.Options,
+		CreatedAt: now,
+	}
+	unlock, _ := s.locks.tryLock(ws.ID) // a fresh id: always free
+	op, err := s.cfg.Store.PutOp(ctx, Op{WorkspaceID: ws.ID, Kind: OpCreate, Step: "requested", CreatedAt: now, UpdatedAt: now})
+	if err != nil {
+		unlock()
+		return Workspace{}, err
+	}
+	if ws, err = s.feed.Save(ctx, ws); err != nil {
+		unlock()
+		s.dropOp(op)
+		return Workspace{}, err
+	}
+	s.log.Info("workspace create started", "workspace", ws.ID, "provider", ws.Provider, "account", acct.ID)
+	s.goBackground(func(ctx context.Context) {
+		defer unlock()
+		s.runOp(ctx, op, ws, acct)
+	})
+	return ws, nil
+}
+
+// acquire takes the workspace's lock and loads what an action needs. The
+// caller must call unlock unless err is non-nil.
+func (s *Service) acquire(ctx context.Context, owner, id string) (ws Workspace, acct Account, p Provider, info ProviderInfo, unlock func(), err error) {
+	ws, err = s.Workspace(owner, id)
+	if err != nil {
+		return
+	}
+	unlock, ok := s.locks.tryLock(id)
+	if !ok {
+		err = &Error{Kind: KindConflict, Message: fmt.Sprintf("workspace %s is busy (%s); wait for the running action to finish", id, ws.State), State: ws.State}
+		return
+	}
+	fail := func(e error) { unlock(); unlock = nil; err = e }
+	// Re-read under the lock: the workspace may have changed meanwhile.
+	if ws, err = s.Workspace(owner, id); err != nil {
+		fail(err)
+		return
+	}
+	if acct, err = s.cfg.Store.GetAccount(ctx, ws.AccountID); err != nil {
+		fail(err)
+		return
+	}
+	if p, info, err = s.provider(ctx, acct); err != nil {
+		fail(err)
+	}
+	return
+}
+
+// refresh re-reads the box's real state from the provider and records what
+// changed. A box that is gone leaves the workspace in state deleted.
+func (s *Service) refresh(ctx context.Context, ws Workspace, acct Account, p Provider) (Workspace, error) {
+	if ws.BoxID == "" {
+		return ws, nil
+	}
+	cctx, cancel := s.callCtx(ctx)
+	box, err := p.Get(cctx, acct, ws.BoxID)
+	cancel()
+	if IsKind(err, KindNotFound) {
+		ws.State = StateDeleted
+		ws.Error = fmt.Sprintf("box %s no longer exists at %s; it was removed outside companion", ws.BoxID, ws.Provider)
+		saved, serr := s.feed.Save(ctx, ws)
+		if serr != nil {
+			return ws, serr
+		}
+		return saved, nil
+	}
+	if err != nil {
+		return ws, err
+	}
+	updated := s.applyBox(ws, box)
+	if changed(ws, updated) {
+		return s.feed.Save(ctx, updated)
+	}
+	return ws, nil
+}
+
+func illegal(ws Workspace, action string) error {
+	return &Error{Kind: KindConflict, Message: fmt.Sprintf("cannot %s workspace %s: it is %s", action, ws.ID, ws.State), State: ws.State}
+}
+
+// Pause suspends a running workspace.
+func (s *Service) Pause(ctx context.Context, owner, id string) (Workspace, error) {
+	return s.startAction(ctx, owner, id, OpPause)
+}
+
+// Resume wakes a paused workspace. The box may come back with a new
+// identity; the workspace keeps its id.
+func (s *Service) Resume(ctx context.Context, owner, id string) (Workspace, error) {
+	return s.startAction(ctx, owner, id, OpResume)
+}
+
+func (s *Service) startAction(ctx context.Context, owner, id string, kind OpKind) (Workspace, error) {
+	ws, acct, p, info, unlock, err := s.acquire(ctx, owner, id)
+	if err != nil {
+		return Workspace{}, err
+	}
+	release := true
+	defer func() {
+		if release {
+			unlock()
+		}
+	}()
+	if !info.Capabilities.Suspend {
+		return Workspace{}, Errorf(KindInvalid, "provider %s cannot pause or resume workspaces", info.Name)
+	}
+	if ws, err = s.refresh(ctx, ws, acct, p); err != nil {
+		return Workspace{}, err
+	}
+	next := StatePausing
+	legal := ws.State.canPause()
+	if kind == OpResume {
+		next, legal = StateResuming, ws.State.canResume()
+	}
+	if !legal {
+		return Workspace{}, illegal(ws, string(kind))
+	}
+	now := s.now()
+	op, err := s.cfg.Store.PutOp(ctx, Op{WorkspaceID: ws.ID, Kind: kind, Step: "requested", CreatedAt: now, UpdatedAt: now})
+	if err != nil {
+		return Workspace{}, err
+	}
+	ws.State, ws.Error = next, ""
+	if ws, err = s.feed.Save(ctx, ws); err != nil {
+		s.dropOp(op)
+		return Workspace{}, err
+	}
+	s.log.Info("workspace "+string(kind)+" started", "workspace", ws.ID, "box", ws.BoxID)
+	release = false
+	s.goBackground(func(ctx context.Context) {
+		defer unlock()
+		s.runOp(ctx, op, ws, acct)
+	})
+	return ws, nil
+}
+
+// SetKeep marks a workspace as exempt from scheduled deletion, or not.
+func (s *Service) SetKeep(ctx context.Context, owner, id string, keep bool) (Workspace, error) {
+	ws, err := s.Workspace(owner, id)
+	if err != nil {
+		return Workspace{}, err
+	}
+	unlock, ok := s.locks.tryLock(id)
+	if !ok {
+		return Workspace{}, &Error{Kind: KindConflict, Message: fmt.Sprintf("workspace %s is busy (%s); try again shortly", id, ws.State), State: ws.State}
+	}
+	defer unlock()
+	if ws, err = s.Workspace(owner, id); err != nil {
+		return Workspace{}, err
+	}
+	ws.Keep = keep
+	if keep {
+		ws.DeleteAfter = time.Time{}
+	}
+	return s.feed.Save(ctx, ws)
+}
