@@ -1,0 +1,48 @@
+# companion — see README.md. `make run` starts companion, `make test` runs
+# every test; both set up what they need first.
+
+GO        ?= go
+VERSION   ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+LDFLAGS   := -X main.version=$(VERSION)
+DATA_DIR  ?= $(CURDIR)/.data
+BIN       := bin/companion
+
+.PHONY: all build run test bench lint setup modules box-image clean
+
+all: build
+
+setup:
+	@scripts/setup.sh
+
+# First-party Wasm provider modules, built like a third party's and embedded
+# in the binary.
+modules:
+	@scripts/build-modules.sh
+
+build: modules
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/companion
+
+# The box image `make run` uses for Docker workspaces: an agent-server
+# emulator FROM scratch (no registry is needed).
+box-image:
+	@$(GO) run ./e2e/boximage/cmd/box-image > .box-image
+	@echo "box image: $$(cat .box-image)"
+
+run: setup build box-image
+	scripts/with-keyring.sh $(BIN) desktop --data-dir $(DATA_DIR) \
+		--docker-image $$(cat .box-image) --docker-scope dev
+
+test: setup modules
+	scripts/with-keyring.sh --private env COMPANION_REQUIRE_KEYRING=1 \
+		$(GO) test -count=1 -timeout 40m ./...
+
+bench: setup modules
+	scripts/with-keyring.sh --private $(GO) run ./internal/benchrun
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
+
+clean:
+	rm -rf bin .box-image

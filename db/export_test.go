@@ -1,0 +1,7 @@
+package db
+
+import "time"
+
+// SetClock replaces the store's clock (used for UpdatedAt and tombstone
+// removal times). Call it before the store is used concurrently.
+func SetClock(s *Store, now func() time.Time) { s.now = now }

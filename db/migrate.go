@@ -1,0 +1,143 @@
+package db
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"fmt"
+	"io/fs"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// applicationID marks a SQLite file as companion's ("Cmpn"); migration
+// 0001 sets it.
+const applicationID = 0x436d706e
+
+//go:embed migrations/*.sql
+var migrationFS embed.FS
+
+// migrations are the embedded migrations in order. A build whose files are
+// misnumbered fails every test that opens a store.
+var migrations, migrationsErr = loadMigrations(migrationFS)
+
+// migration is one schema step; applying it sets user_version to version.
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+// loadMigrations reads the embedded migrations, named NNNN_what.sql, and
+// checks that they are numbered 1, 2, 3, … without gaps.
+func loadMigrations(fsys fs.FS) ([]migration, error) {
+	names, err := fs.Glob(fsys, "migrations/*.sql")
+	if err != nil {
+		return nil, err
+	}
+	var ms []migration
+	for _, name := range names {
+		base := path.Base(name)
+		num, _, ok := strings.Cut(base, "_")
+		v, err := strconv.Atoi(num)
+		if !ok || err != nil || v <= 0 {
+			return nil, fmt.Errorf("migration %s: name must be NNNN_what.sql", base)
+		}
+		b, err := fs.ReadFile(fsys, name)
+		if err != nil {
+			return nil, err
+		}
+		ms = append(ms, migration{version: v, name: base, sql: string(b)})
+	}
+	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
+	for i, m := range ms {
+		if m.version != i+1 {
+			return nil, fmt.Errorf("migration %s: expected version %d (versions must run 1, 2, 3, … without gaps or repeats)", m.name, i+1)
+		}
+	}
+	return ms, nil
+}
+
+// checkSchema returns the file's schema version after making sure this
+// build may use the file: it must be empty or companion's, and not written
+// by a newer build.
+func checkSchema(ctx context.Context, conn *sql.DB, file string) (int, error) {
+	if migrationsErr != nil {
+		return 0, fmt.Errorf("db: embedded migrations: %w", migrationsErr)
+	}
+	version, appID, err := schemaVersion(ctx, conn)
+	if err != nil {
+		return 0, openErr(file, err)
+	}
+	if (version > 0 || appID != 0) && appID != applicationID {
+		return 0, &openError{
+			msg:  fmt.Sprintf("db: %s is a SQLite database of another application (application_id %#x, user_version %d); point --data-dir elsewhere", file, appID, version),
+			kind: ErrNotDatabase,
+		}
+	}
+	known := len(migrations)
+	if version > known {
+		return 0, &openError{
+			msg:  fmt.Sprintf("db: %s was written by a newer companion (schema version %d; this build knows versions up to %d); upgrade companion or point --data-dir elsewhere", file, version, known),
+			kind: ErrSchemaTooNew,
+		}
+	}
+	return version, nil
+}
+
+// migrate brings the database from version up to the newest embedded
+// schema. Each migration runs in its own transaction together with the
+// user_version bump, so a crash leaves the file at one version or the
+// next, never between.
+//
+// Migrations run with foreign keys on (the pragma cannot change inside a
+// transaction); a future migration that rebuilds a referenced table must
+// use PRAGMA defer_foreign_keys.
+func migrate(ctx context.Context, conn *sql.DB, file string, version int) error {
+	for _, m := range migrations[version:] {
+		if err := apply(ctx, conn, m); err != nil {
+			return fmt.Errorf("db: apply migration %s to %s: %w", m.name, file, err)
+		}
+	}
+	return nil
+}
+
+func schemaVersion(ctx context.Context, q *sql.DB) (version, appID int, err error) {
+	if err := q.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&version); err != nil {
+		return 0, 0, err
+	}
+	if err := q.QueryRowContext(ctx, `PRAGMA application_id`).Scan(&appID); err != nil {
+		return 0, 0, err
+	}
+	return version, appID, nil
+}
+
+func apply(ctx context.Context, conn *sql.DB, m migration) error {
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	// Another process may have applied it while this one waited for the
+	// write lock.
+	var cur int
+	if err := tx.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&cur); err != nil {
+		return err
+	}
+	if cur >= m.version {
+		return nil
+	}
+	if cur != m.version-1 {
+		return fmt.Errorf("database is at schema version %d, expected %d", cur, m.version-1)
+	}
+	if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+		return err
+	}
+	// PRAGMA takes no bound parameters; version is an int we parsed.
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf(`PRAGMA user_version = %d`, m.version)); err != nil {
+		return err
+	}
+	return tx.Commit()
+}

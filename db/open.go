@@ -1,0 +1,308 @@
+package db
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"companion/core"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+var _ core.Store = (*Store)(nil)
+
+// Errors Open returns, wrapped with a message that names the file and says
+// what to do. Test for them with errors.Is.
+var (
+	// ErrNotDatabase: the file is not a SQLite database, is damaged, or
+	// belongs to another application.
+	ErrNotDatabase = errors.New("not a companion database")
+	// ErrSchemaTooNew: the file was written by a newer build of companion.
+	ErrSchemaTooNew = errors.New("database schema is newer than this build")
+)
+
+// busyTimeout is how long a statement waits for a lock held by another
+// process (another companion pointed at the same data dir, a sqlite3 shell)
+// before failing. Within one process writers never wait on SQLite's lock:
+// they queue for the single write connection.
+const busyTimeout = 5 * time.Second
+
+// readConns bounds the read pool. Reads are short; a few connections are
+// enough to keep list, feed catch-up and lookups from queueing behind each
+// other on a small machine.
+const readConns = 4
+
+// cacheKiB is each connection's page cache (SQLite's default is 2 MiB).
+const cacheKiB = 8 << 10
+
+// Store is companion's SQLite store. It implements core.Store and is safe
+// for concurrent use; Close it when done.
+type Store struct {
+	path     string
+	w        *sql.DB // exactly one connection; every write goes here
+	r        *sql.DB // read-only pool
+	ws, rs   *stmts  // prepared statements of w and r
+	instance string
+	now      func() time.Time
+}
+
+// Open opens the store at path, creating the file (mode 0600) and its
+// parent directory (mode 0700) if they are missing, and brings the schema
+// up to date. A file that is not a SQLite database is refused with
+// ErrNotDatabase; a file written by a newer companion with ErrSchemaTooNew.
+// Neither is modified.
+func Open(ctx context.Context, path string) (*Store, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("db: resolve path %q: %w", path, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
+		return nil, fmt.Errorf("db: create directory for %s: %w", abs, err)
+	}
+	if err := prepareFile(abs); err != nil {
+		return nil, err
+	}
+
+	w, err := sql.Open("sqlite", dsn(abs, false))
+	if err != nil {
+		return nil, fmt.Errorf("db: open %s: %w", abs, err)
+	}
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxIdleTime(0)
+	w.SetConnMaxLifetime(0)
+
+	s := &Store{path: abs, w: w, now: time.Now}
+	if err := s.setup(ctx); err != nil {
+		w.Close()
+		return nil, err
+	}
+	if s.ws, err = prepare(ctx, w, hotWrites); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("db: %s: %w", abs, err)
+	}
+
+	r, err := sql.Open("sqlite", dsn(abs, true))
+	if err != nil {
+		s.Close()
+		return nil, fmt.Errorf("db: open %s: %w", abs, err)
+	}
+	r.SetMaxOpenConns(readConns)
+	r.SetMaxIdleConns(readConns)
+	s.r = r
+	if s.rs, err = prepare(ctx, r, hotReads); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("db: %s: %w", abs, err)
+	}
+	return s, nil
+}
+
+// setup checks the file, migrates it and loads the instance id, all on the
+// write connection.
+func (s *Store) setup(ctx context.Context) error {
+	// The first use opens the connection and runs the DSN's pragmas, which
+	// is where a damaged file shows up.
+	if err := s.w.PingContext(ctx); err != nil {
+		return openErr(s.path, err)
+	}
+	version, err := checkSchema(ctx, s.w, s.path)
+	if err != nil {
+		return err
+	}
+	// WAL is a property of the file, so it is switched on here, once the
+	// file is known to be companion's, rather than by every connection.
+	var mode string
+	if err := s.w.QueryRowContext(ctx, `PRAGMA journal_mode = WAL`).Scan(&mode); err != nil {
+		return openErr(s.path, err)
+	}
+	if !strings.EqualFold(mode, "wal") {
+		return fmt.Errorf("db: %s: SQLite cannot use WAL mode there (journal mode stays %q); put --data-dir on a local file system", s.path, mode)
+	}
+	if err := migrate(ctx, s.w, s.path, version); err != nil {
+		return err
+	}
+	id := core.NewID("inst")
+	if _, err := s.w.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES ('instance_id', ?) ON CONFLICT (key) DO NOTHING`, id); err != nil {
+		return openErr(s.path, err)
+	}
+	if err := s.w.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'instance_id'`).Scan(&s.instance); err != nil {
+		return openErr(s.path, err)
+	}
+	return nil
+}
+
+// openErr words a failure met while opening the file.
+func openErr(path string, err error) error {
+	if isCode(err, sqlite3.SQLITE_NOTADB) || isCode(err, sqlite3.SQLITE_CORRUPT) {
+		return &openError{
+			msg:   fmt.Sprintf("db: %s is not a SQLite database or is damaged (%v); move it away or point --data-dir elsewhere", path, err),
+			kind:  ErrNotDatabase,
+			cause: err,
+		}
+	}
+	return fmt.Errorf("db: open %s: %w", path, err)
+}
+
+// sqliteHeader starts every SQLite database file.
+var sqliteHeader = []byte("SQLite format 3\x00")
+
+// prepareFile creates path with mode 0600 if it is missing (SQLite would
+// create it world-readable under a usual umask; its -wal and -shm files
+// copy the main file's mode) and refuses a file that is not empty and does
+// not start with SQLite's header, before SQLite touches it.
+func prepareFile(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("db: open %s: %w", path, err)
+	}
+	defer f.Close()
+	head := make([]byte, len(sqliteHeader))
+	n, err := io.ReadFull(f, head)
+	switch {
+	case n == 0 && errors.Is(err, io.EOF):
+		return nil // new or empty: SQLite initialises it
+	case err != nil && !errors.Is(err, io.ErrUnexpectedEOF):
+		return fmt.Errorf("db: read %s: %w", path, err)
+	case !bytes.Equal(head[:n], sqliteHeader):
+		return &openError{
+			msg:  fmt.Sprintf("db: %s is not a SQLite database; move it away or point --data-dir elsewhere", path),
+			kind: ErrNotDatabase,
+		}
+	}
+	return nil
+}
+
+// dsn is the modernc.org/sqlite connection string for path. Pragmas set
+// here apply to every connection the pool opens; none of them changes the
+// file, so opening a file that is then refused leaves it as it was.
+func dsn(path string, readOnly bool) string {
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busyTimeout.Milliseconds()))
+	q.Add("_pragma", "foreign_keys(1)")
+	q.Add("_pragma", "synchronous(NORMAL)")
+	// A page cache that holds 10,000 workspaces, so listing them does not
+	// go back to the OS for every page.
+	q.Add("_pragma", fmt.Sprintf("cache_size(%d)", -cacheKiB))
+	if readOnly {
+		q.Add("_pragma", "query_only(1)")
+	} else {
+		q.Set("_txlock", "immediate")
+	}
+	p := filepath.ToSlash(path)
+	if !strings.HasPrefix(p, "/") {
+		p = "/" + p // a Windows drive letter: file:///C:/...
+	}
+	u := url.URL{Scheme: "file", Path: p}
+	return u.String() + "?" + q.Encode()
+}
+
+// Close closes the store. The last connection to close checkpoints the WAL
+// into the main file.
+func (s *Store) Close() error {
+	var errs []error
+	if s.rs != nil {
+		s.rs.close()
+	}
+	if s.ws != nil {
+		s.ws.close()
+	}
+	if s.r != nil {
+		errs = append(errs, s.r.Close())
+	}
+	errs = append(errs, s.w.Close())
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("db: close %s: %w", s.path, err)
+	}
+	return nil
+}
+
+// Path is the absolute path of the database file.
+func (s *Store) Path() string { return s.path }
+
+// InstanceID returns the random id made when the database was created; it
+// stays the same across reopens.
+func (s *Store) InstanceID(ctx context.Context) (string, error) {
+	return s.instance, nil
+}
+
+// write runs f in a write transaction (BEGIN IMMEDIATE on the write
+// connection) and commits it. f must not use the store's other methods:
+// the write connection is held until f returns.
+func (s *Store) write(ctx context.Context, what string, f func(t txn) error) error {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return wrap(what, err)
+	}
+	if err := f(txn{ctx, tx, s.ws}); err != nil {
+		tx.Rollback()
+		return wrap(what, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return wrap(what, err)
+	}
+	return nil
+}
+
+// read runs f in a read transaction, so every query in f sees the same
+// snapshot.
+func (s *Store) read(ctx context.Context, what string, f func(t txn) error) error {
+	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return wrap(what, err)
+	}
+	defer tx.Rollback()
+	if err := f(txn{ctx, tx, s.rs}); err != nil {
+		return wrap(what, err)
+	}
+	return nil
+}
+
+// wrap adds context to err. A *core.Error passes through unchanged; a
+// SQLite failure a person can act on (disk full, file locked by another
+// process) becomes a KindUnavailable core.Error.
+func wrap(what string, err error) error {
+	var ce *core.Error
+	if errors.As(err, &ce) {
+		return err
+	}
+	switch {
+	case isCode(err, sqlite3.SQLITE_FULL):
+		return &core.Error{Kind: core.KindUnavailable, Message: "companion's database could not be written: the disk is full", Err: fmt.Errorf("db: %s: %w", what, err)}
+	case isCode(err, sqlite3.SQLITE_BUSY) || isCode(err, sqlite3.SQLITE_LOCKED):
+		return &core.Error{Kind: core.KindUnavailable, Message: "companion's database is locked by another program; try again", Err: fmt.Errorf("db: %s: %w", what, err)}
+	}
+	return fmt.Errorf("db: %s: %w", what, err)
+}
+
+// isCode reports whether err is a SQLite error with primary result code
+// code (extended codes carry the primary one in their low byte).
+func isCode(err error, code int) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && se.Code()&0xff == code
+}
+
+// openError is a refusal to open a file, worded for a person.
+type openError struct {
+	msg   string
+	kind  error
+	cause error
+}
+
+func (e *openError) Error() string        { return e.msg }
+func (e *openError) Is(target error) bool { return target == e.kind }
+func (e *openError) Unwrap() error        { return e.cause }
+
+// notFound is the error for an unknown id.
+func notFound(what, id string) error {
+	return core.Errorf(core.KindNotFound, "%s %q not found", what, id)
+}

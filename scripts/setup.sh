@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Checks (and where it can, installs) what building and testing companion
+# needs: Go, a Docker Engine, a Secret Service for the OS keyring, and wabt.
+# Debian/Ubuntu packages are installed when running as root or with sudo.
+set -euo pipefail
+
+need_pkgs=()
+command -v dbus-run-session >/dev/null || need_pkgs+=(dbus)
+command -v gnome-keyring-daemon >/dev/null || need_pkgs+=(gnome-keyring)
+command -v wat2wasm >/dev/null || need_pkgs+=(wabt)
+
+if [ ${#need_pkgs[@]} -gt 0 ]; then
+	if command -v apt-get >/dev/null; then
+		sudo=""
+		[ "$(id -u)" = 0 ] || sudo="sudo"
+		echo "setup: installing ${need_pkgs[*]}" >&2
+		export DEBIAN_FRONTEND=noninteractive
+		$sudo apt-get install -y --no-install-recommends "${need_pkgs[@]}" >/dev/null ||
+			{ $sudo apt-get update -q >/dev/null && $sudo apt-get install -y --no-install-recommends "${need_pkgs[@]}" >/dev/null; }
+	else
+		echo "setup: please install: ${need_pkgs[*]}" >&2
+		exit 1
+	fi
+fi
+
+command -v go >/dev/null || { echo "setup: Go 1.26 is required (https://go.dev/dl)" >&2; exit 1; }
+if ! docker version --format '{{.Server.Version}}' >/dev/null 2>&1; then
+	echo "setup: a running Docker Engine is required (docker version cannot reach it)" >&2
+	exit 1
+fi

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Runs a command where the OS keyring (Secret Service over D-Bus) works.
+#
+#   scripts/with-keyring.sh [--private] CMD ARGS...
+#
+# If the current session already has a reachable Secret Service and
+# --private is not given, CMD runs as is. Otherwise CMD runs inside a fresh
+# private D-Bus session with gnome-keyring-daemon unlocked (how headless
+# Linux machines and CI get a real keyring). macOS and Windows need nothing.
+set -euo pipefail
+
+private=0
+if [ "${1:-}" = "--private" ]; then private=1; shift; fi
+
+if [ "$(uname -s)" != "Linux" ]; then exec "$@"; fi
+
+has_secret_service() {
+	[ -n "${DBUS_SESSION_BUS_ADDRESS:-}" ] || return 1
+	command -v dbus-send >/dev/null || return 1
+	dbus-send --session --print-reply --dest=org.freedesktop.DBus /org/freedesktop/DBus \
+		org.freedesktop.DBus.NameHasOwner string:org.freedesktop.secrets 2>/dev/null | grep -q 'boolean true'
+}
+
+if [ $private = 0 ] && has_secret_service; then exec "$@"; fi
+
+for tool in dbus-run-session gnome-keyring-daemon; do
+	if ! command -v "$tool" >/dev/null; then
+		echo "with-keyring: $tool is missing; install it with: sudo apt-get install -y dbus gnome-keyring" >&2
+		exit 1
+	fi
+done
+
+# The inner script unlocks a keyring (the password only guards this
+# private, throwaway session) and then replaces itself with the command.
+exec dbus-run-session -- bash -c '
+	printf "companion-private-keyring" | gnome-keyring-daemon --unlock --components=secrets >/dev/null 2>&1
+	exec "$@"' with-keyring "$@" 2> >(grep -v "Failed to set fd limit" >&2)
