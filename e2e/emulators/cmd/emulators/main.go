@@ -1,0 +1,148 @@
+// Command emulators runs the Daytona, E2B and DigitalOcean hosted-agent
+// emulators on local addresses for manual testing, with their admin routes
+// (/_emulator/…) mounted.
+//
+//	EMULATOR_TOKEN=secret emulators -daytona 127.0.0.1:7001 -e2b 127.0.0.1:7002 -digitalocean 127.0.0.1:7003
+//
+// The token is taken from -token-file or $EMULATOR_TOKEN, not a flag, so it
+// does not show up in process listings.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"companion/e2e/emulators/daytona"
+	"companion/e2e/emulators/digitalocean"
+	"companion/e2e/emulators/e2b"
+	"companion/e2e/emulators/emulator"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "emulators:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	dtAddr := flag.String("daytona", "", "serve the Daytona API (under /api) on this address")
+	e2bAddr := flag.String("e2b", "", "serve the E2B API on this address")
+	doAddr := flag.String("digitalocean", "", "serve the DigitalOcean /v2/agents API on this address")
+	tokenFile := flag.String("token-file", "", "file holding the accepted token (default: $EMULATOR_TOKEN)")
+	fake := flag.Bool("fake-clock", false, "freeze the clock; it then moves only through POST /_emulator/clock")
+	start := flag.String("start", "", "with -fake-clock, the starting time (RFC 3339; default now)")
+	instant := flag.Bool("instant", false, "make every asynchronous transition instant")
+	flag.Parse()
+	if *dtAddr == "" && *e2bAddr == "" && *doAddr == "" {
+		flag.Usage()
+		return errors.New("give at least one of -daytona, -e2b, -digitalocean")
+	}
+	token := os.Getenv("EMULATOR_TOKEN")
+	if *tokenFile != "" {
+		b, err := os.ReadFile(*tokenFile)
+		if err != nil {
+			return fmt.Errorf("reading token: %w", err)
+		}
+		token = strings.TrimSpace(string(b))
+	}
+	if token == "" {
+		return errors.New("no token: set EMULATOR_TOKEN or -token-file")
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+
+	newClock := func() (*emulator.Clock, error) {
+		if !*fake {
+			return emulator.NewWallClock(), nil
+		}
+		t := time.Now()
+		if *start != "" {
+			var err error
+			if t, err = time.Parse(time.RFC3339, *start); err != nil {
+				return nil, fmt.Errorf("-start: %w", err)
+			}
+		}
+		return emulator.NewFakeClock(t), nil
+	}
+
+	type server struct {
+		name, addr, api string
+		handler         http.Handler
+		base            *emulator.Base
+	}
+	var servers []server
+	if *dtAddr != "" {
+		c, err := newClock()
+		if err != nil {
+			return err
+		}
+		o := daytona.Options{Token: token, Clock: c, Admin: true}
+		if *instant {
+			o.Delays = &daytona.Delays{}
+		}
+		s := daytona.New(o)
+		servers = append(servers, server{"daytona", *dtAddr, "/api", s.Handler(), s.Base})
+	}
+	if *e2bAddr != "" {
+		c, err := newClock()
+		if err != nil {
+			return err
+		}
+		s := e2b.New(e2b.Options{Token: token, Clock: c, Admin: true})
+		servers = append(servers, server{"e2b", *e2bAddr, "", s.Handler(), s.Base})
+	}
+	if *doAddr != "" {
+		c, err := newClock()
+		if err != nil {
+			return err
+		}
+		o := digitalocean.Options{Token: token, Clock: c, Admin: true}
+		if *instant {
+			o.Delays = &digitalocean.Delays{}
+		}
+		s := digitalocean.New(o)
+		servers = append(servers, server{"digitalocean", *doAddr, "", s.Handler(), s.Base})
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	errc := make(chan error, len(servers))
+	var https []*http.Server
+	for _, s := range servers {
+		ln, err := net.Listen("tcp", s.addr)
+		if err != nil {
+			return fmt.Errorf("%s: %w", s.name, err)
+		}
+		hs := &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second}
+		https = append(https, hs)
+		url := "http://" + ln.Addr().String()
+		log.Info("serving", "emulator", s.name, "api", url+s.api, "admin", url+emulator.AdminPrefix)
+		go func() {
+			if err := hs.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("%s: %w", s.name, err)
+			}
+		}()
+	}
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for i, hs := range https {
+		servers[i].base.Close() // end held hang faults first
+		hs.Shutdown(shutdown)
+	}
+	return err
+}

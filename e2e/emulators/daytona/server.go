@@ -1,0 +1,267 @@
+// Package daytona emulates the parts of the Daytona control-plane API
+// (https://app.daytona.io/api, OpenAPI spec libs/api-client-go/api/openapi.yaml
+// at daytonaio/daytona b5a5d9e78) that companion uses: listing with cursor
+// pagination, create, get, delete, start, stop, archive, pause,
+// last-activity and the lifecycle-interval setters, with Daytona's native
+// auto-stop, auto-archive and auto-delete running on an emulated clock.
+//
+// Facts come from ../shared/reference/providers.md §1 and the API's source;
+// where that is unsure the choice is noted at the spot.
+package daytona
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"companion/e2e/emulators/emulator"
+)
+
+// Options configure a Server.
+type Options struct {
+	// Token and Tokens are the API keys accepted as "Authorization: Bearer".
+	// With none, every request is refused.
+	Token  string
+	Tokens []string
+	// Clock drives every state change; nil means a wall clock.
+	Clock *emulator.Clock
+	// BasePath is where the API is served; default "/api" like the real
+	// base URL. Use "/" to serve at the root.
+	BasePath string
+	// OrganizationID is stamped on every sandbox; default a random UUID.
+	OrganizationID string
+	// Delays is how long each transition takes in emulated time; nil means
+	// DefaultDelays. Zero fields make that transition instant.
+	Delays *Delays
+	// Admin mounts the admin routes under /_emulator/.
+	Admin bool
+	// EnforceRateLimits makes the throttlers answer 429 when a window is
+	// used up. Off by default: the headers are always sent, but tests get
+	// 429s deterministically from fault injection instead.
+	EnforceRateLimits bool
+	// RateLimits overrides the per-minute throttler limits (keys:
+	// authenticated, sandbox-create, sandbox-lifecycle).
+	RateLimits map[string]int
+}
+
+// Delays are the durations of Daytona's asynchronous transitions.
+type Delays struct {
+	Create, Start, Stop, Archive, Restore, Pause, Resume, Destroy time.Duration
+}
+
+// DefaultDelays are a few seconds each, restoring from archive slower.
+func DefaultDelays() Delays {
+	return Delays{
+		Create: 2 * time.Second, Start: 2 * time.Second, Stop: 2 * time.Second,
+		Archive: 5 * time.Second, Restore: 10 * time.Second,
+		Pause: time.Second, Resume: time.Second, Destroy: time.Second,
+	}
+}
+
+// Tier 1 per-minute limits from Daytona's limits.mdx.
+var defaultLimits = map[string]int{
+	"authenticated":     10000,
+	"sandbox-create":    300,
+	"sandbox-lifecycle": 10000,
+}
+
+// Server is a Daytona API emulator. It embeds emulator.Base, so Clock,
+// Faults, Requests and Close are available on it. Safe for concurrent use.
+type Server struct {
+	*emulator.Base
+	opts    Options
+	tokens  emulator.Tokens
+	delays  Delays
+	base    string
+	limits  map[string]*emulator.Window
+	handler http.Handler
+
+	mu    sync.Mutex
+	boxes map[string]*box // by id
+}
+
+type box struct {
+	sb    Sandbox
+	until time.Time // when a transitional state settles; zero when settled
+}
+
+// New returns an emulator configured by o.
+func New(o Options) *Server {
+	s := &Server{
+		Base:   emulator.NewBase(o.Clock),
+		opts:   o,
+		tokens: append(emulator.Tokens{o.Token}, o.Tokens...),
+		delays: DefaultDelays(),
+		base:   strings.TrimSuffix(o.BasePath, "/"),
+		limits: map[string]*emulator.Window{},
+		boxes:  map[string]*box{},
+	}
+	if o.BasePath == "" {
+		s.base = "/api"
+	}
+	if o.Delays != nil {
+		s.delays = *o.Delays
+	}
+	if s.opts.OrganizationID == "" {
+		s.opts.OrganizationID = emulator.UUID()
+	}
+	for name, n := range defaultLimits {
+		if v, ok := o.RateLimits[name]; ok {
+			n = v
+		}
+		s.limits[name] = &emulator.Window{Limit: n, Period: time.Minute}
+	}
+
+	mux := http.NewServeMux()
+	p := s.base + "/sandbox"
+	s.route(mux, "GET "+p, nil, s.list)
+	s.route(mux, "POST "+p, []string{"sandbox-create"}, s.create)
+	s.route(mux, "GET "+p+"/{idOrName}", nil, s.get)
+	s.route(mux, "DELETE "+p+"/{idOrName}", []string{"sandbox-lifecycle"}, s.delete)
+	s.route(mux, "POST "+p+"/{idOrName}/start", []string{"sandbox-lifecycle"}, s.start)
+	s.route(mux, "POST "+p+"/{idOrName}/stop", []string{"sandbox-lifecycle"}, s.stop)
+	s.route(mux, "POST "+p+"/{idOrName}/archive", []string{"sandbox-lifecycle"}, s.archive)
+	s.route(mux, "POST "+p+"/{idOrName}/pause", []string{"sandbox-lifecycle"}, s.pause)
+	s.route(mux, "POST "+p+"/{idOrName}/last-activity", nil, s.lastActivity)
+	s.route(mux, "POST "+p+"/{idOrName}/autostop/{interval}", nil, s.setInterval("autostop"))
+	s.route(mux, "POST "+p+"/{idOrName}/autoarchive/{interval}", nil, s.setInterval("autoarchive"))
+	s.route(mux, "POST "+p+"/{idOrName}/autodelete/{interval}", nil, s.setInterval("autodelete"))
+	s.route(mux, "PUT "+p+"/{idOrName}/labels", nil, s.replaceLabels)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		// NestJS's default answer for an unknown route.
+		s.fail(w, r, http.StatusNotFound, fmt.Sprintf("Cannot %s %s", r.Method, r.URL.Path), "")
+	})
+
+	var admin http.Handler
+	if o.Admin {
+		admin = s.adminRoutes()
+	}
+	s.handler = s.Base.Handler(dialect{s}, mux, admin)
+	return s
+}
+
+// Handler returns the HTTP handler serving the API (and the admin routes
+// when Options.Admin is set).
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// BasePath returns the path prefix the API is served under ("/api").
+func (s *Server) BasePath() string { return s.base }
+
+// route registers h behind the throttlers every authenticated route has
+// ("authenticated") plus extra.
+func (s *Server) route(mux *http.ServeMux, pattern string, extra []string, h http.HandlerFunc) {
+	throttlers := append([]string{"authenticated"}, extra...)
+	mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		now := s.Clock().Now()
+		for _, name := range throttlers {
+			win := s.limits[name]
+			remaining, reset, ok := win.Hit(now)
+			setLimitHeaders(w.Header(), name, win.Limit, remaining, emulator.SecondsUntil(now, reset))
+			if !ok && s.opts.EnforceRateLimits {
+				w.Header().Set("Retry-After-"+name, fmt.Sprint(max(emulator.SecondsUntil(now, reset), 1)))
+				s.fail(w, r, http.StatusTooManyRequests, "Rate limit exceeded", "")
+				return
+			}
+		}
+		w.Header().Set("X-Daytona-Api-Version", apiVersion)
+		h(w, r)
+	})
+}
+
+// apiVersion is the release the reference was read at.
+const apiVersion = "v0.190.0"
+
+func setLimitHeaders(h http.Header, throttler string, limit, remaining, resetSecs int) {
+	h.Set("X-RateLimit-Limit-"+throttler, fmt.Sprint(limit))
+	h.Set("X-RateLimit-Remaining-"+throttler, fmt.Sprint(remaining))
+	h.Set("X-RateLimit-Reset-"+throttler, fmt.Sprint(resetSecs))
+}
+
+// fail writes Daytona's error body. The shape follows the API's
+// AllExceptionsFilter (apps/api/src/filters/all-exceptions.filter.ts):
+// path, timestamp, statusCode, error (the HTTP status text), message, plus
+// source and, for some errors, a machine-readable code in newer versions.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, status int, message, code string) {
+	body := map[string]any{
+		"path":       r.URL.RequestURI(),
+		"timestamp":  s.Clock().Now().UTC().Format(jsTime),
+		"statusCode": status,
+		"source":     "DAYTONA_API",
+		"error":      http.StatusText(status),
+		"message":    message,
+	}
+	if code != "" {
+		body["code"] = code
+	}
+	emulator.WriteJSON(w, status, body)
+}
+
+// dialect adapts Server to emulator.Dialect.
+type dialect struct{ s *Server }
+
+func (d dialect) Authenticate(r *http.Request) emulator.AuthOutcome {
+	return d.s.tokens.CheckBearer(r)
+}
+
+func (d dialect) Unauthorized(w http.ResponseWriter, r *http.Request, outcome emulator.AuthOutcome) {
+	// A missing header fails passport's bearer strategy (bare
+	// UnauthorizedException); an unknown key is rejected by ApiKeyStrategy
+	// with "Invalid API key".
+	msg := "Unauthorized"
+	if outcome == emulator.AuthInvalid {
+		msg = "Invalid API key"
+	}
+	d.s.fail(w, r, http.StatusUnauthorized, msg, "")
+}
+
+func (d dialect) Fault(w http.ResponseWriter, r *http.Request, f emulator.Fault) {
+	s := d.s
+	if f.Kind != emulator.FaultRateLimit {
+		if f.RetryAfter > 0 {
+			w.Header().Set("Retry-After", fmt.Sprint(emulator.Seconds(f.RetryAfter)))
+		}
+		msg := http.StatusText(f.Status)
+		if f.Status == http.StatusInternalServerError {
+			msg = "An unexpected error occurred."
+		}
+		s.fail(w, r, f.Status, msg, "")
+		return
+	}
+	throttler := f.Throttler
+	if throttler == "" {
+		throttler = s.throttlerFor(r)
+	}
+	secs := emulator.Seconds(f.RetryAfter)
+	limit := 10000
+	if win, ok := s.limits[throttler]; ok {
+		limit = win.Limit
+	}
+	setLimitHeaders(w.Header(), throttler, limit, 0, secs)
+	// limits.mdx documents Retry-After-{throttler} on 429; the API's
+	// rate-limit-headers util sets a plain Retry-After on the failed-auth
+	// path only.
+	if throttler == "failed-auth" {
+		w.Header().Set("Retry-After", fmt.Sprint(secs))
+	} else {
+		w.Header().Set("Retry-After-"+throttler, fmt.Sprint(secs))
+	}
+	s.fail(w, r, http.StatusTooManyRequests, "Rate limit exceeded", "")
+}
+
+// throttlerFor names the most specific throttler the real route applies.
+func (s *Server) throttlerFor(r *http.Request) string {
+	p := strings.TrimPrefix(r.URL.Path, s.base+"/sandbox")
+	switch {
+	case r.Method == http.MethodPost && (p == "" || p == "/"):
+		return "sandbox-create"
+	case r.Method == http.MethodDelete && strings.Count(p, "/") == 1:
+		return "sandbox-lifecycle"
+	case r.Method == http.MethodPost && slices.ContainsFunc([]string{"/start", "/stop", "/archive", "/pause"},
+		func(suffix string) bool { return strings.HasSuffix(p, suffix) }):
+		return "sandbox-lifecycle"
+	}
+	return "authenticated"
+}

@@ -1,0 +1,502 @@
+// Package digitalocean emulates DigitalOcean's hosted-agent ("MARS",
+// Harness Runtime) sessions API under /v2/agents — the API Canvas uses and
+// companion drives: sessions (list with page tokens, create from a config
+// or directly, get, pause, resume, delete, input) and the configs needed
+// to create from one. Sessions provision, go idle and are auto-paused
+// (pause_reason idle), and are destroyed, on an emulated clock.
+//
+// Facts come from ../shared/reference/agent-server.md §8 and
+// providers.md §4b; where they are unsure the choice is noted at the spot.
+package digitalocean
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"companion/e2e/emulators/emulator"
+)
+
+// ErrorStyle picks the error body shape.
+type ErrorStyle int
+
+const (
+	// ErrorsSplit (the default) answers 401 and 429, which DigitalOcean's
+	// API gateway produces, in the classic {id, message, request_id} shape,
+	// and everything the harness API itself refuses in the {error: {code,
+	// message}} envelope the Canvas client (mars-api.mjs) parses.
+	ErrorsSplit ErrorStyle = iota
+	// ErrorsClassic uses {id, message, request_id} everywhere.
+	ErrorsClassic
+	// ErrorsEnvelope uses {error: {code, message}} everywhere.
+	ErrorsEnvelope
+)
+
+// Options configure a Server.
+type Options struct {
+	// Token and Tokens are the accepted "Authorization: Bearer" tokens.
+	// With none, every request is refused.
+	Token  string
+	Tokens []string
+	// Clock drives provisioning, idle pause and destruction; nil means a
+	// wall clock.
+	Clock *emulator.Clock
+	// Admin mounts the admin routes under /_emulator/.
+	Admin bool
+	// TeamID is stamped on sessions and configs; default a random UUID.
+	TeamID string
+	// Delays is how long each transition takes; nil means DefaultDelays.
+	Delays *Delays
+	// DefaultIdleTimeout is the deployment-wide idle pause
+	// (HARNESS_IDLE_PAUSE_TIMEOUT, value not public): 15 minutes when
+	// zero, never when negative.
+	DefaultIdleTimeout time.Duration
+	// KeepWarmByDefault makes sessions keep_warm unless their config says
+	// otherwise. Canvas notes that the openhands adapter defaults to
+	// keep_warm and that the harness then refuses every pause; off by
+	// default here so pause works unless a test asks for that behaviour.
+	KeepWarmByDefault bool
+	// ErrorStyle picks the error body shape; see ErrorStyle.
+	ErrorStyle ErrorStyle
+	// EnforceRateLimits answers 429 once the hourly (5,000) or per-minute
+	// (250) budget is used. Off by default: the ratelimit-* headers are
+	// always sent, and tests get 429s deterministically from faults.
+	EnforceRateLimits bool
+}
+
+// Delays are the durations of the asynchronous transitions.
+type Delays struct {
+	Provision, Resume, Destroy time.Duration
+}
+
+// DefaultDelays are a few seconds each.
+func DefaultDelays() Delays {
+	return Delays{Provision: 5 * time.Second, Resume: 3 * time.Second, Destroy: 2 * time.Second}
+}
+
+// defaultIdle stands in for HARNESS_IDLE_PAUSE_TIMEOUT [uncertain: value
+// not public; 15 min was not found for DigitalOcean either].
+const defaultIdle = 15 * time.Minute
+
+// Server is a DigitalOcean hosted-agent sessions emulator. It embeds
+// emulator.Base, so Clock, Faults, Requests and Close are available on it.
+// Safe for concurrent use.
+type Server struct {
+	*emulator.Base
+	opts    Options
+	tokens  emulator.Tokens
+	delays  Delays
+	idle    time.Duration
+	hourly  *emulator.Window
+	minute  *emulator.Window
+	handler http.Handler
+
+	mu       sync.Mutex
+	sessions map[string]*entry
+	configs  map[string]*configEntry
+}
+
+type entry struct {
+	s     Session
+	until time.Time // when PROVISIONING or DESTROYING settles
+}
+
+type configEntry struct {
+	c       Config
+	m       manifest
+	deleted bool
+}
+
+// New returns an emulator configured by o.
+func New(o Options) *Server {
+	s := &Server{
+		Base:     emulator.NewBase(o.Clock),
+		opts:     o,
+		tokens:   append(emulator.Tokens{o.Token}, o.Tokens...),
+		delays:   DefaultDelays(),
+		idle:     o.DefaultIdleTimeout,
+		hourly:   &emulator.Window{Limit: 5000, Period: time.Hour},
+		minute:   &emulator.Window{Limit: 250, Period: time.Minute},
+		sessions: map[string]*entry{},
+		configs:  map[string]*configEntry{},
+	}
+	if o.Delays != nil {
+		s.delays = *o.Delays
+	}
+	if s.idle == 0 {
+		s.idle = defaultIdle
+	}
+	if s.opts.TeamID == "" {
+		s.opts.TeamID = emulator.UUID()
+	}
+	mux := http.NewServeMux()
+	const p = "/v2/agents/sessions"
+	s.route(mux, "GET "+p, s.list)
+	s.route(mux, "POST "+p, s.create)
+	s.route(mux, "GET "+p+"/{id}", s.get)
+	s.route(mux, "DELETE "+p+"/{id}", s.delete)
+	s.route(mux, "POST "+p+"/{id}/pause", s.pause)
+	s.route(mux, "POST "+p+"/{id}/resume", s.resume)
+	s.route(mux, "POST "+p+"/{id}/input", s.input)
+	const c = "/v2/agents/configs"
+	s.route(mux, "GET "+c, s.listConfigs)
+	s.route(mux, "POST "+c, s.createConfig)
+	s.route(mux, "GET "+c+"/{id}", s.getConfig)
+	s.route(mux, "DELETE "+c+"/{id}", s.deleteConfig)
+	s.route(mux, "GET "+c+"/{id}/sessions", s.configSessions)
+	s.route(mux, "/", func(w http.ResponseWriter, r *http.Request) {
+		s.fail(w, http.StatusNotFound, "The resource you were accessing could not be found.")
+	})
+	var admin http.Handler
+	if o.Admin {
+		admin = s.adminRoutes()
+	}
+	s.handler = s.Base.Handler(dialect{s}, mux, admin)
+	return s
+}
+
+// Handler returns the HTTP handler serving the API (and the admin routes
+// when Options.Admin is set).
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// route counts the request against the token's rate-limit windows and
+// sends the classic ratelimit-* headers (reset is an epoch time).
+func (s *Server) route(mux *http.ServeMux, pattern string, h http.HandlerFunc) {
+	mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		now := s.Clock().Now()
+		remaining, reset, okHour := s.hourly.Hit(now)
+		_, minuteReset, okMinute := s.minute.Hit(now)
+		setLimitHeaders(w.Header(), s.hourly.Limit, remaining, reset)
+		if s.opts.EnforceRateLimits && (!okHour || !okMinute) {
+			until := reset
+			if okHour {
+				until = minuteReset
+			}
+			w.Header().Set("Retry-After", fmt.Sprint(max(emulator.SecondsUntil(now, until), 1)))
+			s.gatewayFail(w, http.StatusTooManyRequests, "too_many_requests", "API Rate limit exceeded.")
+			return
+		}
+		h(w, r)
+	})
+}
+
+func setLimitHeaders(h http.Header, limit, remaining int, reset time.Time) {
+	h.Set("ratelimit-limit", fmt.Sprint(limit))
+	h.Set("ratelimit-remaining", fmt.Sprint(remaining))
+	h.Set("ratelimit-reset", fmt.Sprint(reset.Unix()))
+}
+
+// envelopeCode maps a status to the code string in {error: {code}}
+// [uncertain: the harness's codes are not public; gRPC-style names].
+func envelopeCode(status int) string {
+	switch status {
+	case http.StatusBadRequest:
+		return "INVALID_ARGUMENT"
+	case http.StatusUnauthorized:
+		return "UNAUTHENTICATED"
+	case http.StatusNotFound:
+		return "NOT_FOUND"
+	case http.StatusConflict:
+		return "FAILED_PRECONDITION"
+	case http.StatusUnsupportedMediaType:
+		return "UNSUPPORTED_MEDIA_TYPE"
+	case http.StatusTooManyRequests:
+		return "RESOURCE_EXHAUSTED"
+	case http.StatusNotImplemented:
+		return "UNIMPLEMENTED"
+	case http.StatusServiceUnavailable:
+		return "UNAVAILABLE"
+	case http.StatusGatewayTimeout:
+		return "DEADLINE_EXCEEDED"
+	}
+	return "INTERNAL"
+}
+
+// classicID maps a status to the classic error id.
+func classicID(status int) string {
+	switch status {
+	case http.StatusBadRequest:
+		return "bad_request"
+	case http.StatusUnauthorized:
+		return "unauthorized"
+	case http.StatusNotFound:
+		return "not_found"
+	case http.StatusConflict:
+		return "conflict"
+	case http.StatusTooManyRequests:
+		return "too_many_requests"
+	case http.StatusServiceUnavailable:
+		return "service_unavailable"
+	}
+	return "server_error"
+}
+
+func classicBody(id, message string) map[string]any {
+	return map[string]any{"id": id, "message": message, "request_id": emulator.UUID()}
+}
+
+func envelopeBody(status int, message string) map[string]any {
+	return map[string]any{"error": map[string]any{"code": envelopeCode(status), "message": message}}
+}
+
+// fail writes an error the harness API itself produces.
+func (s *Server) fail(w http.ResponseWriter, status int, message string) {
+	if s.opts.ErrorStyle == ErrorsClassic {
+		emulator.WriteJSON(w, status, classicBody(classicID(status), message))
+		return
+	}
+	emulator.WriteJSON(w, status, envelopeBody(status, message))
+}
+
+// gatewayFail writes an error DigitalOcean's API gateway produces.
+func (s *Server) gatewayFail(w http.ResponseWriter, status int, id, message string) {
+	if s.opts.ErrorStyle == ErrorsEnvelope {
+		emulator.WriteJSON(w, status, envelopeBody(status, message))
+		return
+	}
+	emulator.WriteJSON(w, status, classicBody(id, message))
+}
+
+type dialect struct{ s *Server }
+
+func (d dialect) Authenticate(r *http.Request) emulator.AuthOutcome {
+	return d.s.tokens.CheckBearer(r)
+}
+
+func (d dialect) Unauthorized(w http.ResponseWriter, r *http.Request, _ emulator.AuthOutcome) {
+	d.s.gatewayFail(w, http.StatusUnauthorized, "unauthorized", "Unable to authenticate you")
+}
+
+func (d dialect) Fault(w http.ResponseWriter, r *http.Request, f emulator.Fault) {
+	s := d.s
+	if f.Kind == emulator.FaultRateLimit {
+		now := s.Clock().Now()
+		secs := emulator.Seconds(f.RetryAfter)
+		setLimitHeaders(w.Header(), s.hourly.Limit, 0, now.Add(time.Duration(secs)*time.Second))
+		w.Header().Set("Retry-After", fmt.Sprint(secs))
+		s.gatewayFail(w, http.StatusTooManyRequests, "too_many_requests", "API Rate limit exceeded.")
+		return
+	}
+	if f.RetryAfter > 0 {
+		w.Header().Set("Retry-After", fmt.Sprint(emulator.Seconds(f.RetryAfter)))
+	}
+	msg := "Server was unable to give you a response."
+	if f.Status != http.StatusInternalServerError {
+		msg = http.StatusText(f.Status)
+	}
+	s.fail(w, f.Status, msg)
+}
+
+// --- state machine ---
+
+// idleFor is a session's idle-pause timeout; zero or negative means never.
+func (s *Server) idleFor(e *entry) time.Duration {
+	if e.s.IdleTimeoutSeconds > 0 {
+		return time.Duration(e.s.IdleTimeoutSeconds) * time.Second
+	}
+	return s.idle
+}
+
+// settleLocked brings every session up to now, firing each due event at
+// the instant it was due: provisioning and destroying finish, and READY or
+// DETACHED sessions without keep_warm are paused (pause_reason idle) once
+// last_event_at is older than their idle timeout. Every status change is
+// an event on the session's stream, so it moves last_event_at. Callers
+// hold s.mu.
+func (s *Server) settleLocked() {
+	now := s.Clock().Now()
+	for _, e := range s.sessions {
+		for range 8 {
+			at, fire := s.next(e)
+			if fire == nil || at.After(now) {
+				break
+			}
+			fire(at)
+		}
+	}
+}
+
+func (s *Server) next(e *entry) (time.Time, func(time.Time)) {
+	if !e.until.IsZero() {
+		return e.until, func(at time.Time) {
+			switch e.s.Status {
+			case StatusProvisioning:
+				s.setStatus(e, at, StatusReady, "")
+			case StatusDestroying:
+				s.setStatus(e, at, StatusDestroyed, "")
+			}
+			e.until = time.Time{}
+		}
+	}
+	if e.s.Status != StatusReady && e.s.Status != StatusDetached || e.s.KeepWarm {
+		return time.Time{}, nil
+	}
+	idle := s.idleFor(e)
+	if idle <= 0 {
+		return time.Time{}, nil
+	}
+	return e.s.LastEventAt.Add(idle), func(at time.Time) { s.setStatus(e, at, StatusPaused, PauseIdle) }
+}
+
+func (s *Server) setStatus(e *entry, at time.Time, status, reason string) {
+	e.s.Status = status
+	e.s.PauseReason = reason
+	e.s.LastEventAt = at
+}
+
+// begin puts e into a transitional status for d.
+func (s *Server) begin(e *entry, at time.Time, status string, d time.Duration) {
+	s.setStatus(e, at, status, "")
+	e.until = at.Add(d)
+}
+
+// --- Go API for tests ---
+
+// Seed puts a session straight into the emulator, bypassing the API (for
+// "sessions companion did not create"), and returns it as stored. Zero
+// fields get defaults: a sess_ id, the team id, agent_kind openhands,
+// status READY, created_at and last_event_at now. A PROVISIONING or
+// DESTROYING session settles after the configured delay. It panics on a
+// duplicate id or unknown status, which are test bugs.
+func (s *Server) Seed(in Session) Session {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.settleLocked()
+	now := s.Clock().Now()
+	if in.SessionID == "" {
+		in.SessionID = newSessionID()
+	}
+	if s.sessions[in.SessionID] != nil {
+		panic("digitalocean: seed: duplicate session " + in.SessionID)
+	}
+	if in.TeamID == "" {
+		in.TeamID = s.opts.TeamID
+	}
+	if in.AgentKind == "" {
+		in.AgentKind = "openhands"
+	}
+	if in.Status == "" {
+		in.Status = StatusReady
+	}
+	if !slices.Contains(sessionStatuses, in.Status) {
+		panic("digitalocean: seed: unknown status " + in.Status)
+	}
+	if in.CreatedAt.IsZero() {
+		in.CreatedAt = now
+	}
+	if in.LastEventAt.IsZero() {
+		in.LastEventAt = now
+	}
+	if in.Status == StatusPaused && in.PauseReason == "" {
+		in.PauseReason = PauseManual
+	}
+	e := &entry{s: in}
+	switch in.Status {
+	case StatusProvisioning:
+		e.until = now.Add(s.delays.Provision)
+	case StatusDestroying:
+		e.until = now.Add(s.delays.Destroy)
+	}
+	s.sessions[in.SessionID] = e
+	s.settleLocked()
+	return e.s
+}
+
+// SeedConfig stores a config as if created through the API. It panics on
+// an invalid manifest or duplicate name.
+func (s *Server) SeedConfig(name, manifestYAML string) Config {
+	c, err := s.addConfig(name, manifestYAML)
+	if err != nil {
+		panic("digitalocean: seed config: " + err.Error())
+	}
+	return c
+}
+
+// Session returns a session (destroyed ones included) as of now.
+func (s *Server) Session(id string) (Session, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.settleLocked()
+	e, ok := s.sessions[id]
+	if !ok {
+		return Session{}, false
+	}
+	return e.s, true
+}
+
+// Sessions returns every session, destroyed ones included, newest first.
+func (s *Server) Sessions() []Session {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.settleLocked()
+	out := make([]Session, 0, len(s.sessions))
+	for _, e := range s.sessions {
+		out = append(out, e.s)
+	}
+	slices.SortFunc(out, newestFirst)
+	return out
+}
+
+// ErrNotRunning is returned by Touch for a session that cannot have events.
+var ErrNotRunning = errors.New("session is not running")
+
+// Touch records an event on a running (PROVISIONING, READY or DETACHED)
+// session, as agent output or input would, moving last_event_at and so its
+// idle clock.
+func (s *Server) Touch(id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.settleLocked()
+	e, ok := s.sessions[id]
+	if !ok {
+		return fmt.Errorf("session %q: not found", id)
+	}
+	switch e.s.Status {
+	case StatusProvisioning, StatusReady, StatusDetached:
+		e.s.LastEventAt = s.Clock().Now()
+		return nil
+	}
+	return fmt.Errorf("session %q is %s: %w", id, e.s.Status, ErrNotRunning)
+}
+
+// Update lets a test change a stored session directly (say, to DETACHED or
+// FAILED); it reports whether the session exists.
+func (s *Server) Update(id string, fn func(*Session)) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.settleLocked()
+	e, ok := s.sessions[id]
+	if !ok {
+		return false
+	}
+	before := e.s.Status
+	fn(&e.s)
+	if e.s.SessionID != id {
+		panic("digitalocean: Update must not change the id")
+	}
+	if e.s.Status != before {
+		e.until = time.Time{}
+		switch e.s.Status {
+		case StatusProvisioning:
+			e.until = s.Clock().Now().Add(s.delays.Provision)
+		case StatusDestroying:
+			e.until = s.Clock().Now().Add(s.delays.Destroy)
+		}
+	}
+	s.settleLocked()
+	return true
+}
+
+func newSessionID() string { return "sess_" + emulator.RandomString(26, emulator.LowerAlnum) }
+
+// newestFirst orders by created_at then session_id, both descending.
+func newestFirst(a, b Session) int {
+	if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
+		return c
+	}
+	return strings.Compare(b.SessionID, a.SessionID)
+}

@@ -1,0 +1,28 @@
+package emulator
+
+import (
+	"crypto/rand"
+	"fmt"
+)
+
+// UUID returns a random version 4 UUID.
+func UUID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+// RandomString returns n random characters from alphabet.
+func RandomString(n int, alphabet string) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	for i := range b {
+		b[i] = alphabet[int(b[i])%len(alphabet)]
+	}
+	return string(b)
+}
+
+// LowerAlnum is the alphabet of lowercase letters and digits.
+const LowerAlnum = "abcdefghijklmnopqrstuvwxyz0123456789"
