@@ -22,6 +22,8 @@ type ReconcileConfig struct {
 // vanished as deleted. A failing account backs off exponentially and a
 // rate-limited one waits at least as long as the provider asked.
 //
+// Once an hour it also prunes old tombstones (see tombstoneKeepFor).
+//
 // The reconciler talks to provider APIs only (through List and Get), never
 // into a box; adapters keep box-internal reads to running boxes.
 func (s *Service) RunReconciler(ctx context.Context, cfg ReconcileConfig) {
@@ -38,7 +40,12 @@ func (s *Service) RunReconciler(ctx context.Context, cfg ReconcileConfig) {
 	sched := map[string]*due{}
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
+	var pruned time.Time
 	for {
+		if time.Since(pruned) > pruneEvery {
+			s.pruneTombstones(ctx)
+			pruned = time.Now()
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -87,6 +94,21 @@ func (s *Service) RunReconciler(ctx context.Context, cfg ReconcileConfig) {
 				delete(sched, id)
 			}
 		}
+	}
+}
+
+// Tombstones let a reconnecting client learn about removals (?since=N).
+// Keeping them a week, and at most 10,000, bounds the table while covering
+// any realistic disconnection; an older client gets a fresh snapshot.
+const (
+	tombstoneKeepFor = 7 * 24 * time.Hour
+	tombstoneKeep    = 10000
+	pruneEvery       = time.Hour
+)
+
+func (s *Service) pruneTombstones(ctx context.Context) {
+	if err := s.cfg.Store.PruneTombstones(ctx, s.now().Add(-tombstoneKeepFor), tombstoneKeep); err != nil {
+		s.log.Warn("could not prune removed workspaces", "err", err)
 	}
 }
 
