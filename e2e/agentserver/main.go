@@ -1,0 +1,137 @@
+// Command agentserver emulates the OpenHands agent-server that runs inside
+// every box, for companion's tests. It follows
+// shared/reference/agent-server.md: the unauthenticated probes
+// (/server_info, /alive, /health, /ready, GET /), X-Session-API-Key auth on
+// /api/*, conversations persisted on disk, the trajectory download with
+// secret redaction, one process-wide idle clock that conversation events and
+// bash commands reset and reads do not.
+//
+// It executes nothing: POST /api/bash/execute_bash_command only echoes, so
+// a test can mark a box active without a shell in the image.
+//
+// It is a static program (CGO_ENABLED=0) so it runs in an image built FROM
+// scratch (see e2e/boximage).
+//
+// Configuration, as the real server reads it where one exists:
+//
+//	--host, --port               bind address; default port 8000, host 0.0.0.0
+//	                             when a session key is set, else 127.0.0.1
+//	EMULATOR_LISTEN              host:port, overrides --host/--port
+//	OH_SESSION_API_KEYS_0, _1…   session keys (also OH_SESSION_API_KEYS as a
+//	                             JSON list, and legacy SESSION_API_KEY); none
+//	                             means /api/* is open
+//	OH_CONVERSATIONS_PATH        default workspace/conversations (relative to
+//	                             the working directory, / in the box image)
+//	OH_RUNTIME_IDLE_TIMEOUT_SECONDS  reported in /server_info when > 0
+//	OPENHANDS_BUILD_GIT_SHA, OPENHANDS_BUILD_GIT_REF  reported in /server_info
+//
+// Emulator-only knobs:
+//
+//	EMULATOR_STOP_GRACE_SECONDS  on SIGTERM/SIGINT keep serving this long
+//	                             before exiting (default 0: exit at once), so
+//	                             a test can make `docker stop` slow
+//	EMULATOR_READY_DELAY_SECONDS /ready answers 503 "initializing" this long
+//	                             after start
+//
+// Logs go to stderr.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+func main() {
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	if err := run(log, os.Args[1:]); err != nil {
+		log.Error("agent-server emulator failed", "err", err)
+		os.Exit(1)
+	}
+}
+
+func run(log *slog.Logger, args []string) error {
+	fs := flag.NewFlagSet("agentserver", flag.ContinueOnError)
+	host := fs.String("host", "", "address to bind (default 0.0.0.0 when a session key is set, else 127.0.0.1)")
+	port := fs.Int("port", 8000, "port to listen on")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := ConfigFromEnv(os.Getenv)
+	if err != nil {
+		return err
+	}
+	addr := os.Getenv("EMULATOR_LISTEN")
+	if addr == "" {
+		h := *host
+		if h == "" {
+			// The real server binds loopback unless a key protects it.
+			h = "127.0.0.1"
+			if len(cfg.Keys) > 0 {
+				h = "0.0.0.0"
+			}
+		}
+		addr = net.JoinHostPort(h, strconv.Itoa(*port))
+	}
+	grace, err := envSeconds(os.Getenv, "EMULATOR_STOP_GRACE_SECONDS")
+	if err != nil {
+		return err
+	}
+
+	// Caught from the start: as PID 1 in a container an uncaught SIGTERM
+	// is ignored, and a stop may come before the server is up.
+	sigc := make(chan os.Signal, 1)
+	signal.Notify(sigc, syscall.SIGTERM, syscall.SIGINT)
+
+	srv, err := NewServer(cfg, log)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	log.Info("agent-server emulator listening", "addr", ln.Addr().String(), "conversations", cfg.ConversationsPath,
+		"auth", len(cfg.Keys) > 0, "stop_grace", grace)
+
+	select {
+	case err := <-errc:
+		return err
+	case sig := <-sigc:
+		if grace > 0 {
+			log.Info("signal received; holding on before exiting", "signal", sig.String(), "grace", grace)
+			time.Sleep(grace)
+		}
+		log.Info("shutting down", "signal", sig.String())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := hs.Shutdown(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return nil
+}
+
+func envSeconds(getenv func(string) string, name string) (time.Duration, error) {
+	v := getenv(name)
+	if v == "" {
+		return 0, nil
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || f < 0 {
+		return 0, fmt.Errorf("%s=%q: want a number of seconds >= 0", name, v)
+	}
+	return time.Duration(f * float64(time.Second)), nil
+}

@@ -1,0 +1,431 @@
+package main
+
+import (
+	"crypto/subtle"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Version is what /server_info reports for the server and SDK packages. It
+// names the SDK release the reference was read from, marked as an emulator.
+const Version = "1.43.1+emulator"
+
+// Config is the emulator's configuration. The zero value serves an open
+// (keyless) API with conversations under workspace/conversations.
+type Config struct {
+	// Keys are the valid X-Session-API-Key values; none means /api/* is open.
+	Keys []string
+	// ConversationsPath is where conversations persist.
+	ConversationsPath string
+	// RuntimeIdleTimeout is reported as runtime_idle_timeout_seconds when > 0.
+	RuntimeIdleTimeout float64
+	BuildGitSHA        string
+	BuildGitRef        string
+	// ReadyDelay keeps /ready at 503 this long after start.
+	ReadyDelay time.Duration
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// ConfigFromEnv reads the configuration the way the agent-server does.
+func ConfigFromEnv(getenv func(string) string) (Config, error) {
+	cfg := Config{
+		ConversationsPath: "workspace/conversations",
+		BuildGitSHA:       "unknown",
+		BuildGitRef:       "unknown",
+	}
+	for i := 0; ; i++ {
+		k := getenv("OH_SESSION_API_KEYS_" + strconv.Itoa(i))
+		if k == "" {
+			break
+		}
+		cfg.Keys = append(cfg.Keys, k)
+	}
+	if v := getenv("OH_SESSION_API_KEYS"); v != "" {
+		var list []string
+		if err := json.Unmarshal([]byte(v), &list); err != nil {
+			return cfg, fmt.Errorf("OH_SESSION_API_KEYS: want a JSON list of strings: %w", err)
+		}
+		cfg.Keys = append(cfg.Keys, list...)
+	}
+	if v := getenv("SESSION_API_KEY"); v != "" {
+		cfg.Keys = append(cfg.Keys, v)
+	}
+	if v := getenv("OH_CONVERSATIONS_PATH"); v != "" {
+		cfg.ConversationsPath = v
+	}
+	if v := getenv("OH_RUNTIME_IDLE_TIMEOUT_SECONDS"); v != "" {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return cfg, fmt.Errorf("OH_RUNTIME_IDLE_TIMEOUT_SECONDS=%q: want a number", v)
+		}
+		if f > 0 {
+			cfg.RuntimeIdleTimeout = f
+		}
+	}
+	if v := getenv("OPENHANDS_BUILD_GIT_SHA"); v != "" {
+		cfg.BuildGitSHA = v
+	}
+	if v := getenv("OPENHANDS_BUILD_GIT_REF"); v != "" {
+		cfg.BuildGitRef = v
+	}
+	d, err := envSeconds(getenv, "EMULATOR_READY_DELAY_SECONDS")
+	if err != nil {
+		return cfg, err
+	}
+	cfg.ReadyDelay = d
+	return cfg, nil
+}
+
+// Server is the emulator's HTTP handler.
+type Server struct {
+	cfg   Config
+	log   *slog.Logger
+	now   func() time.Time
+	start time.Time
+	mux   *http.ServeMux
+	store *store
+
+	mu        sync.Mutex
+	lastEvent time.Time // the process-wide idle clock
+}
+
+// NewServer loads the persisted conversations and returns a ready handler.
+func NewServer(cfg Config, log *slog.Logger) (*Server, error) {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.ConversationsPath == "" {
+		cfg.ConversationsPath = "workspace/conversations"
+	}
+	if cfg.BuildGitSHA == "" {
+		cfg.BuildGitSHA = "unknown"
+	}
+	if cfg.BuildGitRef == "" {
+		cfg.BuildGitRef = "unknown"
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	st, err := openStore(cfg.ConversationsPath, log)
+	if err != nil {
+		return nil, err
+	}
+	now := cfg.Now()
+	s := &Server{cfg: cfg, log: log, now: cfg.Now, start: now, lastEvent: now, store: st, mux: http.NewServeMux()}
+	s.routes()
+	return s, nil
+}
+
+func (s *Server) routes() {
+	handle := func(method, path string, h http.HandlerFunc) {
+		s.mux.HandleFunc(method+" "+path, h)
+	}
+	handle("GET", "/server_info", s.serverInfo)
+	handle("GET", "/{$}", s.serverInfo)
+	handle("GET", "/alive", s.ok)
+	handle("GET", "/health", s.ok)
+	handle("GET", "/ready", s.ready)
+
+	handle("POST", "/api/conversations", s.api(s.startConversation))
+	handle("GET", "/api/conversations", s.api(s.batchGet))
+	handle("GET", "/api/conversations/search", s.api(s.search))
+	handle("GET", "/api/conversations/count", s.api(s.count))
+	handle("GET", "/api/conversations/{id}", s.api(s.getConversation))
+	handle("PATCH", "/api/conversations/{id}", s.api(s.updateConversation))
+	handle("DELETE", "/api/conversations/{id}", s.api(s.deleteConversation))
+	handle("POST", "/api/conversations/{id}/pause", s.api(s.pauseConversation))
+	handle("POST", "/api/conversations/{id}/events", s.api(s.sendMessage))
+	handle("GET", "/api/file/download-trajectory/{id}", s.api(s.downloadTrajectory))
+	handle("POST", "/api/bash/execute_bash_command", s.api(s.executeBash))
+	handle("POST", "/api/bash/start_bash_command", s.api(s.startBash))
+}
+
+// ServeHTTP logs each request (probes at debug level: they are polled).
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	t0 := time.Now()
+	sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+	// Handler only finds the route; ServeHTTP also sets the path values.
+	if h, pattern := s.mux.Handler(r); pattern != "" {
+		s.mux.ServeHTTP(sw, r)
+	} else {
+		notRouted(sw, r, h)
+	}
+	level := slog.LevelInfo
+	if !strings.HasPrefix(r.URL.Path, "/api/") {
+		level = slog.LevelDebug
+	}
+	s.log.Log(r.Context(), level, "request", "method", r.Method, "path", r.URL.Path, "status", sw.status,
+		"dur", time.Since(t0).Round(time.Microsecond))
+}
+
+// notRouted answers a request no route takes as FastAPI does, before any
+// auth check: 405 {"detail":"Method Not Allowed"} for a known path with
+// another method, else 404 {"detail":"Not Found"}. h is the mux's own
+// answer, which tells the two apart.
+func notRouted(w http.ResponseWriter, r *http.Request, h http.Handler) {
+	rec := &recorder{header: http.Header{}, code: http.StatusOK}
+	h.ServeHTTP(rec, r)
+	if rec.code == http.StatusMethodNotAllowed {
+		w.Header().Set("Allow", rec.header.Get("Allow"))
+		writeJSON(w, http.StatusMethodNotAllowed, detail("Method Not Allowed"))
+		return
+	}
+	writeJSON(w, http.StatusNotFound, detail("Not Found"))
+}
+
+// recorder keeps only the status and headers of a response.
+type recorder struct {
+	header http.Header
+	code   int
+}
+
+func (r *recorder) Header() http.Header         { return r.header }
+func (r *recorder) Write(b []byte) (int, error) { return len(b), nil }
+func (r *recorder) WriteHeader(code int)        { r.code = code }
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.status = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// api guards an /api/* route: X-Session-API-Key must match one configured
+// key. Bearer tokens and query parameters are not accepted, as upstream.
+func (s *Server) api(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if len(s.cfg.Keys) > 0 && !s.validKey(r.Header.Get("X-Session-API-Key")) {
+			writeJSON(w, http.StatusUnauthorized, detail("Unauthorized"))
+			return
+		}
+		h(w, r)
+	}
+}
+
+func (s *Server) validKey(got string) bool {
+	if got == "" {
+		return false
+	}
+	ok := false
+	for _, k := range s.cfg.Keys {
+		if subtle.ConstantTimeCompare([]byte(got), []byte(k)) == 1 {
+			ok = true
+		}
+	}
+	return ok
+}
+
+// touch resets the idle clock: called for conversation events and for the
+// bash and file routes upstream counts as activity, never for reads.
+func (s *Server) touch() time.Time {
+	now := s.now()
+	s.mu.Lock()
+	s.lastEvent = now
+	s.mu.Unlock()
+	return now
+}
+
+// pyFloat is a float64 that serializes like Python's json module: a whole
+// number keeps its ".0", so clients see what the real server sends.
+type pyFloat float64
+
+func (f pyFloat) MarshalJSON() ([]byte, error) {
+	v := float64(f)
+	if math.IsInf(v, 0) || math.IsNaN(v) {
+		return nil, fmt.Errorf("unsupported float %v", v)
+	}
+	if v == math.Trunc(v) && math.Abs(v) < 1e16 {
+		return []byte(strconv.FormatFloat(v, 'f', 1, 64)), nil
+	}
+	return []byte(strconv.FormatFloat(v, 'g', -1, 64)), nil
+}
+
+type serverInfo struct {
+	Uptime                      pyFloat  `json:"uptime"`
+	IdleTime                    pyFloat  `json:"idle_time"`
+	Title                       string   `json:"title"`
+	Version                     string   `json:"version"`
+	SDKVersion                  string   `json:"sdk_version"`
+	ToolsVersion                string   `json:"tools_version"`
+	WorkspaceVersion            string   `json:"workspace_version"`
+	BuildGitSHA                 string   `json:"build_git_sha"`
+	BuildGitRef                 string   `json:"build_git_ref"`
+	PythonVersion               string   `json:"python_version"`
+	UsableTools                 []string `json:"usable_tools"`
+	RuntimeIdleTimeoutSeconds   *pyFloat `json:"runtime_idle_timeout_seconds"`
+	Capabilities                []string `json:"capabilities"`
+	MaxForegroundTerminalTimout *pyFloat `json:"max_foreground_terminal_timeout_seconds"`
+	Docs                        string   `json:"docs"`
+	Redoc                       string   `json:"redoc"`
+	ConversationRuntime         string   `json:"conversation_runtime"`
+}
+
+// serverInfo never touches the idle clock: status probes are not activity.
+func (s *Server) serverInfo(w http.ResponseWriter, r *http.Request) {
+	now := s.now()
+	s.mu.Lock()
+	last := s.lastEvent
+	s.mu.Unlock()
+	info := serverInfo{
+		// Upstream computes int(now - t): whole seconds.
+		Uptime:           pyFloat(math.Max(0, math.Trunc(now.Sub(s.start).Seconds()))),
+		IdleTime:         pyFloat(math.Max(0, math.Trunc(now.Sub(last).Seconds()))),
+		Title:            "OpenHands Agent Server",
+		Version:          Version,
+		SDKVersion:       Version,
+		ToolsVersion:     Version,
+		WorkspaceVersion: Version,
+		BuildGitSHA:      s.cfg.BuildGitSHA,
+		BuildGitRef:      s.cfg.BuildGitRef,
+		PythonVersion:    "emulator",
+		UsableTools:      []string{"terminal", "file_editor", "task_tracker"},
+		Capabilities: []string{
+			"credential_binding_v1",
+			"credential_binding_readiness_probe_v1",
+			"credential_binding_activation_guard_v1",
+			"idempotent_conversation_create_v1",
+		},
+		Docs:                "/docs",
+		Redoc:               "/redoc",
+		ConversationRuntime: "local",
+	}
+	if t := s.cfg.RuntimeIdleTimeout; t > 0 {
+		v, fg := pyFloat(t), pyFloat(0.9*t)
+		info.RuntimeIdleTimeoutSeconds, info.MaxForegroundTerminalTimout = &v, &fg
+	}
+	writeJSON(w, http.StatusOK, info)
+}
+
+func (s *Server) ok(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
+	if s.now().Sub(s.start) < s.cfg.ReadyDelay {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{
+			"status": "initializing", "message": "Server is still initializing",
+		})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+type bashRequest struct {
+	Command *string `json:"command"`
+	Cwd     *string `json:"cwd"`
+	Timeout *int    `json:"timeout"`
+}
+
+func (s *Server) readBash(w http.ResponseWriter, r *http.Request) (bashRequest, bool) {
+	var req bashRequest
+	if !readBody(w, r, &req) {
+		return req, false
+	}
+	if req.Command == nil {
+		writeJSON(w, http.StatusUnprocessableEntity, validation("missing", []any{"body", "command"}, "Field required", nil))
+		return req, false
+	}
+	if req.Timeout == nil {
+		t := 300
+		req.Timeout = &t
+	}
+	return req, true
+}
+
+// executeBash answers like upstream's BashOutput but runs nothing: a
+// command "echo X" prints X, anything else prints nothing and exits 0. It
+// resets the idle clock, which is what tests use it for.
+func (s *Server) executeBash(w http.ResponseWriter, r *http.Request) {
+	req, ok := s.readBash(w, r)
+	if !ok {
+		return
+	}
+	now := s.touch()
+	stdout := ""
+	if rest, ok := strings.CutPrefix(*req.Command, "echo "); ok {
+		stdout = rest + "\n"
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"kind":       "BashOutput",
+		"id":         newUUID().dashed(),
+		"timestamp":  pyTime(now),
+		"command_id": newUUID().dashed(),
+		"order":      0,
+		"exit_code":  0,
+		"stdout":     stdout,
+		"stderr":     nil,
+	})
+}
+
+func (s *Server) startBash(w http.ResponseWriter, r *http.Request) {
+	req, ok := s.readBash(w, r)
+	if !ok {
+		return
+	}
+	now := s.touch()
+	writeJSON(w, http.StatusOK, map[string]any{
+		"kind":      "BashCommand",
+		"id":        newUUID().dashed(),
+		"timestamp": pyTime(now),
+		"command":   *req.Command,
+		"cwd":       req.Cwd,
+		"timeout":   *req.Timeout,
+	})
+}
+
+// maxBody bounds request bodies; the emulator has no use for large ones.
+const maxBody = 1 << 20
+
+// readBody decodes a JSON body into v, answering 422 as FastAPI would when
+// it is not valid JSON.
+func readBody(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+	if err := dec.Decode(v); err != nil {
+		writeJSON(w, http.StatusUnprocessableEntity, validation("json_invalid", []any{"body"}, "JSON decode error: "+err.Error(), nil))
+		return false
+	}
+	return true
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		b, _ = json.Marshal(map[string]string{"detail": "Internal Server Error", "exception": err.Error()})
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(b)
+}
+
+func detail(msg string) map[string]string { return map[string]string{"detail": msg} }
+
+// validation is FastAPI's 422 body: {"detail":[{type,loc,msg,input}]}.
+func validation(typ string, loc []any, msg string, input any) map[string]any {
+	return map[string]any{"detail": []map[string]any{{"type": typ, "loc": loc, "msg": msg, "input": input}}}
+}
+
+func internalError(w http.ResponseWriter, err error) {
+	writeJSON(w, http.StatusInternalServerError, map[string]string{"detail": "Internal Server Error", "exception": err.Error()})
+}
+
+// pyTime formats t as pydantic does for a UTC datetime: microseconds, or
+// none when they are zero, and a Z suffix.
+func pyTime(t time.Time) string {
+	t = t.UTC().Truncate(time.Microsecond)
+	if t.Nanosecond() == 0 {
+		return t.Format("2006-01-02T15:04:05Z")
+	}
+	return t.Format("2006-01-02T15:04:05.000000Z")
+}

@@ -1,0 +1,216 @@
+// Package docker is companion's built-in provider for the local Docker
+// Engine, spoken to through github.com/moby/moby/client with the API version
+// negotiated on first use (Engine 20.10 / API 1.41 and newer).
+//
+// A box is one container, labelled companion.box=1 and companion.scope=<Scope>
+// plus core.LabelWorkspace, named companion-<workspace id> so that creating
+// twice for one workspace finds the first container instead of making a
+// second. The container runs the agent-server image with:
+//
+//   - port 8000 published on 127.0.0.1 at a port the engine picks (re-read on
+//     every inspect: it can change when the box is started again);
+//   - a volume of its own at /workspace, labelled like the container. The
+//     engine creates it with the container and removes it with the container
+//     (an anonymous volume), so no crash between two steps can leave a volume
+//     without its box or a box without its volume;
+//   - a fresh random session key in OH_SESSION_API_KEYS_0. companion never
+//     stores it: Get and List read it back from the container's environment.
+//
+// Suspend stops the container (files kept, memory lost, same id); Resume
+// starts it (or unfreezes one paused with `docker pause`); Delete stops it
+// gracefully, then removes it with its volume. A stopped box and a box that
+// was created but never started are both reported paused.
+//
+// Size is the container's writable layer plus its volume, from one
+// /system/df call per List or Get. Last activity comes from the
+// agent-server's GET /server_info (idle_time), which does not reset the
+// box's idle clock; it is asked only while the box runs, never for a
+// stopped one.
+//
+// Scope separates companions (or test runs) sharing one engine: a provider
+// lists and touches only containers of its own scope.
+//
+// Creation options (core.CreateSpec.Options):
+//
+//	image   the agent-server image for this box, instead of Config.Image
+package docker
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/moby/moby/client"
+
+	"companion/core"
+)
+
+// Labels and names companion puts on what it creates.
+const (
+	// LabelBox marks a container (and its volume) as a companion box.
+	LabelBox = "companion.box"
+	// LabelScope holds the Config.Scope that made the box.
+	LabelScope = "companion.scope"
+	// LabelName holds the workspace name given at creation, so an adopted
+	// box keeps a readable name.
+	LabelName = "companion.name"
+	// OptionImage is the creation option that overrides Config.Image.
+	OptionImage = "image"
+	// DefaultScope is the scope when Config.Scope is empty.
+	DefaultScope = "default"
+	// Version is the adapter's version, reported by Describe.
+	Version = "1.0.0"
+
+	namePrefix   = "companion-"
+	keyEnv       = "OH_SESSION_API_KEYS_0"
+	workspaceDir = "/workspace"
+	agentPort    = "8000/tcp"
+)
+
+// Config configures a Provider.
+type Config struct {
+	// Image is the default agent-server image of new boxes. Required.
+	Image string
+	// Scope keeps this provider to its own boxes on a shared engine;
+	// DefaultScope when empty.
+	Scope string
+	// Host overrides DOCKER_HOST (e.g. unix:///var/run/docker.sock or
+	// tcp://127.0.0.1:2375); other DOCKER_* variables still apply.
+	Host string
+	// StopTimeout is how long Suspend and Delete wait for the agent-server
+	// to exit after SIGTERM before the engine kills it; 10s when zero.
+	StopTimeout time.Duration
+	// ProbeTimeout bounds one GET /server_info; 2s when zero.
+	ProbeTimeout time.Duration
+	Logger       *slog.Logger
+	// Now is the clock for size and activity timestamps; time.Now if nil.
+	Now func() time.Time
+}
+
+// Provider is the docker adapter. It implements core.Provider and
+// core.Pinger, and is safe for concurrent use.
+type Provider struct {
+	cfg   Config
+	log   *slog.Logger
+	cli   *client.Client
+	host  string
+	setup error // why the client could not be made; every call returns it
+	probe *http.Client
+
+	duMu  sync.Mutex
+	duCur *duFlight
+}
+
+var (
+	_ core.Provider = (*Provider)(nil)
+	_ core.Pinger   = (*Provider)(nil)
+)
+
+// New returns a provider for the engine at cfg.Host (else DOCKER_HOST, else
+// the platform default). It does not contact the engine: an unreachable
+// engine is reported by Ping and by each call as a core.KindUnavailable
+// error, and so is an unusable host address. New fails only when
+// cfg.Image is empty.
+func New(cfg Config) (*Provider, error) {
+	if cfg.Image == "" {
+		return nil, errors.New("docker provider: Config.Image is required")
+	}
+	if cfg.Scope == "" {
+		cfg.Scope = DefaultScope
+	}
+	if cfg.StopTimeout <= 0 {
+		cfg.StopTimeout = 10 * time.Second
+	}
+	if cfg.ProbeTimeout <= 0 {
+		cfg.ProbeTimeout = 2 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	p := &Provider{
+		cfg: cfg,
+		log: cfg.Logger.With("provider", "docker"),
+		probe: &http.Client{
+			Timeout:   cfg.ProbeTimeout,
+			Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 2, IdleConnTimeout: 30 * time.Second},
+		},
+	}
+	opts := []client.Opt{client.FromEnv}
+	p.host = os.Getenv("DOCKER_HOST")
+	if cfg.Host != "" {
+		opts = append(opts, client.WithHost(cfg.Host))
+		p.host = cfg.Host
+	}
+	if p.host == "" {
+		p.host = client.DefaultDockerHost
+	}
+	cli, err := client.New(opts...)
+	if err != nil {
+		p.setup = &core.Error{
+			Kind:    core.KindUnavailable,
+			Message: "Docker Engine address " + p.host + " is not usable (" + err.Error() + "): set DOCKER_HOST to e.g. unix:///var/run/docker.sock",
+			Err:     err,
+		}
+		p.log.Warn("docker provider unavailable", "err", p.setup)
+		return p, nil
+	}
+	p.cli = cli
+	p.host = cli.DaemonHost()
+	return p, nil
+}
+
+// Close releases the engine connection.
+func (p *Provider) Close() error {
+	if p.cli == nil {
+		return nil
+	}
+	return p.cli.Close()
+}
+
+// Describe reports what the adapter can do. It does not contact the engine.
+func (p *Provider) Describe(ctx context.Context) (core.ProviderInfo, error) {
+	return core.ProviderInfo{
+		Name:    "docker",
+		Version: Version,
+		Kind:    "builtin",
+		Description: "Boxes are containers on the local Docker Engine (" + p.host + "), image " + p.cfg.Image +
+			". Pausing stops the container: files in /workspace and the container are kept, memory is not.",
+		Capabilities: core.Capabilities{
+			List:               true,
+			LastActivity:       true,
+			Suspend:            true,
+			SuspendKeepsFiles:  true,
+			SuspendKeepsMemory: false,
+			ResumeSameIdentity: true,
+			Delete:             true,
+			NativeIdlePause:    false,
+			NativePausedTTL:    false,
+		},
+		Credentials: []core.CredentialSpec{},
+		Config:      []core.ConfigField{},
+	}, nil
+}
+
+// Ping checks that the engine answers, within 3 seconds at most.
+func (p *Provider) Ping(ctx context.Context) error {
+	if p.setup != nil {
+		return p.setup
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	_, err := p.cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true})
+	err = p.wrap(err, "ping", "")
+	if core.IsKind(err, core.KindInvalid) {
+		// The only invalid answer to a ping is an API version this client
+		// cannot speak: the engine is there but unusable.
+		return &core.Error{Kind: core.KindUnavailable, Message: "Docker Engine at " + p.host + " cannot be used: " + err.Error() + "; upgrade Docker", Err: err}
+	}
+	return err
+}
