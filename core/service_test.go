@@ -1,0 +1,419 @@
+package core_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"companion/core"
+	"companion/db"
+	"companion/e2e/boximage"
+	"companion/providers/builtin/docker"
+)
+
+// These tests run the lifecycle service against real parts: a SQLite file
+// and the machine's Docker Engine through the built-in docker adapter, with
+// the agent-server emulator image as the box. Each test has its own docker
+// scope and removes what it created.
+
+var (
+	imageOnce sync.Once
+	imageTag  string
+	imageErr  error
+)
+
+type env struct {
+	t     *testing.T
+	dir   string
+	store *db.Store
+	prov  *docker.Provider
+	reg   *core.Registry
+	svc   *core.Service
+	acct  core.Account
+	logs  *bytes.Buffer
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs the Docker Engine; skipped with -short")
+	}
+	imageOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		imageTag, imageErr = boximage.Ensure(ctx)
+	})
+	if imageErr != nil {
+		t.Fatalf("box image: %v", imageErr)
+	}
+	scope := strings.ToLower(core.NewID("coretest"))
+	prov, err := docker.New(docker.Config{Image: imageTag, Scope: scope, StopTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := boximage.Cleanup(ctx, docker.LabelScope, scope); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+		prov.Close()
+	})
+	e := &env{t: t, dir: t.TempDir(), prov: prov, reg: &core.Registry{}, logs: &bytes.Buffer{}}
+	e.reg.Register("docker", prov)
+	e.acct = core.Account{ID: "local-docker", Provider: "docker", Label: "Local Docker"}
+	e.open()
+	return e
+}
+
+// open (re)starts the store and the service on the same data directory.
+func (e *env) open() {
+	e.t.Helper()
+	ctx := context.Background()
+	st, err := db.Open(ctx, filepath.Join(e.dir, "companion.db"))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.MultiWriter(e.logs), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	svc, err := core.NewService(ctx, core.Config{Store: st, Providers: e.reg, Logger: log, MaxAttempts: 2})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := svc.EnsureAccount(ctx, e.acct); err != nil {
+		e.t.Fatal(err)
+	}
+	e.store, e.svc = st, svc
+	e.t.Cleanup(e.close)
+}
+
+func (e *env) close() {
+	if e.svc == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	e.svc.Close(ctx)
+	e.store.Close()
+	e.svc, e.store = nil, nil
+}
+
+// waitState polls until the workspace reaches state (or is removed, for
+// core.StateDeleted with removed=true).
+func (e *env) waitState(id string, state core.State) core.Workspace {
+	e.t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	for time.Now().Before(deadline) {
+		ws, err := e.svc.Workspace("", id)
+		if err == nil && ws.State == state {
+			return ws
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	ws, err := e.svc.Workspace("", id)
+	e.t.Fatalf("workspace %s did not reach %s: now %+v, %v\nlogs:\n%s", id, state, ws, err, e.logs)
+	return core.Workspace{}
+}
+
+func (e *env) waitRemoved(id string) {
+	e.t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, err := e.svc.Workspace("", id); core.IsKind(err, core.KindNotFound) {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	e.t.Fatalf("workspace %s was not removed\nlogs:\n%s", id, e.logs)
+}
+
+func (e *env) create(name string) core.Workspace {
+	e.t.Helper()
+	ws, err := e.svc.Create(context.Background(), "", core.CreateRequest{AccountID: e.acct.ID, Name: name})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if ws.State != core.StateCreating {
+		e.t.Fatalf("new workspace is %s, want creating", ws.State)
+	}
+	return e.waitState(ws.ID, core.StateRunning)
+}
+
+func TestLifecycleAgainstDocker(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	ws := e.create("lifecycle")
+	if ws.BoxID == "" || !strings.HasPrefix(ws.BoxURL, "http://127.0.0.1:") {
+		t.Fatalf("running workspace without box identity: %+v", ws)
+	}
+
+	if _, err := e.svc.Resume(ctx, "", ws.ID); !core.IsKind(err, core.KindConflict) {
+		t.Fatalf("resume of a running workspace: %v, want conflict", err)
+	} else if err.(*core.Error).State != core.StateRunning {
+		t.Fatalf("conflict does not carry the current state: %+v", err)
+	}
+
+	paused, err := e.svc.Pause(ctx, "", ws.ID)
+	if err != nil || paused.State != core.StatePausing {
+		t.Fatalf("pause: %+v %v", paused, err)
+	}
+	if _, err := e.svc.Pause(ctx, "", ws.ID); !core.IsKind(err, core.KindConflict) {
+		t.Fatalf("second pause while pausing: %v, want conflict", err)
+	}
+	ws = e.waitState(ws.ID, core.StatePaused)
+	if ws.PausedAt.IsZero() || ws.Size == nil || ws.Size.Source != core.SizeDockerEngineUsed {
+		t.Fatalf("paused workspace lacks paused_at or size: %+v", ws)
+	}
+	box := ws.BoxID
+
+	if _, err := e.svc.Resume(ctx, "", ws.ID); err != nil {
+		t.Fatal(err)
+	}
+	ws = e.waitState(ws.ID, core.StateRunning)
+	if ws.BoxID != box || !ws.PausedAt.IsZero() {
+		t.Fatalf("resumed workspace: box %s (was %s), paused_at %v", ws.BoxID, box, ws.PausedAt)
+	}
+
+	preview, err := e.svc.PreviewDelete(ctx, "", ws.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if preview.Token == "" || len(preview.Lost) == 0 || !strings.Contains(strings.Join(preview.Lost, " "), box) {
+		t.Fatalf("preview does not say what is lost: %+v", preview)
+	}
+	if _, err := e.svc.Delete(ctx, "", ws.ID, "not-the-token"); !core.IsKind(err, core.KindInvalid) {
+		t.Fatalf("delete with a wrong token: %v, want invalid", err)
+	}
+	if _, err := e.prov.Get(ctx, e.acct, box); err != nil {
+		t.Fatalf("a refused delete touched the box: %v", err)
+	}
+	if _, err := e.svc.Delete(ctx, "", ws.ID, preview.Token); err != nil {
+		t.Fatal(err)
+	}
+	e.waitRemoved(ws.ID)
+	if _, err := e.prov.Get(ctx, e.acct, box); !core.IsKind(err, core.KindNotFound) {
+		t.Fatalf("box still exists after delete: %v", err)
+	}
+	if _, err := e.svc.Delete(ctx, "", ws.ID, preview.Token); !core.IsKind(err, core.KindNotFound) {
+		t.Fatalf("delete of a removed workspace: %v, want not found", err)
+	}
+}
+
+func TestDeleteRefusedWhenUsedSincePreview(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	ws := e.create("busy")
+	// Let the box's idle clock run past the tolerance so new activity is
+	// unmistakable, then preview.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		e.svc.ReconcileAccount(ctx, e.acct)
+		cur, _ := e.svc.Workspace("", ws.ID)
+		if !cur.LastActivityAt.IsZero() && time.Since(cur.LastActivityAt) > 4*time.Second {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("last activity never aged: %+v", cur)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	preview, err := e.svc.PreviewDelete(ctx, "", ws.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	box, err := e.prov.Get(ctx, e.acct, ws.BoxID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest("POST", box.URL+"/api/bash/execute_bash_command", strings.NewReader(`{"command":"echo hi"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Session-API-Key", box.Key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("activity call: %s", resp.Status)
+	}
+	_, err = e.svc.Delete(ctx, "", ws.ID, preview.Token)
+	if !core.IsKind(err, core.KindConflict) || !strings.Contains(err.Error(), "used since") {
+		t.Fatalf("delete after new activity: %v, want conflict saying it was used", err)
+	}
+	if cur, err := e.svc.Workspace("", ws.ID); err != nil || cur.State != core.StateRunning {
+		t.Fatalf("refused delete changed the workspace: %+v %v", cur, err)
+	}
+	if _, err := e.prov.Get(ctx, e.acct, ws.BoxID); err != nil {
+		t.Fatalf("refused delete touched the box: %v", err)
+	}
+}
+
+// TestRecoverFinishesInterruptedActions leaves the journal as a crash
+// would (an action recorded, its provider step not done) and checks that a
+// restarted service rolls each action forward.
+func TestRecoverFinishesInterruptedActions(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	doomed := e.create("doomed")
+	e.close()
+
+	// A delete that crashed right after it was journaled.
+	st, err := db.Open(ctx, filepath.Join(e.dir, "companion.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	if _, err := st.PutOp(ctx, core.Op{WorkspaceID: doomed.ID, Kind: core.OpDelete, Step: "provider_delete", Attempts: 1, CreatedAt: now, UpdatedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	doomed.State = core.StateDeleting
+	if _, err := st.SaveWorkspace(ctx, doomed); err != nil {
+		t.Fatal(err)
+	}
+	// A create that crashed before its box existed.
+	fresh := core.Workspace{ID: core.NewID("ws"), Name: "fresh", AccountID: e.acct.ID, Provider: "docker", State: core.StateCreating, CreatedAt: now}
+	if _, err := st.PutOp(ctx, core.Op{WorkspaceID: fresh.ID, Kind: core.OpCreate, Step: "requested", CreatedAt: now, UpdatedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.SaveWorkspace(ctx, fresh); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+
+	e.open()
+	if err := e.svc.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.waitRemoved(doomed.ID)
+	if _, err := e.prov.Get(ctx, e.acct, doomed.BoxID); !core.IsKind(err, core.KindNotFound) {
+		t.Fatalf("interrupted delete left the box: %v", err)
+	}
+	got := e.waitState(fresh.ID, core.StateRunning)
+	if got.BoxID == "" {
+		t.Fatalf("recovered create has no box: %+v", got)
+	}
+	box, err := e.prov.Get(ctx, e.acct, got.BoxID)
+	if err != nil || box.Labels[core.LabelWorkspace] != fresh.ID {
+		t.Fatalf("recovered box not labelled with its workspace: %+v %v", box.Labels, err)
+	}
+	if ops, _ := e.store.PendingOps(ctx); len(ops) != 0 {
+		t.Fatalf("journal not empty after recovery: %+v", ops)
+	}
+}
+
+func TestReconcilerAdoptsAndNoticesVanishedBoxes(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	// A box companion did not create (another installation's, say).
+	foreign, err := e.prov.Create(ctx, e.acct, core.CreateSpec{WorkspaceID: "ws_made_elsewhere", Name: "elsewhere"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.svc.ReconcileAccount(ctx, e.acct); err != nil {
+		t.Fatal(err)
+	}
+	var adopted core.Workspace
+	for _, ws := range e.svc.Workspaces("") {
+		if ws.BoxID == foreign.ID {
+			adopted = ws
+		}
+	}
+	if !adopted.Adopted || adopted.State != core.StateRunning || adopted.Name == "" {
+		t.Fatalf("box not adopted as a running workspace: %+v", adopted)
+	}
+	rev := e.svc.Feed().Rev()
+	if err := e.svc.ReconcileAccount(ctx, e.acct); err != nil {
+		t.Fatal(err)
+	}
+	if e.svc.Feed().Rev() != rev {
+		// A second pass over unchanged boxes must not publish anything,
+		// except the one-time arrival of a size or activity reading.
+		if err := e.svc.ReconcileAccount(ctx, e.acct); err != nil {
+			t.Fatal(err)
+		}
+		rev = e.svc.Feed().Rev()
+		e.svc.ReconcileAccount(ctx, e.acct)
+		if e.svc.Feed().Rev() != rev {
+			t.Fatalf("idle reconcile passes keep publishing changes")
+		}
+	}
+
+	// Removed behind companion's back.
+	if err := e.prov.Delete(ctx, e.acct, foreign.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.svc.ReconcileAccount(ctx, e.acct); err != nil {
+		t.Fatal(err)
+	}
+	gone, err := e.svc.Workspace("", adopted.ID)
+	if err != nil || gone.State != core.StateDeleted || !strings.Contains(gone.Error, "outside companion") {
+		t.Fatalf("vanished box not reported: %+v %v", gone, err)
+	}
+	// Removing the record of a vanished box needs no provider call.
+	preview, err := e.svc.PreviewDelete(ctx, "", adopted.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.svc.Delete(ctx, "", adopted.ID, preview.Token); err != nil {
+		t.Fatal(err)
+	}
+	e.waitRemoved(adopted.ID)
+	// And the deleted box is not adopted again.
+	if err := e.svc.ReconcileAccount(ctx, e.acct); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(e.svc.Workspaces("")); n != 0 {
+		t.Fatalf("%d workspaces after removal, want 0", n)
+	}
+}
+
+func TestActionsOnUnknownOrForeignWorkspaces(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	if _, err := e.svc.Pause(ctx, "", "ws_nope"); !core.IsKind(err, core.KindNotFound) {
+		t.Fatalf("pause unknown: %v", err)
+	}
+	if _, err := e.svc.PreviewDelete(ctx, "", "ws_nope"); !core.IsKind(err, core.KindNotFound) {
+		t.Fatalf("preview unknown: %v", err)
+	}
+	if _, err := e.svc.Create(ctx, "", core.CreateRequest{AccountID: "acc_nope", Name: "x"}); !core.IsKind(err, core.KindNotFound) {
+		t.Fatalf("create on unknown account: %v", err)
+	}
+	ws := e.create("mine")
+	if _, err := e.svc.Pause(ctx, "someone-else", ws.ID); !core.IsKind(err, core.KindNotFound) {
+		t.Fatalf("another owner can pause: %v", err)
+	}
+	if _, err := e.svc.Workspace("someone-else", ws.ID); !core.IsKind(err, core.KindNotFound) {
+		t.Fatalf("another owner can see: %v", err)
+	}
+}
+
+func TestEngineUnreachableFailsCleanly(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	dead, err := docker.New(docker.Config{Image: imageTag, Scope: "unreachable", Host: "unix:///nonexistent/docker.sock"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.reg.Register("docker", dead)
+	_, err = e.svc.Create(ctx, "", core.CreateRequest{AccountID: e.acct.ID, Name: "x"})
+	if !core.IsKind(err, core.KindUnavailable) || !strings.Contains(err.Error(), "DOCKER_HOST") {
+		t.Fatalf("create with the engine down: %v, want unavailable saying what to do", err)
+	}
+	if n := len(e.svc.Workspaces("")); n != 0 {
+		t.Fatalf("a refused create left %d workspaces", n)
+	}
+	if err := e.svc.ReconcileAccount(ctx, e.acct); !core.IsKind(err, core.KindUnavailable) {
+		t.Fatalf("reconcile with the engine down: %v", err)
+	}
+	st := e.svc.Providers(ctx)
+	if len(st) != 1 || st[0].Available || !strings.Contains(st[0].Reason, "not reachable") {
+		t.Fatalf("provider status: %+v", st)
+	}
+}
