@@ -208,3 +208,20 @@ func TestIDsAndTokens(t *testing.T) {
 		t.Fatalf("token %q hash %q", tok, HashToken(tok))
 	}
 }
+
+func TestLockWithinWaitsForRelease(t *testing.T) {
+	var l locks
+	unlock, _ := l.tryLock("a")
+	go func() {
+		time.Sleep(20 * time.Millisecond)
+		unlock()
+	}()
+	u2, ok := l.lockWithin("a", 10*time.Second)
+	if !ok {
+		t.Fatal("lock released during the wait was not taken")
+	}
+	if _, ok := l.lockWithin("a", 10*time.Millisecond); ok {
+		t.Fatal("held lock taken after a short wait")
+	}
+	u2()
+}

@@ -1,32 +1,61 @@
 package core
 
-import "sync"
+import (
+	"sync"
+	"time"
+)
 
 // locks is a set of per-workspace locks. Actions hold a workspace's lock for
 // their whole run (including the part that continues in the background);
 // the reconciler only tries it and skips a busy workspace.
 type locks struct {
 	mu   sync.Mutex
-	held map[string]bool
+	held map[string]chan struct{} // closed when released
 }
 
 // tryLock takes id's lock if it is free and returns its release function.
 func (l *locks) tryLock(id string) (unlock func(), ok bool) {
+	unlock, _, ok = l.try(id)
+	return unlock, ok
+}
+
+func (l *locks) try(id string) (unlock func(), released <-chan struct{}, ok bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.held == nil {
-		l.held = map[string]bool{}
+		l.held = map[string]chan struct{}{}
 	}
-	if l.held[id] {
-		return nil, false
+	if ch, busy := l.held[id]; busy {
+		return nil, ch, false
 	}
-	l.held[id] = true
+	ch := make(chan struct{})
+	l.held[id] = ch
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			l.mu.Lock()
 			delete(l.held, id)
 			l.mu.Unlock()
+			close(ch)
 		})
-	}, true
+	}, nil, true
+}
+
+// lockWithin takes id's lock, waiting at most d for its holder to release
+// it. An action publishes its outcome just before it releases the lock, so
+// a person reacting at once to "paused" should not be told "busy".
+func (l *locks) lockWithin(id string, d time.Duration) (unlock func(), ok bool) {
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	for {
+		unlock, released, ok := l.try(id)
+		if ok {
+			return unlock, true
+		}
+		select {
+		case <-released:
+		case <-deadline.C:
+			return nil, false
+		}
+	}
 }

@@ -117,6 +117,11 @@ func (s *Service) Create(ctx context.Context, owner string, req CreateRequest) (
 	return ws, nil
 }
 
+// lockWait is how long a request waits for a workspace's lock before it
+// answers "busy": long enough to cover an action that is saving its outcome,
+// short enough that a request never hangs behind a long provider call.
+const lockWait = 2 * time.Second
+
 // acquire takes the workspace's lock and loads what an action needs. The
 // caller must call unlock unless err is non-nil.
 func (s *Service) acquire(ctx context.Context, owner, id string) (ws Workspace, acct Account, p Provider, info ProviderInfo, unlock func(), err error) {
@@ -124,7 +129,7 @@ func (s *Service) acquire(ctx context.Context, owner, id string) (ws Workspace, 
 	if err != nil {
 		return
 	}
-	unlock, ok := s.locks.tryLock(id)
+	unlock, ok := s.locks.lockWithin(id, lockWait)
 	if !ok {
 		err = &Error{Kind: KindConflict, Message: fmt.Sprintf("workspace %s is busy (%s); wait for the running action to finish", id, ws.State), State: ws.State}
 		return
@@ -238,7 +243,7 @@ func (s *Service) SetKeep(ctx context.Context, owner, id string, keep bool) (Wor
 	if err != nil {
 		return Workspace{}, err
 	}
-	unlock, ok := s.locks.tryLock(id)
+	unlock, ok := s.locks.lockWithin(id, lockWait)
 	if !ok {
 		return Workspace{}, &Error{Kind: KindConflict, Message: fmt.Sprintf("workspace %s is busy (%s); try again shortly", id, ws.State), State: ws.State}
 	}

@@ -348,3 +348,20 @@ func upsertOf(id, state string) func(wsMsg) bool {
 		return m.Type == "upsert" && m.Workspace != nil && m.Workspace.ID == id && m.Workspace.State == state
 	}
 }
+
+// waitState polls GET /v1/workspaces/{id} until the workspace is in state.
+func (p *proc) waitState(id, state string, timeout time.Duration) workspace {
+	p.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		var got struct{ Workspace workspace }
+		status, raw := p.call("GET", "/v1/workspaces/"+id, nil, &got)
+		if status == 200 && got.Workspace.State == state {
+			return got.Workspace
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("workspace %s not %s within %v: %d %s", id, state, timeout, status, raw)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

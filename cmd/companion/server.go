@@ -1,0 +1,305 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"companion/core"
+	"companion/db"
+	"companion/secrets"
+	uibridge "companion/ui-bridge"
+)
+
+type mode string
+
+const (
+	modeDesktop mode = "desktop"
+	modeServe   mode = "serve"
+)
+
+// serverFlags are the flags of desktop and serve.
+type serverFlags struct {
+	dataDir           string
+	listen            string
+	origins           stringList
+	dockerImage       string
+	dockerScope       string
+	reconcileInterval time.Duration
+	logLevel          string
+	logFormat         string
+	exitOnStdinClose  bool
+}
+
+type stringList []string
+
+func (s *stringList) String() string     { return strings.Join(*s, ",") }
+func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
+
+func defaultDataDir() string {
+	dir, err := os.UserConfigDir()
+	if err != nil {
+		return ".companion"
+	}
+	return filepath.Join(dir, "companion")
+}
+
+func parseServerFlags(m mode, args []string, stderr io.Writer) (*serverFlags, error) {
+	f := &serverFlags{}
+	fs := flag.NewFlagSet("companion "+string(m), flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	defaultListen := "127.0.0.1:0"
+	if m == modeServe {
+		defaultListen = "127.0.0.1:8080"
+	}
+	fs.StringVar(&f.dataDir, "data-dir", defaultDataDir(), "`directory` for the database, installed modules and caches")
+	fs.StringVar(&f.listen, "listen", defaultListen, "`address` to listen on (port 0 picks a free port)")
+	fs.Var(&f.origins, "allow-origin", "extra browser `origin` allowed to call the API, e.g. the Electron app's (repeatable)")
+	fs.StringVar(&f.dockerImage, "docker-image", "companion-box:latest", "`image` for new Docker workspaces: it must run the agent-server on port 8000")
+	fs.StringVar(&f.dockerScope, "docker-scope", "default", "only manage Docker containers labelled with this `name`, so several companions can share one Docker Engine")
+	fs.DurationVar(&f.reconcileInterval, "reconcile-interval", 15*time.Second, "how often each account's boxes are listed at the provider")
+	fs.StringVar(&f.logLevel, "log-level", "info", "log `level`: debug, info, warn or error")
+	fs.StringVar(&f.logFormat, "log-format", "text", "log `format` on stderr: text or json")
+	if m == modeDesktop {
+		fs.BoolVar(&f.exitOnStdinClose, "exit-on-stdin-close", true, "exit when stdin closes (the parent app died)")
+	}
+	fs.Usage = func() {
+		switch m {
+		case modeDesktop:
+			fmt.Fprint(stderr, `Usage: companion desktop [flags]
+
+Runs companion for Canvas desktop. It listens on loopback only, and once it
+serves it prints exactly one JSON line on stdout:
+
+  {"event":"ready","url":"http://127.0.0.1:PORT","token":"...","version":"..."}
+
+Every /v1/ request must carry the token (Authorization: Bearer TOKEN, or the
+WebSocket subprotocol companion.bearer.TOKEN from browsers). Logs go to
+stderr. It exits on SIGINT or SIGTERM, and when its stdin closes.
+
+Flags:
+`)
+		case modeServe:
+			fmt.Fprint(stderr, `Usage: companion serve [flags]
+
+Runs the always-on companion server for Canvas web. Until a login method is
+configured it only listens on loopback addresses and uses a per-launch token
+like desktop mode; it prints the same ready line on stdout.
+
+Flags:
+`)
+		}
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q (see --help)", fs.Arg(0))
+	}
+	return f, nil
+}
+
+func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: want text or json", format)
+}
+
+// checkListen refuses addresses the mode may not use.
+func checkListen(m mode, addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("--listen %q: %v (want HOST:PORT, e.g. 127.0.0.1:0)", addr, err)
+	}
+	if host == "localhost" {
+		return nil
+	}
+	ip := net.ParseIP(host)
+	if ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	if m == modeDesktop {
+		return fmt.Errorf("--listen %q: desktop mode listens on loopback only (127.0.0.1 or ::1)", addr)
+	}
+	return fmt.Errorf("--listen %q: refusing a non-loopback address: no login method is configured, and without one anyone who reaches the server could spend the provider accounts; listen on 127.0.0.1 (behind your ingress) until login is set up", addr)
+}
+
+// readyLine is what desktop (and serve) print on stdout once serving.
+type readyLine struct {
+	Event   string `json:"event"`
+	URL     string `json:"url"`
+	Token   string `json:"token"`
+	Version string `json:"version"`
+}
+
+func runServer(m mode, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	f, err := parseServerFlags(m, args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "companion %s: %v\n", m, err)
+		return 2
+	}
+	log, err := newLogger(stderr, f.logLevel, f.logFormat)
+	if err != nil {
+		fmt.Fprintf(stderr, "companion %s: %v\n", m, err)
+		return 2
+	}
+	if err := checkListen(m, f.listen); err != nil {
+		fmt.Fprintf(stderr, "companion %s: %v\n", m, err)
+		return 2
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if m == modeDesktop && f.exitOnStdinClose {
+		ctx = exitOnEOF(ctx, stdin, log)
+	}
+	if err := serve(ctx, m, f, log, stdout); err != nil {
+		log.Error("companion stopped with an error", "err", err)
+		return 1
+	}
+	return 0
+}
+
+// exitOnEOF returns a context that ends when r reaches end of file: the
+// parent app that started desktop mode died, and companion must not be left
+// behind as an orphan.
+func exitOnEOF(ctx context.Context, r io.Reader, log *slog.Logger) context.Context {
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		defer cancel()
+		_, _ = io.Copy(io.Discard, bufio.NewReader(r))
+		log.Info("stdin closed; shutting down")
+	}()
+	return ctx
+}
+
+func newToken() string {
+	var b [32]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// serve runs companion until ctx ends.
+func serve(ctx context.Context, m mode, f *serverFlags, log *slog.Logger, stdout io.Writer) error {
+	if err := os.MkdirAll(f.dataDir, 0o700); err != nil {
+		return fmt.Errorf("create data dir: %w", err)
+	}
+	store, err := db.Open(ctx, filepath.Join(f.dataDir, "companion.db"))
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	instance, err := store.InstanceID(ctx)
+	if err != nil {
+		return err
+	}
+	keys := &secrets.Keyring{Namespace: instance}
+
+	var registry core.Registry
+	provs, err := startProviders(ctx, f, store, keys, log, &registry)
+	if err != nil {
+		return err
+	}
+	defer provs.Close()
+
+	svc, err := core.NewService(ctx, core.Config{Store: store, Providers: &registry, Secrets: keys, Logger: log})
+	if err != nil {
+		return err
+	}
+	if err := provs.EnsureAccounts(ctx, svc); err != nil {
+		return err
+	}
+	if err := svc.Recover(ctx); err != nil {
+		return err
+	}
+
+	ln, err := net.Listen("tcp", f.listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", f.listen, err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	token := newToken()
+	bridge, err := uibridge.New(uibridge.Config{
+		Service:        svc,
+		Token:          token,
+		AllowedHosts:   uibridge.LoopbackHosts(port),
+		AllowedOrigins: f.origins,
+		Version:        version,
+		Logger:         log,
+	})
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	srv := &http.Server{
+		Handler:           bridge.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+
+	url := fmt.Sprintf("http://127.0.0.1:%d", port)
+	if err := json.NewEncoder(stdout).Encode(readyLine{Event: "ready", URL: url, Token: token, Version: version}); err != nil {
+		log.Warn("could not write the ready line", "err", err)
+	}
+	log.Info("companion ready", "mode", m, "url", url, "data_dir", f.dataDir, "version", version)
+
+	rctx, stopReconciler := context.WithCancel(ctx)
+	reconciled := make(chan struct{})
+	go func() {
+		defer close(reconciled)
+		svc.RunReconciler(rctx, core.ReconcileConfig{Interval: f.reconcileInterval})
+	}()
+
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-served:
+	}
+	log.Info("shutting down")
+	stopReconciler()
+	<-reconciled
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	bridge.Close() // WebSocket connections are hijacked: Shutdown does not see them
+	if err := srv.Shutdown(sctx); err != nil {
+		log.Warn("http shutdown", "err", err)
+	}
+	if err := svc.Close(sctx); err != nil {
+		log.Warn("service shutdown", "err", err)
+	}
+	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
+		return serveErr
+	}
+	return nil
+}

@@ -1,0 +1,255 @@
+package e2e
+
+import (
+	"context"
+	"io"
+	"net"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"companion/e2e/boximage"
+)
+
+// TestKillNineMidDeleteRollsForward kills companion with SIGKILL while a
+// delete is stopping a box that is slow to stop, then restarts it: the
+// journaled delete must finish, and nothing else may be touched.
+func TestKillNineMidDeleteRollsForward(t *testing.T) {
+	image, scope := boxImage(t), dockerScope(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	slow, err := boximage.EnsureEnv(ctx, map[string]string{"EMULATOR_STOP_GRACE_SECONDS": "60"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := options{dataDir: t.TempDir(), args: []string{"--docker-image", image, "--docker-scope", scope}}
+	p := start(t, opts)
+	s := p.dial(-1)
+	s.next(10 * time.Second)
+
+	var victim, bystander struct{ Workspace workspace }
+	p.must(202, "POST", "/v1/workspaces", map[string]any{"account_id": "local-docker", "name": "victim", "options": map[string]string{"image": slow}}, &victim)
+	p.must(202, "POST", "/v1/workspaces", map[string]any{"account_id": "local-docker", "name": "bystander"}, &bystander)
+	vid, bid := victim.Workspace.ID, bystander.Workspace.ID
+	v := p.waitState(vid, "running", 60*time.Second)
+	b := p.waitState(bid, "running", 60*time.Second)
+
+	var preview struct {
+		Token string `json:"token"`
+	}
+	p.must(200, "POST", "/v1/workspaces/"+vid+"/delete-preview", nil, &preview)
+	p.must(202, "POST", "/v1/workspaces/"+vid+"/delete", map[string]string{"token": preview.Token}, nil)
+	s.waitFor("deleting", 10*time.Second, upsertOf(vid, "deleting"))
+	// The box ignores SIGTERM, so the engine's stop (and the delete) is
+	// now in progress for seconds. Crash in the middle of it.
+	time.Sleep(time.Second)
+	p.kill()
+	if !containerExists(t, v.BoxID) {
+		t.Fatal("the box was gone before the crash; the test did not interrupt the delete")
+	}
+
+	p = start(t, opts)
+	var list struct {
+		Workspaces []workspace `json:"workspaces"`
+	}
+	p.must(200, "GET", "/v1/workspaces", nil, &list)
+	s = p.dial(-1)
+	s.waitFor("victim removed after restart", 90*time.Second, func(m wsMsg) bool {
+		if m.Type == "snapshot" {
+			for _, w := range m.Workspaces {
+				if w.ID == vid {
+					return false
+				}
+			}
+			return true
+		}
+		return m.Type == "remove" && m.ID == vid
+	})
+	if containerExists(t, v.BoxID) {
+		t.Fatal("interrupted delete did not finish after restart")
+	}
+	if !containerExists(t, b.BoxID) {
+		t.Fatal("recovery deleted a bystander")
+	}
+	var got struct{ Workspace workspace }
+	p.must(200, "GET", "/v1/workspaces/"+bid, nil, &got)
+	if got.Workspace.State != "running" {
+		t.Fatalf("bystander after recovery: %+v", got.Workspace)
+	}
+}
+
+// TestContainerRemovedBehindCompanionsBack removes a box with the Docker
+// Engine directly; the reconciler must report it, not crash or hide it.
+func TestContainerRemovedBehindCompanionsBack(t *testing.T) {
+	image, scope := boxImage(t), dockerScope(t)
+	p := start(t, options{dataDir: t.TempDir(), args: []string{"--docker-image", image, "--docker-scope", scope}})
+	s := p.dial(-1)
+	s.next(10 * time.Second)
+	var created struct{ Workspace workspace }
+	p.must(202, "POST", "/v1/workspaces", map[string]any{"account_id": "local-docker", "name": "gone"}, &created)
+	id := created.Workspace.ID
+	w := s.waitFor("running", 60*time.Second, upsertOf(id, "running")).Workspace
+	removeContainer(t, w.BoxID)
+	m := s.waitFor("deleted", 30*time.Second, upsertOf(id, "deleted"))
+	if !strings.Contains(m.Workspace.Error, "outside companion") {
+		t.Fatalf("vanished box without an explanation: %s", m.Raw)
+	}
+	var e apiError
+	p.must(409, "POST", "/v1/workspaces/"+id+"/pause", nil, &e)
+	if e.Error.State != "deleted" {
+		t.Fatalf("pause of a vanished box: %+v", e)
+	}
+	var preview struct {
+		Token string   `json:"token"`
+		Lost  []string `json:"lost"`
+	}
+	p.must(200, "POST", "/v1/workspaces/"+id+"/delete-preview", nil, &preview)
+	p.must(202, "POST", "/v1/workspaces/"+id+"/delete", map[string]string{"token": preview.Token}, nil)
+	s.waitFor("remove", 10*time.Second, func(m wsMsg) bool { return m.Type == "remove" && m.ID == id })
+}
+
+// dockerProxy forwards a unix socket to the real Docker Engine socket and
+// can be cut, as if the engine went away.
+type dockerProxy struct {
+	path string
+	ln   net.Listener
+	mu   sync.Mutex
+	conn []net.Conn
+}
+
+func newDockerProxy(t *testing.T) *dockerProxy {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "docker.sock")
+	dp := &dockerProxy{path: path}
+	dp.listen(t)
+	t.Cleanup(dp.cut)
+	return dp
+}
+
+func (dp *dockerProxy) listen(t *testing.T) {
+	ln, err := net.Listen("unix", dp.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dp.ln = ln
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("unix", "/var/run/docker.sock")
+			if err != nil {
+				c.Close()
+				continue
+			}
+			dp.mu.Lock()
+			dp.conn = append(dp.conn, c, up)
+			dp.mu.Unlock()
+			go func() { io.Copy(up, c); up.Close() }()
+			go func() { io.Copy(c, up); c.Close() }()
+		}
+	}()
+}
+
+// cut closes the socket and every connection through it.
+func (dp *dockerProxy) cut() {
+	dp.ln.Close()
+	dp.mu.Lock()
+	defer dp.mu.Unlock()
+	for _, c := range dp.conn {
+		c.Close()
+	}
+	dp.conn = nil
+}
+
+// TestEngineDisappearsMidAction cuts companion off from the Docker Engine
+// while a pause is stopping a slow box. The action must fail with a clear
+// error and lose nothing; when the engine is back, the reconciler reports
+// the box's real state again.
+func TestEngineDisappearsMidAction(t *testing.T) {
+	image, scope := boxImage(t), dockerScope(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	slow, err := boximage.EnsureEnv(ctx, map[string]string{"EMULATOR_STOP_GRACE_SECONDS": "60"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := newDockerProxy(t)
+	p := start(t, options{
+		dataDir: t.TempDir(),
+		args:    []string{"--docker-image", image, "--docker-scope", scope},
+		env:     []string{"DOCKER_HOST=unix://" + proxy.path},
+	})
+	s := p.dial(-1)
+	s.next(10 * time.Second)
+	var created struct{ Workspace workspace }
+	p.must(202, "POST", "/v1/workspaces", map[string]any{"account_id": "local-docker", "name": "cut", "options": map[string]string{"image": slow}}, &created)
+	id := created.Workspace.ID
+	w := s.waitFor("running", 60*time.Second, upsertOf(id, "running")).Workspace
+
+	p.must(202, "POST", "/v1/workspaces/"+id+"/pause", nil, nil)
+	s.waitFor("pausing", 10*time.Second, upsertOf(id, "pausing"))
+	time.Sleep(500 * time.Millisecond)
+	proxy.cut()
+
+	failed := s.waitFor("pause failure reported", 90*time.Second, func(m wsMsg) bool {
+		return m.Type == "upsert" && m.Workspace != nil && m.Workspace.ID == id && m.Workspace.State != "pausing" && m.Workspace.Error != ""
+	})
+	if !strings.Contains(failed.Workspace.Error, "pause failed") || !strings.Contains(failed.Workspace.Error, "Docker Engine") {
+		t.Fatalf("unclear failure: %s", failed.Raw)
+	}
+	var e apiError
+	p.must(503, "POST", "/v1/workspaces", map[string]any{"account_id": "local-docker", "name": "while-down"}, &e)
+	if !strings.Contains(e.Error.Message, "Docker Engine") {
+		t.Fatalf("create with the engine away: %+v", e)
+	}
+
+	proxy.listen(t)
+	healed := s.waitFor("real state again", 90*time.Second, func(m wsMsg) bool {
+		return m.Type == "upsert" && m.Workspace != nil && m.Workspace.ID == id && m.Workspace.Error == "" &&
+			(m.Workspace.State == "paused" || m.Workspace.State == "running")
+	})
+	if healed.Workspace.BoxID != w.BoxID || !containerExists(t, w.BoxID) {
+		t.Fatalf("box lost after the engine came back: %s", healed.Raw)
+	}
+}
+
+// TestProcessContract checks the process-level contract: --help, version,
+// SIGTERM, and serve refusing a non-loopback address.
+func TestProcessContract(t *testing.T) {
+	out, err := exec.Command(companionBin, "desktop", "--help").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "ready") || !strings.Contains(string(out), "-data-dir") {
+		t.Fatalf("desktop --help: %v\n%s", err, out)
+	}
+	out, err = exec.Command(companionBin, "version").Output()
+	if err != nil || strings.TrimSpace(string(out)) != "companion e2e" {
+		t.Fatalf("version: %q %v", out, err)
+	}
+	out, err = exec.Command(companionBin, "serve", "--listen", "0.0.0.0:0", "--data-dir", t.TempDir()).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "non-loopback") {
+		t.Fatalf("serve on 0.0.0.0 was not refused: %v\n%s", err, out)
+	}
+	out, err = exec.Command(companionBin, "frobnicate").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "unknown command") {
+		t.Fatalf("unknown command: %v\n%s", err, out)
+	}
+
+	p := start(t, options{dataDir: t.TempDir(), args: []string{"--docker-scope", "unused"}})
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+		if p.exit != nil {
+			t.Fatalf("exit after SIGTERM: %v", p.exit)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("no exit after SIGTERM")
+	}
+
+	srv := start(t, options{mode: "serve", dataDir: t.TempDir(), args: []string{"--listen", "127.0.0.1:0", "--docker-scope", "unused"}})
+	srv.must(200, "GET", "/v1/workspaces", nil, nil)
+}

@@ -1,0 +1,391 @@
+package uibridge
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"companion/core"
+	"companion/db"
+)
+
+// Environment of the idle-client helper process (see TestMain).
+const (
+	helperClientsEnv = "UIBRIDGE_HELPER_CLIENTS"
+	helperURLEnv     = "UIBRIDGE_HELPER_URL"
+)
+
+func TestMain(m *testing.M) {
+	if n := os.Getenv(helperClientsEnv); n != "" {
+		os.Exit(runIdleClients(n, os.Getenv(helperURLEnv)))
+	}
+	code := m.Run()
+	if benchDir != "" {
+		os.RemoveAll(benchDir)
+	}
+	os.Exit(code)
+}
+
+const benchWorkspaces = 10_000
+
+var (
+	benchOnce sync.Once
+	benchDir  string
+	benchPath string
+	benchErr  error
+)
+
+// benchDB returns the path of a database holding 10,000 workspaces, made
+// once per test binary and copied for each benchmark run, so that every
+// run starts from the same state.
+func benchDB(b *testing.B) string {
+	b.Helper()
+	benchOnce.Do(func() {
+		benchDir, benchErr = os.MkdirTemp("", "uibridge-bench-")
+		if benchErr != nil {
+			return
+		}
+		benchPath = filepath.Join(benchDir, "seed.db")
+		ctx := context.Background()
+		st, err := db.Open(ctx, benchPath)
+		if err != nil {
+			benchErr = err
+			return
+		}
+		defer st.Close()
+		feed, err := core.NewFeed(ctx, st)
+		if err != nil {
+			benchErr = err
+			return
+		}
+		base := time.Now().UTC().Add(-30 * 24 * time.Hour)
+		for i := range benchWorkspaces {
+			if _, benchErr = feed.Save(ctx, benchWorkspace(i, base)); benchErr != nil {
+				return
+			}
+		}
+	})
+	if benchErr != nil {
+		b.Fatalf("seed database: %v", benchErr)
+	}
+	dst := filepath.Join(b.TempDir(), "companion.db")
+	st, err := db.Open(context.Background(), benchPath)
+	if err != nil {
+		b.Fatal(err)
+	}
+	st.Close() // checkpoints the WAL into the file
+	data, err := os.ReadFile(benchPath)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(dst, data, 0o600); err != nil {
+		b.Fatal(err)
+	}
+	return dst
+}
+
+// benchWorkspace is a realistic workspace: half paused with a size.
+func benchWorkspace(i int, base time.Time) core.Workspace {
+	ws := core.Workspace{
+		ID:             core.NewID("ws"),
+		Name:           fmt.Sprintf("project %05d", i),
+		AccountID:      "acc_local",
+		Provider:       "docker",
+		State:          core.StateRunning,
+		BoxID:          fmt.Sprintf("%064x", i),
+		BoxURL:         "http://127.0.0.1:" + strconv.Itoa(30000+i%30000),
+		Lifecycle:      core.Lifecycle{IdlePauseAfter: 30 * time.Minute},
+		LastActivityAt: base.Add(time.Duration(i) * time.Minute),
+		CreatedAt:      base.Add(time.Duration(i) * time.Second),
+	}
+	if i%2 == 1 {
+		ws.State = core.StatePaused
+		ws.PausedAt = base.Add(time.Duration(i) * time.Minute)
+		ws.Size = &core.Size{Bytes: int64(i) << 20, Source: core.SizeDockerEngineUsed, At: ws.PausedAt}
+	}
+	return ws
+}
+
+func benchEnv(b *testing.B, path string) *testEnv {
+	b.Helper()
+	st, err := db.Open(context.Background(), path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { st.Close() })
+	return newEnvWith(b, st, &core.Registry{}, func(c *Config) {
+		c.Logger = slogTo(io.Discard)
+		c.ClientQueue = 4096
+	})
+}
+
+// BenchmarkSnapshot10k builds and encodes a snapshot of 10,000 workspaces.
+// "cached" is the stream's path (the hub's encoded cache, concatenated);
+// "cold" encodes every workspace from scratch, as at start-up;
+// "websocket" is a client connecting and reading the whole snapshot over
+// loopback.
+func BenchmarkSnapshot10k(b *testing.B) {
+	e := benchEnv(b, benchDB(b))
+	b.Run("cached", func(b *testing.B) {
+		var size int64
+		for b.Loop() {
+			c := newClient("")
+			rev, items, err := e.srv.hub.attachSnapshot(c)
+			if err != nil {
+				b.Fatal(err)
+			}
+			e.srv.hub.detach(c)
+			cw := &countWriter{}
+			if err := writeSnapshotTo(cw, rev, time.Now(), items); err != nil {
+				b.Fatal(err)
+			}
+			if len(items) != benchWorkspaces {
+				b.Fatalf("snapshot of %d workspaces", len(items))
+			}
+			size = cw.n
+		}
+		reportMillis(b)
+		b.ReportMetric(float64(size), "bytes/snapshot")
+	})
+	b.Run("cold", func(b *testing.B) {
+		for b.Loop() {
+			rev, list := e.svc.Feed().Snapshot()
+			items := make([]*entry, len(list))
+			for i, ws := range list {
+				items[i] = newEntry(ws)
+			}
+			sortEntries(items)
+			if err := writeSnapshotTo(io.Discard, rev, time.Now(), items); err != nil {
+				b.Fatal(err)
+			}
+		}
+		reportMillis(b)
+	})
+	b.Run("websocket", func(b *testing.B) {
+		for b.Loop() {
+			c, _, err := e.dial(context.Background(), "", nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			typ, r, err := c.Reader(context.Background())
+			if err != nil || typ != websocket.MessageText {
+				b.Fatal(err)
+			}
+			io.Copy(io.Discard, r)
+			c.CloseNow()
+		}
+		reportMillis(b)
+	})
+}
+
+func reportMillis(b *testing.B) {
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/snapshot")
+}
+
+type countWriter struct{ n int64 }
+
+func (w *countWriter) Write(p []byte) (int, error) { w.n += int64(len(p)); return len(p), nil }
+
+// BenchmarkFanout measures one change reaching 1,000 connected clients
+// over real loopback WebSocket connections, with 10,000 workspaces live.
+// Latency runs from just before the change is saved (SQLite write
+// included) to each client having read the message. The clients run in
+// the same process and share its two CPUs with the server.
+func BenchmarkFanout(b *testing.B) {
+	const clients = 1000
+	e := benchEnv(b, benchDB(b))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	type receipt struct {
+		rev int64
+		at  time.Time
+	}
+	got := make(chan receipt, clients)
+	rev := e.svc.Feed().Rev()
+	var wg sync.WaitGroup
+	for range clients {
+		// Joining at the current revision skips the 6 MB snapshot per
+		// client, which BenchmarkSnapshot10k measures on its own.
+		c, _, err := e.dial(ctx, "?since="+strconv.FormatInt(rev, 10), nil)
+		if err != nil {
+			b.Fatalf("dial: %v", err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer c.CloseNow()
+			for {
+				_, msg, err := c.Read(ctx)
+				if err != nil {
+					return
+				}
+				got <- receipt{rev: revOf(msg), at: time.Now()}
+			}
+		}()
+	}
+	eventually2(b, func() bool { return e.srv.hub.clientCount() == clients })
+
+	_, live := e.svc.Feed().Snapshot()
+	var lat, all []time.Duration
+	for i := 0; b.Loop(); i++ {
+		ws := live[i%len(live)]
+		ws.LastActivityAt = time.Now()
+		start := time.Now()
+		saved, err := e.svc.Feed().Save(ctx, ws)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var slowest time.Duration
+		for range clients {
+			r := <-got
+			if r.rev != saved.Rev {
+				b.Fatalf("client got rev %d, want %d", r.rev, saved.Rev)
+			}
+			d := r.at.Sub(start)
+			lat = append(lat, d)
+			slowest = max(slowest, d)
+		}
+		all = append(all, slowest)
+	}
+	b.StopTimer()
+	b.ReportMetric(ms(percentile(lat, 50)), "p50-ms")
+	b.ReportMetric(ms(percentile(lat, 99)), "p99-ms")
+	b.ReportMetric(ms(percentile(all, 99)), "p99-all-clients-ms")
+	cancel()
+	wg.Wait()
+}
+
+// revOf reads the "rev" of a stream message without decoding all of it.
+func revOf(msg []byte) int64 {
+	i := bytes.Index(msg, []byte(`"rev":`))
+	if i < 0 {
+		return -1
+	}
+	rest := msg[i+6:]
+	j := bytes.IndexByte(rest, ',')
+	n, _ := strconv.ParseInt(string(rest[:j]), 10, 64)
+	return n
+}
+
+func percentile(ds []time.Duration, p int) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[min(len(s)-1, len(s)*p/100)]
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func eventually2(b *testing.B, cond func() bool) {
+	deadline := time.Now().Add(60 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			b.Fatal("timed out")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// BenchmarkIdleClientMemory measures the server's memory per idle stream
+// client: 1,000 clients connect from a helper process (so their own
+// memory is not counted), read their snapshot and go quiet. The figure is
+// the growth of the server process's live heap and goroutine stacks,
+// divided by the number of clients; kernel socket buffers are not
+// included.
+func BenchmarkIdleClientMemory(b *testing.B) {
+	const clients = 1000
+	st := openStore(b)
+	e := newEnvWith(b, st, &core.Registry{}, func(c *Config) { c.Logger = slogTo(io.Discard) })
+	for i := range 20 {
+		if _, err := e.svc.Feed().Save(context.Background(), benchWorkspace(i, time.Now())); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var perClient float64
+	for b.Loop() {
+		before := liveBytes()
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), helperClientsEnv+"="+strconv.Itoa(clients), helperURLEnv+"=ws://127.0.0.1:"+strconv.Itoa(e.port)+"/v1/ws")
+		stdin, _ := cmd.StdinPipe()
+		stdout, _ := cmd.StdoutPipe()
+		cmd.Stderr = os.Stderr
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		line, err := bufio.NewReader(stdout).ReadString('\n')
+		if err != nil || line != "ready\n" {
+			b.Fatalf("helper: %q %v", line, err)
+		}
+		eventually2(b, func() bool { return e.srv.hub.clientCount() == clients })
+		time.Sleep(200 * time.Millisecond) // let every writer settle into its idle wait
+		after := liveBytes()
+		perClient = float64(after-before) / clients
+		stdin.Close()
+		cmd.Wait()
+		eventually2(b, func() bool { return e.srv.hub.clientCount() == 0 })
+	}
+	b.ReportMetric(perClient, "bytes/client")
+}
+
+// liveBytes is the heap in use plus goroutine stacks, after a full GC.
+func liveBytes() int64 {
+	var m runtime.MemStats
+	runtime.GC()
+	runtime.GC()
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapAlloc + m.StackInuse)
+}
+
+// runIdleClients is the helper process of BenchmarkIdleClientMemory: it
+// connects n clients, reads their snapshots, says "ready" and keeps them
+// open (answering pings) until its stdin closes.
+func runIdleClients(n, url string) int {
+	count, err := strconv.Atoi(n)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	ctx := context.Background()
+	for range count {
+		c, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{
+			Subprotocols: []string{Subprotocol},
+			HTTPHeader:   http.Header{"Authorization": {"Bearer " + testToken}},
+		})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "helper dial:", err)
+			return 1
+		}
+		c.SetReadLimit(64 << 20)
+		if _, _, err := c.Read(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "helper read snapshot:", err)
+			return 1
+		}
+		go func() {
+			for {
+				if _, _, err := c.Read(ctx); err != nil {
+					return
+				}
+			}
+		}()
+	}
+	fmt.Println("ready")
+	io.Copy(io.Discard, os.Stdin)
+	return 0
+}

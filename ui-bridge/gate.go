@@ -1,0 +1,241 @@
+package uibridge
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+// Subprotocols of the WebSocket stream.
+const (
+	// Subprotocol is the stream protocol a client must offer; the server
+	// selects exactly this one.
+	Subprotocol = "companion.v1"
+	// BearerSubprotocolPrefix carries the token from browsers, which
+	// cannot set headers on a WebSocket: the client offers
+	// "companion.bearer.<token>" next to Subprotocol. The server never
+	// selects (echoes) it.
+	BearerSubprotocolPrefix = "companion.bearer."
+)
+
+// Identity is who a request acts for.
+type Identity struct {
+	// Owner is the user whose workspaces and accounts the request may see
+	// and change: "" on the desktop, the logged-in user in serve mode.
+	Owner string
+}
+
+type identityKey struct{}
+
+// IdentityFrom returns the identity the gate established for a request
+// to /v1/; ok is false outside /v1/.
+func IdentityFrom(ctx context.Context) (id Identity, ok bool) {
+	id, ok = ctx.Value(identityKey{}).(Identity)
+	return id, ok
+}
+
+func withIdentity(ctx context.Context, id Identity) context.Context {
+	return context.WithValue(ctx, identityKey{}, id)
+}
+
+// Authenticator decides who a request to /v1/ is from. The desktop uses
+// TokenAuthenticator; serve mode adds one that reads a login session
+// cookie. The gate has already checked Host, Origin and cross-site
+// headers when it calls Authenticate.
+type Authenticator interface {
+	// Authenticate returns the identity r proves, or ok false when r
+	// carries no valid credential of this kind.
+	Authenticate(r *http.Request) (id Identity, ok bool)
+}
+
+// TokenAuthenticator accepts the per-launch token as
+// "Authorization: Bearer <token>", and on a WebSocket handshake also as a
+// subprotocol entry BearerSubprotocolPrefix+token. It compares in
+// constant time and yields the desktop identity (Owner "").
+func TokenAuthenticator(token string) Authenticator {
+	return &tokenAuth{sum: sha256.Sum256([]byte(token))}
+}
+
+type tokenAuth struct{ sum [32]byte }
+
+func (t *tokenAuth) Authenticate(r *http.Request) (Identity, bool) {
+	if tok, ok := bearerToken(r); ok && t.match(tok) {
+		return Identity{}, true
+	}
+	if isWebSocketUpgrade(r) {
+		for _, p := range offeredSubprotocols(r) {
+			if tok, ok := strings.CutPrefix(p, BearerSubprotocolPrefix); ok && t.match(tok) {
+				return Identity{}, true
+			}
+		}
+	}
+	return Identity{}, false
+}
+
+// match compares digests so that neither the content nor the length of
+// the token leaks through timing.
+func (t *tokenAuth) match(tok string) bool {
+	sum := sha256.Sum256([]byte(tok))
+	return subtle.ConstantTimeCompare(sum[:], t.sum[:]) == 1
+}
+
+func bearerToken(r *http.Request) (string, bool) {
+	h := r.Header.Get("Authorization")
+	scheme, tok, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	tok = strings.TrimSpace(tok)
+	return tok, tok != ""
+}
+
+func isWebSocketUpgrade(r *http.Request) bool {
+	return r.Method == http.MethodGet && headerHasToken(r.Header, "Connection", "upgrade") && headerHasToken(r.Header, "Upgrade", "websocket")
+}
+
+func headerHasToken(h http.Header, key, token string) bool {
+	for _, v := range h.Values(key) {
+		for _, t := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), token) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func offeredSubprotocols(r *http.Request) []string {
+	var out []string
+	for _, v := range r.Header.Values("Sec-WebSocket-Protocol") {
+		for _, p := range strings.Split(v, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+// LoopbackHosts are the Host header values under which a server bound to
+// a loopback address on port is reached: 127.0.0.1:port, localhost:port
+// and [::1]:port.
+func LoopbackHosts(port int) []string {
+	p := strconv.Itoa(port)
+	return []string{net.JoinHostPort("127.0.0.1", p), net.JoinHostPort("localhost", p), net.JoinHostPort("::1", p)}
+}
+
+// gate is the route gate, the first handler every request meets.
+type gate struct {
+	hosts   map[string]bool
+	origins map[string]bool
+	auth    []Authenticator
+	cop     *http.CrossOriginProtection
+	next    http.Handler
+}
+
+func newGate(cfg Config, next http.Handler) (*gate, error) {
+	g := &gate{hosts: map[string]bool{}, origins: map[string]bool{}, cop: http.NewCrossOriginProtection(), next: next}
+	if len(cfg.AllowedHosts) == 0 {
+		return nil, fmt.Errorf("uibridge: Config.AllowedHosts is empty; pass LoopbackHosts(port) of the bound listener")
+	}
+	for _, h := range cfg.AllowedHosts {
+		h = strings.ToLower(strings.TrimSpace(h))
+		if _, _, err := net.SplitHostPort(h); err != nil {
+			return nil, fmt.Errorf("uibridge: allowed host %q must be host:port: %w", h, err)
+		}
+		g.hosts[h] = true
+		// The companion's own pages are served from these hosts.
+		g.origins["http://"+h] = true
+	}
+	for _, o := range cfg.AllowedOrigins {
+		o = strings.TrimSpace(o)
+		if o == "" || o == "*" || strings.HasSuffix(o, "/") {
+			return nil, fmt.Errorf("uibridge: allowed origin %q must be exactly scheme://host[:port] as a browser sends it", o)
+		}
+		g.origins[o] = true
+	}
+	for o := range g.origins {
+		if err := g.cop.AddTrustedOrigin(o); err != nil {
+			return nil, fmt.Errorf("uibridge: allowed origin %q: %w", o, err)
+		}
+	}
+	if cfg.Token != "" {
+		g.auth = append(g.auth, TokenAuthenticator(cfg.Token))
+	}
+	g.auth = append(g.auth, cfg.Authenticators...)
+	if len(g.auth) == 0 {
+		return nil, fmt.Errorf("uibridge: no way to authenticate: set Config.Token or Config.Authenticators")
+	}
+	return g, nil
+}
+
+func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// The Host allowlist is what stops DNS rebinding: a rebound page is
+	// same-origin with itself, so Origin checks pass, but its requests
+	// name the attacker's host.
+	if !g.hosts[strings.ToLower(r.Host)] {
+		writeErrorCode(w, http.StatusForbidden, codeForbiddenHost, "the Host header does not name this server's address")
+		return
+	}
+	origin, hasOrigin := r.Header["Origin"]
+	if hasOrigin && (len(origin) != 1 || !g.origins[origin[0]]) {
+		writeErrorCode(w, http.StatusForbidden, codeForbiddenOrigin, "requests from this origin are not allowed; add it to the allowed origins if it is your app")
+		return
+	}
+	if hasOrigin {
+		// CORS, so that an allowed app on another origin (the desktop
+		// app's) can read answers. Desktop auth uses no cookies, so
+		// credentials are not allowed.
+		h := w.Header()
+		h.Add("Vary", "Origin")
+		h.Set("Access-Control-Allow-Origin", origin[0])
+		h.Set("Access-Control-Expose-Headers", "Location, Retry-After, WWW-Authenticate")
+		if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
+			h.Set("Access-Control-Allow-Methods", "GET, POST, PUT, DELETE")
+			h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type")
+			h.Set("Access-Control-Max-Age", "600")
+			if r.Header.Get("Access-Control-Request-Private-Network") == "true" {
+				h.Set("Access-Control-Allow-Private-Network", "true")
+			}
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+	}
+	if err := g.cop.Check(r); err != nil {
+		writeErrorCode(w, http.StatusForbidden, codeCrossSite, "cross-site requests that change state are not allowed")
+		return
+	}
+	// CrossOriginProtection lets GET through, and a WebSocket handshake is
+	// a GET: check the handshake's fetch metadata here. Browsers always
+	// send Origin on a handshake, so this is defence in depth.
+	if isWebSocketUpgrade(r) && !hasOrigin {
+		if site := r.Header.Get("Sec-Fetch-Site"); site == "cross-site" || site == "same-site" {
+			writeErrorCode(w, http.StatusForbidden, codeCrossSite, "cross-site WebSocket handshakes are not allowed")
+			return
+		}
+	}
+	if r.URL.Path == "/v1" || strings.HasPrefix(r.URL.Path, "/v1/") {
+		id, ok := g.authenticate(r)
+		if !ok {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="companion"`)
+			writeErrorCode(w, http.StatusUnauthorized, codeUnauthorized, "a valid token is required: send Authorization: Bearer <token>, or on a WebSocket the subprotocol companion.bearer.<token>")
+			return
+		}
+		r = r.WithContext(withIdentity(r.Context(), id))
+	}
+	g.next.ServeHTTP(w, r)
+}
+
+func (g *gate) authenticate(r *http.Request) (Identity, bool) {
+	for _, a := range g.auth {
+		if id, ok := a.Authenticate(r); ok {
+			return id, true
+		}
+	}
+	return Identity{}, false
+}

@@ -1,0 +1,414 @@
+package uibridge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"companion/core"
+)
+
+// The hub is the stream's engine. It is the server's one subscriber to the
+// core feed: it encodes each change once, keeps the encoded wire form of
+// every live workspace (so a snapshot is a concatenation, not 10,000
+// encodings), and hands the same encoded bytes to every client that may see
+// them. Clients hold references, never copies.
+//
+// Ordering: the hub applies changes in revision order under mu, and a
+// client is attached under mu too, so a client attached at revision R
+// receives exactly the changes after R.
+type hub struct {
+	feed       *core.Feed
+	log        *slog.Logger
+	now        func() time.Time
+	queueLimit int
+	feedBuffer int
+
+	mu       sync.Mutex
+	rev      int64
+	entries  map[string]*entry
+	clients  map[string]map[*client]struct{} // by owner
+	advanced chan struct{}                   // closed and replaced when rev moves
+	closed   bool
+
+	stop chan struct{}
+	done chan struct{}
+
+	overflows atomic.Int64 // clients dropped because their queue was full
+}
+
+// entry is a live workspace's encoded wire form and what the hub needs to
+// filter and order it without decoding.
+type entry struct {
+	id      string
+	owner   string
+	created time.Time
+	json    []byte
+}
+
+// frame is one encoded stream message. Its bytes are shared by every
+// client it is queued for and must not be modified.
+type frame struct {
+	rev  int64
+	data []byte
+}
+
+var errHubClosed = errors.New("the stream is shutting down")
+
+func newHub(feed *core.Feed, log *slog.Logger, now func() time.Time, queueLimit, feedBuffer int) *hub {
+	h := &hub{
+		feed:       feed,
+		log:        log,
+		now:        now,
+		queueLimit: queueLimit,
+		feedBuffer: feedBuffer,
+		entries:    map[string]*entry{},
+		clients:    map[string]map[*client]struct{}{},
+		advanced:   make(chan struct{}),
+		stop:       make(chan struct{}),
+		done:       make(chan struct{}),
+	}
+	rev, list, sub := feed.SubscribeSnapshot(feedBuffer)
+	h.load(rev, list)
+	go h.run(sub)
+	return h
+}
+
+// load replaces the cache with a snapshot. The caller holds mu or owns h
+// exclusively.
+func (h *hub) load(rev int64, list []core.Workspace) {
+	h.rev = rev
+	h.entries = make(map[string]*entry, len(list))
+	for _, ws := range list {
+		h.entries[ws.ID] = newEntry(ws)
+	}
+}
+
+func newEntry(ws core.Workspace) *entry {
+	return &entry{id: ws.ID, owner: ws.Owner, created: ws.CreatedAt, json: encodeWorkspace(ws)}
+}
+
+func (h *hub) run(sub *core.Subscription) {
+	defer close(h.done)
+	for {
+		select {
+		case <-h.stop:
+			sub.Close()
+			return
+		case ch, ok := <-sub.C:
+			if ok {
+				h.apply(ch)
+				continue
+			}
+			h.log.Warn("stream fell behind the change feed; resubscribing", "rev", h.currentRev(), "err", sub.Err())
+			if sub = h.resubscribe(); sub == nil {
+				return
+			}
+		}
+	}
+}
+
+// resubscribe continues after the hub's subscription was dropped. When the
+// store can no longer account for the missed revisions, the cache is
+// reloaded and every client is told to reconnect. It returns nil when the
+// hub is stopping.
+func (h *hub) resubscribe() *core.Subscription {
+	wait := 50 * time.Millisecond
+	for {
+		changes, _, complete, sub, err := h.feed.SubscribeSince(context.Background(), h.currentRev(), h.feedBuffer)
+		if err == nil && complete {
+			for _, ch := range changes {
+				h.apply(ch)
+			}
+			return sub
+		}
+		if err == nil {
+			rev, list, sub := h.feed.SubscribeSnapshot(h.feedBuffer)
+			h.mu.Lock()
+			h.load(rev, list)
+			h.killAllLocked(CloseResync, "stream reset: reconnect")
+			h.advanceLocked()
+			h.mu.Unlock()
+			return sub
+		}
+		h.log.Error("stream could not resubscribe to the change feed", "err", err, "retry_in", wait)
+		select {
+		case <-h.stop:
+			return nil
+		case <-time.After(wait):
+			wait = min(2*wait, 5*time.Second)
+		}
+	}
+}
+
+// apply records one change and queues it for every client of its owner.
+func (h *hub) apply(ch core.Change) {
+	ws := ch.Workspace
+	now := h.now()
+	var fr *frame
+	var e *entry
+	if ws.Removed {
+		fr = &frame{rev: ch.Rev, data: removeFrame(ch.Rev, now, ws.ID)}
+	} else {
+		e = newEntry(ws)
+		fr = &frame{rev: ch.Rev, data: upsertFrame(ch.Rev, now, e.json)}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if ch.Rev <= h.rev {
+		return // already applied before a resubscription
+	}
+	h.rev = ch.Rev
+	if e != nil {
+		h.entries[ws.ID] = e
+	} else {
+		delete(h.entries, ws.ID)
+	}
+	for c := range h.clients[ws.Owner] {
+		if ok, overflow := c.push(fr, h.queueLimit); !ok {
+			h.removeLocked(c)
+			if overflow {
+				h.overflows.Add(1)
+			}
+		}
+	}
+	h.advanceLocked()
+}
+
+func (h *hub) advanceLocked() {
+	close(h.advanced)
+	h.advanced = make(chan struct{})
+}
+
+func (h *hub) currentRev() int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.rev
+}
+
+// waitFor waits until the hub has applied revision rev, or ctx ends.
+func (h *hub) waitFor(ctx context.Context, rev int64) {
+	for {
+		h.mu.Lock()
+		cur, ch := h.rev, h.advanced
+		h.mu.Unlock()
+		if cur >= rev {
+			return
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// list returns the revision and owner's live workspaces, newest first.
+func (h *hub) list(owner string) (int64, []*entry) {
+	h.mu.Lock()
+	rev := h.rev
+	items := make([]*entry, 0, len(h.entries))
+	for _, e := range h.entries {
+		if e.owner == owner {
+			items = append(items, e)
+		}
+	}
+	h.mu.Unlock()
+	sortEntries(items)
+	return rev, items
+}
+
+// sortEntries orders like core.Service.Workspaces: newest first, then by id.
+func sortEntries(items []*entry) {
+	slices.SortFunc(items, func(a, b *entry) int {
+		if c := b.created.Compare(a.created); c != 0 {
+			return c
+		}
+		return strings.Compare(a.id, b.id)
+	})
+}
+
+// attachSnapshot attaches c at the current revision and returns that
+// revision and c's owner's workspaces as of it.
+func (h *hub) attachSnapshot(c *client) (int64, []*entry, error) {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return 0, nil, errHubClosed
+	}
+	rev := h.rev
+	items := make([]*entry, 0, len(h.entries))
+	for _, e := range h.entries {
+		if e.owner == c.owner {
+			items = append(items, e)
+		}
+	}
+	h.addLocked(c)
+	h.mu.Unlock()
+	sortEntries(items)
+	return rev, items, nil
+}
+
+// attachSince attaches c so that it receives every change after since.
+// It returns the frames that bring c from since up to the point where the
+// live stream takes over; ok is false when since cannot be caught up (too
+// old or from the future; the catch-up is bounded by the live workspaces
+// plus the tombstones the store keeps),
+// and then c is not attached.
+func (h *hub) attachSince(ctx context.Context, c *client, since int64) (catchup []*frame, ok bool, err error) {
+	// Fast path: since is at or just ahead of the hub (a client that read
+	// a revision from GET /v1/workspaces before the hub applied it). The
+	// frames up to since will arrive live and are skipped.
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil, false, errHubClosed
+	}
+	if since >= h.rev {
+		if since > h.rev && since > h.feed.Rev() {
+			h.mu.Unlock()
+			return nil, false, nil // from the future
+		}
+		c.skip = since
+		h.addLocked(c)
+		h.mu.Unlock()
+		return nil, true, nil
+	}
+	h.mu.Unlock()
+
+	// The missed changes come from the store, through the feed. The hub
+	// may move on between that read and the attach; then read again.
+	for range 3 {
+		changes, feedRev, complete, sub, err := h.feed.SubscribeSince(ctx, since, 1)
+		if err != nil {
+			return nil, false, err
+		}
+		if !complete {
+			return nil, false, nil
+		}
+		sub.Close() // only the atomic read is wanted; the hub is the live source
+		now := h.now()
+		frames := make([]*frame, 0, len(changes))
+		for _, ch := range changes {
+			ws := ch.Workspace
+			if ws.Owner != c.owner {
+				continue
+			}
+			if ws.Removed {
+				frames = append(frames, &frame{rev: ch.Rev, data: removeFrame(ch.Rev, now, ws.ID)})
+			} else {
+				frames = append(frames, &frame{rev: ch.Rev, data: upsertFrame(ch.Rev, now, encodeWorkspace(ws))})
+			}
+		}
+		h.mu.Lock()
+		switch {
+		case h.closed:
+			h.mu.Unlock()
+			return nil, false, errHubClosed
+		case h.rev > feedRev:
+			h.mu.Unlock()
+			continue
+		}
+		c.skip = feedRev
+		h.addLocked(c)
+		h.mu.Unlock()
+		return frames, true, nil
+	}
+	return nil, false, nil
+}
+
+func (h *hub) addLocked(c *client) {
+	set := h.clients[c.owner]
+	if set == nil {
+		set = map[*client]struct{}{}
+		h.clients[c.owner] = set
+	}
+	set[c] = struct{}{}
+}
+
+func (h *hub) removeLocked(c *client) {
+	set := h.clients[c.owner]
+	delete(set, c)
+	if len(set) == 0 {
+		delete(h.clients, c.owner)
+	}
+}
+
+// detach stops queueing for c.
+func (h *hub) detach(c *client) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.removeLocked(c)
+}
+
+func (h *hub) killAllLocked(code int, reason string) {
+	for _, set := range h.clients {
+		for c := range set {
+			c.kill(code, reason)
+		}
+	}
+	h.clients = map[string]map[*client]struct{}{}
+}
+
+// clientCount is the number of attached clients.
+func (h *hub) clientCount() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, set := range h.clients {
+		n += len(set)
+	}
+	return n
+}
+
+// close detaches every client, asking each to close with code 1001, and
+// stops following the feed.
+func (h *hub) close() {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return
+	}
+	h.closed = true
+	h.killAllLocked(CloseGoingAway, "server shutting down")
+	h.mu.Unlock()
+	close(h.stop)
+	<-h.done
+}
+
+// Stream frames are assembled by hand around the cached workspace JSON so
+// that nothing is encoded twice.
+
+func appendHead(b []byte, typ string, rev int64, now time.Time) []byte {
+	b = append(b, `{"type":"`...)
+	b = append(b, typ...)
+	b = append(b, `","rev":`...)
+	b = strconv.AppendInt(b, rev, 10)
+	b = append(b, `,"server_time":"`...)
+	b = wireTime(now).AppendFormat(b, time.RFC3339Nano)
+	return append(b, '"')
+}
+
+func upsertFrame(rev int64, now time.Time, ws []byte) []byte {
+	b := make([]byte, 0, len(ws)+96)
+	b = appendHead(b, "upsert", rev, now)
+	b = append(b, `,"workspace":`...)
+	b = append(b, ws...)
+	return append(b, '}')
+}
+
+func removeFrame(rev int64, now time.Time, id string) []byte {
+	q, _ := json.Marshal(id)
+	b := make([]byte, 0, len(q)+96)
+	b = appendHead(b, "remove", rev, now)
+	b = append(b, `,"id":`...)
+	b = append(b, q...)
+	return append(b, '}')
+}

@@ -1,0 +1,259 @@
+package uibridge
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"companion/core"
+)
+
+// Config configures a Server. Service, AllowedHosts and a way to
+// authenticate (Token or Authenticators) are required.
+type Config struct {
+	Service *core.Service
+	// Token is the per-launch token of desktop mode. It is never logged.
+	Token string
+	// Authenticators are tried after the token, in order; serve mode adds
+	// its login session here.
+	Authenticators []Authenticator
+	// AllowedHosts are the exact Host header values ("host:port") the
+	// server answers to; anything else gets 403, which is what stops DNS
+	// rebinding. For a loopback listener use LoopbackHosts(port).
+	AllowedHosts []string
+	// AllowedOrigins are browser origins ("scheme://host[:port]", exactly
+	// as sent) allowed besides the server's own http://<allowed host>,
+	// such as the desktop app's.
+	AllowedOrigins []string
+	// Version is reported by GET /healthz.
+	Version string
+	Logger  *slog.Logger
+
+	// MaxBodyBytes limits request bodies; 0 means DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// PingInterval is how often a stream client is pinged; 0 means 30 s.
+	PingInterval time.Duration
+	// PongTimeout is how long a ping waits for its pong before the
+	// connection is closed; 0 means 20 s.
+	PongTimeout time.Duration
+	// WriteTimeout bounds one stream message write (a whole snapshot
+	// included); 0 means 30 s.
+	WriteTimeout time.Duration
+	// ClientQueue is how many messages may wait for one stream client
+	// before it is closed as a slow consumer; 0 means 1024.
+	ClientQueue int
+	// FeedBuffer is the buffer of the server's subscription to the core
+	// feed; 0 means 8192.
+	FeedBuffer int
+	// Now is the clock for server_time; nil means time.Now.
+	Now func() time.Time
+}
+
+// Server is the HTTP API and WebSocket stream over a core.Service. It
+// holds no domain logic: it translates requests to Service calls and the
+// change feed to stream messages.
+type Server struct {
+	cfg     Config
+	svc     *core.Service
+	log     *slog.Logger
+	maxBody int64
+	handler http.Handler
+	hub     *hub
+
+	ctx    context.Context // lives until Close
+	cancel context.CancelFunc
+
+	mu     sync.Mutex
+	closed bool
+	active sync.WaitGroup // stream connections
+	conns  map[*websocket.Conn]struct{}
+
+	pongs      atomic.Int64 // pongs received
+	pongMissed atomic.Int64 // clients closed for a missed pong
+	maxQueue   atomic.Int64 // the longest client queue seen
+}
+
+// New returns a Server that follows cfg.Service's change feed until Close.
+func New(cfg Config) (*Server, error) {
+	if cfg.Service == nil {
+		return nil, fmt.Errorf("uibridge: Config.Service is required")
+	}
+	cfg.Logger = logger(cfg.Logger)
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.PingInterval <= 0 {
+		cfg.PingInterval = 30 * time.Second
+	}
+	if cfg.PongTimeout <= 0 {
+		cfg.PongTimeout = 20 * time.Second
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = 30 * time.Second
+	}
+	if cfg.ClientQueue <= 0 {
+		cfg.ClientQueue = 1024
+	}
+	if cfg.FeedBuffer <= 0 {
+		cfg.FeedBuffer = 8192
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	s := &Server{
+		cfg:     cfg,
+		svc:     cfg.Service,
+		log:     cfg.Logger,
+		maxBody: cfg.MaxBodyBytes,
+		conns:   map[*websocket.Conn]struct{}{},
+	}
+	mux := http.NewServeMux()
+	s.routes(newRouter(mux))
+	g, err := newGate(cfg, s.recoverer(mux))
+	if err != nil {
+		return nil, err
+	}
+	s.handler = g
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.hub = newHub(cfg.Service.Feed(), s.log, cfg.Now, cfg.ClientQueue, cfg.FeedBuffer)
+	return s, nil
+}
+
+// Handler is the server's root handler, route gate included. Mount it at
+// "/" of an http.Server bound to one of the allowed hosts.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Close ends every stream connection with close code 1001 and stops
+// following the feed. HTTP requests in flight are the http.Server's to
+// drain (Shutdown does not see hijacked WebSocket connections; Close
+// does). Close waits at most a few seconds for peers to answer the close
+// handshake, then cuts them off.
+func (s *Server) Close() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.closed = true
+	s.mu.Unlock()
+
+	s.hub.close()
+	done := make(chan struct{})
+	go func() { s.active.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(3 * time.Second):
+		s.mu.Lock()
+		for c := range s.conns {
+			c.CloseNow()
+		}
+		s.mu.Unlock()
+		<-done
+	}
+	s.cancel()
+}
+
+// track counts a stream connection in (+1) or out (-1). It refuses new
+// connections once Close has begun.
+func (s *Server) track(delta int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if delta > 0 {
+		if s.closed {
+			return false
+		}
+		s.active.Add(1)
+		return true
+	}
+	s.active.Done()
+	return true
+}
+
+func (s *Server) addConn(c *websocket.Conn) {
+	s.mu.Lock()
+	s.conns[c] = struct{}{}
+	s.mu.Unlock()
+}
+
+func (s *Server) removeConn(c *websocket.Conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+}
+
+// recoverer turns a handler panic into a 500 answer and a log line.
+func (s *Server) recoverer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				writeJSON(w, http.StatusInternalServerError, s.internal(r, fmt.Errorf("panic: %v", v)))
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// router registers handlers by "METHOD /path" like ServeMux, but answers
+// a wrong method with a JSON 405 (ServeMux's own is plain text).
+type router struct {
+	mux   *http.ServeMux
+	paths map[string]*methods
+}
+
+type methods struct {
+	byMethod map[string]http.HandlerFunc
+	allow    string
+}
+
+func newRouter(mux *http.ServeMux) *router {
+	rt := &router{mux: mux, paths: map[string]*methods{}}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeErrorCode(w, http.StatusNotFound, codeRouteNotFound, "no such route: "+r.Method+" "+r.URL.Path)
+	})
+	return rt
+}
+
+func (rt *router) handle(pattern string, h http.HandlerFunc) {
+	method, path, ok := strings.Cut(pattern, " ")
+	if !ok {
+		panic("uibridge: route pattern needs a method: " + pattern)
+	}
+	m := rt.paths[path]
+	if m == nil {
+		m = &methods{byMethod: map[string]http.HandlerFunc{}}
+		rt.paths[path] = m
+		rt.mux.Handle(path, m)
+	}
+	m.byMethod[method] = h
+	if m.allow != "" {
+		m.allow += ", "
+	}
+	m.allow += method
+	if method == http.MethodGet {
+		m.allow += ", HEAD"
+	}
+}
+
+func (m *methods) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	method := r.Method
+	if method == http.MethodHead {
+		method = http.MethodGet
+	}
+	h, ok := m.byMethod[method]
+	if !ok {
+		w.Header().Set("Allow", m.allow)
+		writeErrorCode(w, http.StatusMethodNotAllowed, codeMethodNotAllowed, r.Method+" is not allowed here; allowed: "+m.allow)
+		return
+	}
+	h(w, r)
+}

@@ -1,0 +1,239 @@
+package uibridge
+
+import (
+	"encoding/json"
+	"time"
+
+	"companion/core"
+)
+
+// The types in this file are the wire contract (v1) documented in API.md.
+// They are separate from core's types on purpose: a change in core must
+// not silently change what front ends receive.
+
+// Workspace is a workspace as front ends see it. Times are RFC 3339 in UTC
+// with millisecond precision; fields documented as nullable are null when
+// unknown. It never carries the box's key.
+type Workspace struct {
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+	Provider  string `json:"provider"`
+	AccountID string `json:"account_id"`
+	State     string `json:"state"`
+	BoxID     string `json:"box_id"`
+	BoxURL    string `json:"box_url"`
+	Adopted   bool   `json:"adopted"`
+	// PausedAt is when the box was paused; paused age is
+	// server_time − paused_at.
+	PausedAt *time.Time `json:"paused_at"`
+	// SizeBytes, SizeSource and SizeAt are null together when no size is
+	// known. SizeSource is "<origin>:<used|allocated>".
+	SizeBytes      *int64     `json:"size_bytes"`
+	SizeSource     *string    `json:"size_source"`
+	SizeAt         *time.Time `json:"size_at"`
+	LastActivityAt *time.Time `json:"last_activity_at"`
+	Keep           bool       `json:"keep"`
+	DeleteAfter    *time.Time `json:"delete_after"`
+	Lifecycle      Lifecycle  `json:"lifecycle"`
+	// Error is the last action's failure; "" when it succeeded.
+	Error     string    `json:"error"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+	// Rev is the feed revision of the workspace's last change.
+	Rev int64 `json:"rev"`
+}
+
+// Lifecycle is the settings chosen at creation, in whole seconds; 0 means
+// the provider's default.
+type Lifecycle struct {
+	IdlePauseAfterSeconds int64 `json:"idle_pause_after_seconds"`
+	PausedTTLSeconds      int64 `json:"paused_ttl_seconds"`
+}
+
+// Account is a provider account. Credential values are never returned; only
+// their names.
+type Account struct {
+	ID          string            `json:"id"`
+	Provider    string            `json:"provider"`
+	Label       string            `json:"label"`
+	Config      map[string]string `json:"config"`
+	Credentials []string          `json:"credentials"`
+	CreatedAt   time.Time         `json:"created_at"`
+}
+
+// Provider is an installed adapter and whether it can be used right now.
+type Provider struct {
+	Name         string        `json:"name"`
+	Version      string        `json:"version"`
+	Description  string        `json:"description"`
+	Kind         string        `json:"kind"`
+	Capabilities Capabilities  `json:"capabilities"`
+	Credentials  []Credential  `json:"credentials"`
+	Config       []ConfigField `json:"config"`
+	Available    bool          `json:"available"`
+	Reason       string        `json:"reason"`
+}
+
+// Capabilities are the adapter's flags (DESIGN.md "Suspend comes in kinds").
+type Capabilities struct {
+	List               bool `json:"list"`
+	LastActivity       bool `json:"last_activity"`
+	Suspend            bool `json:"suspend"`
+	SuspendKeepsFiles  bool `json:"suspend_keeps_files"`
+	SuspendKeepsMemory bool `json:"suspend_keeps_memory"`
+	ResumeSameIdentity bool `json:"resume_same_identity"`
+	Delete             bool `json:"delete"`
+	NativeIdlePause    bool `json:"native_idle_pause"`
+	NativePausedTTL    bool `json:"native_paused_ttl"`
+}
+
+// Credential names a secret an account of the provider needs.
+type Credential struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	Header      string `json:"header"`
+}
+
+// ConfigField is a non-secret account setting.
+type ConfigField struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	Required    bool   `json:"required"`
+}
+
+// DeletePreview is the answer to POST /v1/workspaces/{id}/delete-preview.
+type DeletePreview struct {
+	Workspace Workspace `json:"workspace"`
+	// Token confirms the delete once, until ExpiresAt.
+	Token     string    `json:"token"`
+	ExpiresAt time.Time `json:"expires_at"`
+	Lost      []string  `json:"lost"`
+	Survives  []string  `json:"survives"`
+}
+
+// Message is one WebSocket message from the server. Type is "snapshot"
+// (Workspaces set), "upsert" (Workspace set) or "remove" (ID set).
+// Clients must ignore types they do not know.
+type Message struct {
+	Type       string      `json:"type"`
+	Rev        int64       `json:"rev"`
+	ServerTime time.Time   `json:"server_time"`
+	Workspaces []Workspace `json:"workspaces,omitempty"`
+	Workspace  *Workspace  `json:"workspace,omitempty"`
+	ID         string      `json:"id,omitempty"`
+}
+
+// ErrorResponse is the body of every error answer.
+type ErrorResponse struct {
+	Error ErrorDetail `json:"error"`
+}
+
+// ErrorDetail says what went wrong. State is set on conflicts caused by an
+// illegal transition: the workspace's current state.
+type ErrorDetail struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	State   string `json:"state,omitempty"`
+}
+
+// wireTime is t in UTC at millisecond precision: every JavaScript Date
+// parser accepts it.
+func wireTime(t time.Time) time.Time { return t.UTC().Truncate(time.Millisecond) }
+
+func wireTimePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	w := wireTime(t)
+	return &w
+}
+
+func toWireWorkspace(ws core.Workspace) Workspace {
+	w := Workspace{
+		ID:             ws.ID,
+		Name:           ws.Name,
+		Provider:       ws.Provider,
+		AccountID:      ws.AccountID,
+		State:          string(ws.State),
+		BoxID:          ws.BoxID,
+		BoxURL:         ws.BoxURL,
+		Adopted:        ws.Adopted,
+		PausedAt:       wireTimePtr(ws.PausedAt),
+		LastActivityAt: wireTimePtr(ws.LastActivityAt),
+		Keep:           ws.Keep,
+		DeleteAfter:    wireTimePtr(ws.DeleteAfter),
+		Lifecycle: Lifecycle{
+			IdlePauseAfterSeconds: int64(ws.Lifecycle.IdlePauseAfter / time.Second),
+			PausedTTLSeconds:      int64(ws.Lifecycle.PausedTTL / time.Second),
+		},
+		Error:     ws.Error,
+		CreatedAt: wireTime(ws.CreatedAt),
+		UpdatedAt: wireTime(ws.UpdatedAt),
+		Rev:       ws.Rev,
+	}
+	if ws.Size != nil {
+		b, src := ws.Size.Bytes, string(ws.Size.Source)
+		w.SizeBytes, w.SizeSource, w.SizeAt = &b, &src, wireTimePtr(ws.Size.At)
+	}
+	return w
+}
+
+// encodeWorkspace is the JSON of ws's wire form. It cannot fail: every
+// field is a plain value.
+func encodeWorkspace(ws core.Workspace) []byte {
+	b, err := json.Marshal(toWireWorkspace(ws))
+	if err != nil {
+		panic("uibridge: encoding a workspace: " + err.Error())
+	}
+	return b
+}
+
+func toWireAccount(a core.Account) Account {
+	w := Account{
+		ID:          a.ID,
+		Provider:    a.Provider,
+		Label:       a.Label,
+		Config:      a.Config,
+		Credentials: a.Credentials,
+		CreatedAt:   wireTime(a.CreatedAt),
+	}
+	if w.Config == nil {
+		w.Config = map[string]string{}
+	}
+	if w.Credentials == nil {
+		w.Credentials = []string{}
+	}
+	return w
+}
+
+func toWireProvider(p core.ProviderStatus) Provider {
+	c := p.Info.Capabilities
+	w := Provider{
+		Name:        p.Info.Name,
+		Version:     p.Info.Version,
+		Description: p.Info.Description,
+		Kind:        p.Info.Kind,
+		Capabilities: Capabilities{
+			List:               c.List,
+			LastActivity:       c.LastActivity,
+			Suspend:            c.Suspend,
+			SuspendKeepsFiles:  c.SuspendKeepsFiles,
+			SuspendKeepsMemory: c.SuspendKeepsMemory,
+			ResumeSameIdentity: c.ResumeSameIdentity,
+			Delete:             c.Delete,
+			NativeIdlePause:    c.NativeIdlePause,
+			NativePausedTTL:    c.NativePausedTTL,
+		},
+		Credentials: make([]Credential, 0, len(p.Info.Credentials)),
+		Config:      make([]ConfigField, 0, len(p.Info.Config)),
+		Available:   p.Available,
+		Reason:      p.Reason,
+	}
+	for _, cr := range p.Info.Credentials {
+		w.Credentials = append(w.Credentials, Credential{Name: cr.Name, Description: cr.Description, Header: cr.Header})
+	}
+	for _, f := range p.Info.Config {
+		w.Config = append(w.Config, ConfigField{Name: f.Name, Description: f.Description, Required: f.Required})
+	}
+	return w
+}
