@@ -1,0 +1,70 @@
+package main
+
+// groups lists what `make bench` measures. Each Go benchmark named here is
+// in its package's bench_test.go; the goals are the issues' targets.
+func groups(startupRuns int) []group {
+	return []group{
+		{"startup", func() error { return measureStartup(startupRuns) }},
+		{"store", benchStore},
+		{"stream", benchStream},
+	}
+}
+
+func benchStore() error {
+	res, err := goBench("./db", "SaveWorkspace$|ListWorkspaces10k|ChangesSince", "")
+	if err != nil {
+		return err
+	}
+	ups, err := metric(res, "BenchmarkSaveWorkspace", "upserts/s")
+	if err != nil {
+		return err
+	}
+	list, err := metric(res, "BenchmarkListWorkspaces10k", "ms/list")
+	if err != nil {
+		return err
+	}
+	since, err := metric(res, "BenchmarkChangesSince", "ns/op")
+	if err != nil {
+		return err
+	}
+	emit(figure{Name: "store.workspace_upserts_per_second", Value: ups, Unit: "upserts/s"})
+	emit(figure{Name: "store.list_10k_workspaces", Value: list, Unit: "ms"})
+	emit(figure{Name: "store.changes_since_last_100_of_10k", Value: since / 1e6, Unit: "ms"})
+	return nil
+}
+
+func benchStream() error {
+	res, err := goBench("./ui-bridge", "Snapshot10k|Fanout|IdleClientMemory", "")
+	if err != nil {
+		return err
+	}
+	snap, err := metric(res, "BenchmarkSnapshot10k/cached", "ms/snapshot")
+	if err != nil {
+		return err
+	}
+	cold, err := metric(res, "BenchmarkSnapshot10k/cold", "ms/snapshot")
+	if err != nil {
+		return err
+	}
+	p50, err := metric(res, "BenchmarkFanout", "p50-ms")
+	if err != nil {
+		return err
+	}
+	p99, err := metric(res, "BenchmarkFanout", "p99-ms")
+	if err != nil {
+		return err
+	}
+	mem, err := metric(res, "BenchmarkIdleClientMemory", "bytes/client")
+	if err != nil {
+		return err
+	}
+	emit(figure{Name: "stream.snapshot_10k_workspaces", Value: snap, Unit: "ms",
+		Baseline: "stream.snapshot_10k_encoded_from_scratch", BaselineValue: cold, Ratio: snap / cold,
+		Goal: "value <= 100 ms", Met: met(snap <= 100)})
+	emit(figure{Name: "stream.fanout_10k_workspaces_1000_clients_p50", Value: p50, Unit: "ms"})
+	emit(figure{Name: "stream.fanout_10k_workspaces_1000_clients_p99", Value: p99, Unit: "ms",
+		Ratio: p99 / 50, Goal: "value <= 50 ms (ratio is value/goal)", Met: met(p99 <= 50)})
+	emit(figure{Name: "stream.memory_per_idle_client", Value: mem, Unit: "bytes",
+		Ratio: mem / 65536, Goal: "value <= 64 KiB (ratio is value/goal)", Met: met(mem <= 65536)})
+	return nil
+}

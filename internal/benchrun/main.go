@@ -1,0 +1,76 @@
+// Command benchrun is `make bench`: it runs companion's benchmarks and
+// prints each figure as one JSON line, with the baseline measured in the
+// same run (or the goal, where the figure has no natural baseline) and
+// their ratio, so results can be compared run to run.
+//
+// Figures come from two places: Go benchmarks in the packages (run with
+// `go test -bench`, their custom metrics parsed from the output), and the
+// desktop start-up measurement, which this command makes itself because
+// it needs the built binary.
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+)
+
+// figure is one output line.
+type figure struct {
+	Name  string  `json:"name"`
+	Value float64 `json:"value"`
+	Unit  string  `json:"unit"`
+	// Baseline is the comparison measured in the same run, if any.
+	Baseline      string  `json:"baseline,omitempty"`
+	BaselineValue float64 `json:"baseline_value,omitempty"`
+	// Ratio is Value/BaselineValue, or Value/Goal when there is no
+	// baseline (so ≤ 1 meets the goal for "at most" goals).
+	Ratio float64 `json:"ratio,omitempty"`
+	Goal  string  `json:"goal,omitempty"`
+	Met   *bool   `json:"met,omitempty"`
+}
+
+func emit(f figure) {
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(f); err != nil {
+		fmt.Fprintln(os.Stderr, "benchrun:", err)
+	}
+}
+
+func main() {
+	only := flag.String("only", "", "run only the groups whose name contains this (startup, store, stream, wasm)")
+	runs := flag.Int("startup-runs", 15, "start-ups measured per binary")
+	flag.Parse()
+	failed := false
+	for _, g := range groups(*runs) {
+		if *only != "" && !contains(g.name, *only) {
+			continue
+		}
+		fmt.Fprintf(os.Stderr, "benchrun: %s\n", g.name)
+		if err := g.run(); err != nil {
+			fmt.Fprintf(os.Stderr, "benchrun: %s: %v\n", g.name, err)
+			failed = true
+		}
+	}
+	if failed {
+		os.Exit(1)
+	}
+}
+
+type group struct {
+	name string
+	run  func() error
+}
+
+func contains(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return true
+		}
+	}
+	return false
+}
+
+func met(ok bool) *bool { return &ok }

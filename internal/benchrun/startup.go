@@ -1,0 +1,89 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"time"
+)
+
+// measureStartup builds companion and the bare baseline server, then starts
+// each runs times (alternating, so machine noise hits both alike) and
+// reports the median time from exec to the ready line on stdout.
+func measureStartup(runs int) error {
+	dir, err := os.MkdirTemp("", "companion-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	comp := filepath.Join(dir, "companion")
+	bare := filepath.Join(dir, "bare")
+	for bin, pkg := range map[string]string{comp: "companion/cmd/companion", bare: "companion/internal/benchrun/bare"} {
+		out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("build %s: %v\n%s", pkg, err, out)
+		}
+	}
+	var tc, tb []time.Duration
+	for i := 0; i < runs; i++ {
+		d, err := timeToReady(comp, "desktop", "--data-dir", filepath.Join(dir, fmt.Sprintf("data-%d", i)), "--docker-scope", "bench")
+		if err != nil {
+			return fmt.Errorf("companion: %w", err)
+		}
+		tc = append(tc, d)
+		d, err = timeToReady(bare)
+		if err != nil {
+			return fmt.Errorf("bare server: %w", err)
+		}
+		tb = append(tb, d)
+	}
+	c, b := ms(median(tc)), ms(median(tb))
+	emit(figure{
+		Name: "startup.desktop_to_ready_median", Value: c, Unit: "ms",
+		Baseline: "startup.bare_go_http_server_to_ready_median", BaselineValue: b, Ratio: c / b,
+		Goal: "ratio <= 5 and value < 150 ms", Met: met(c/b <= 5 && c < 150),
+	})
+	emit(figure{Name: "startup.bare_go_http_server_to_ready_median", Value: b, Unit: "ms"})
+	return nil
+}
+
+// timeToReady starts bin and returns how long its first stdout line took.
+// The process is killed afterwards. A fresh data dir each time means the
+// figure includes creating and migrating the database.
+func timeToReady(bin string, args ...string) (time.Duration, error) {
+	cmd := exec.Command(bin, args...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return 0, err
+	}
+	stdin, err := cmd.StdinPipe() // kept open: desktop exits when it closes
+	if err != nil {
+		return 0, err
+	}
+	defer stdin.Close()
+	began := time.Now()
+	if err := cmd.Start(); err != nil {
+		return 0, err
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	line, err := bufio.NewReader(out).ReadString('\n')
+	took := time.Since(began)
+	if err != nil {
+		return 0, fmt.Errorf("no ready line: %v", err)
+	}
+	if len(line) < 10 {
+		return 0, fmt.Errorf("odd ready line %q", line)
+	}
+	return took, nil
+}
+
+func median(ds []time.Duration) time.Duration {
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[len(s)/2]
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
