@@ -1,0 +1,353 @@
+package wasm
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"companion/core"
+	"companion/providers/wasm/internal/hostcall"
+	"companion/providers/wasm/internal/manifest"
+	"companion/providers/wasm/internal/sandbox"
+	"companion/providers/wasm/internal/wire"
+)
+
+// Adapter is one loaded module as a core.Provider. Every method waits for
+// the module to finish compiling (honouring ctx), runs on a pooled
+// instance under the module's call timeout, and returns *core.Error values.
+type Adapter struct {
+	h       *Host
+	name    string
+	man     *manifest.Manifest
+	mjson   []byte
+	sha     string
+	builtin bool
+	policy  *hostcall.Policy
+
+	ready   chan struct{}
+	mod     *sandbox.Module // set before ready closes
+	loadErr error
+	info    LoadInfo
+
+	descMu sync.Mutex
+	desc   *core.ProviderInfo
+
+	// life is held shared by every call and exclusively by close, so close
+	// waits for calls in flight and later calls see closing.
+	life    sync.RWMutex
+	closing bool
+}
+
+var _ core.Provider = (*Adapter)(nil)
+
+// LoadInfo describes how a module was loaded.
+type LoadInfo struct {
+	Name    string
+	Version string
+	SHA256  string
+	// CompileCache is "hit" when the compiled code came from the disk
+	// cache, "miss" when it was compiled (and cached), "off" without a
+	// cache dir.
+	CompileCache string
+	CompileTime  time.Duration
+}
+
+// Stats count a module's instances.
+type Stats struct {
+	Live      int   // instances alive now (idle and busy)
+	Idle      int   // instances waiting for a call
+	Created   int64 // instances created since load
+	Discarded int64 // instances thrown away after a trap, timeout or broken rule
+	Calls     int64 // calls that reached an instance
+}
+
+func newAdapter(h *Host, m *manifest.Manifest, mjson, bin []byte, builtin bool) *Adapter {
+	return &Adapter{
+		h:       h,
+		name:    m.Name,
+		man:     m,
+		mjson:   mjson,
+		sha:     sha256Hex(bin),
+		builtin: builtin,
+		policy:  hostcall.NewPolicy(m, h.cfg.Credentials, h.transports),
+		ready:   make(chan struct{}),
+	}
+}
+
+// load compiles the module (one compile at a time per host), checks it
+// against the ABI and its manifest, and warms one instance.
+func (a *Adapter) load(ctx context.Context, bin []byte) {
+	defer close(a.ready)
+	a.info = LoadInfo{Name: a.name, Version: a.man.Version, SHA256: a.sha, CompileCache: "off"}
+	mod, err := a.h.compile(ctx, a.name, a.man, bin, &a.info)
+	if err == nil {
+		if err = mod.CheckCapabilities(a.man.Capabilities); err == nil {
+			err = mod.Warm(ctx, a.man.ABIVersion)
+		}
+		if err != nil {
+			_ = mod.Close(context.Background())
+		}
+	}
+	if err != nil {
+		kind := core.KindInternal // the module is unusable until replaced
+		if ctx.Err() != nil {
+			kind = core.KindUnavailable // the host is shutting down
+		}
+		a.loadErr = &core.Error{Kind: kind, Message: fmt.Sprintf("provider module %s could not be loaded: %v", a.name, err), Err: err}
+		a.h.log.Error("provider module not loaded", "module", a.name, "version", a.man.Version, "err", err)
+		return
+	}
+	a.mod = mod
+	a.h.log.Info("provider module ready", "module", a.name, "version", a.man.Version, "sha256", a.sha,
+		"compile_cache", a.info.CompileCache, "compile_ms", a.info.CompileTime.Milliseconds(), "builtin", a.builtin)
+}
+
+// compile serialises compiles, counting cache entries around each so the
+// outcome (hit or miss) can be reported.
+func (h *Host) compile(ctx context.Context, name string, m *manifest.Manifest, bin []byte, info *LoadInfo) (*sandbox.Module, error) {
+	h.compileMu.Lock()
+	defer h.compileMu.Unlock()
+	before := h.cacheEntries()
+	start := time.Now()
+	mod, err := sandbox.Compile(ctx, bin, sandbox.Options{
+		Name:     name,
+		Limits:   m.Limits,
+		PoolSize: h.cfg.PoolSize,
+		Cache:    h.cache,
+		Logger:   h.log,
+	})
+	info.CompileTime = time.Since(start)
+	if err != nil {
+		return nil, err
+	}
+	if before >= 0 {
+		info.CompileCache = "hit"
+		if h.cacheEntries() > before {
+			info.CompileCache = "miss"
+		}
+	}
+	return mod, nil
+}
+
+// Name returns the module's name.
+func (a *Adapter) Name() string { return a.name }
+
+// Builtin reports whether the module is first-party, embedded in the binary.
+func (a *Adapter) Builtin() bool { return a.builtin }
+
+// Summary describes the module as Inspect does.
+func (a *Adapter) Summary() Summary { return summarize(a.man, a.sha, a.builtin) }
+
+// Wait blocks until the module is compiled and ready, or failed to load,
+// or ctx is done.
+func (a *Adapter) Wait(ctx context.Context) (LoadInfo, error) {
+	select {
+	case <-a.ready:
+		return a.info, a.loadErr
+	case <-ctx.Done():
+		return LoadInfo{}, &core.Error{Kind: core.KindUnavailable, Message: "provider module " + a.name + " is still loading", Err: ctx.Err()}
+	}
+}
+
+// Stats returns the module's pool counters (zero before it is loaded).
+func (a *Adapter) Stats() Stats {
+	select {
+	case <-a.ready:
+		if a.mod != nil {
+			st := a.mod.Stats()
+			return Stats{Live: st.Live, Idle: st.Idle, Created: st.Created, Discarded: st.Discarded, Calls: st.Calls}
+		}
+	default:
+	}
+	return Stats{}
+}
+
+// close stops new calls, waits for the ones in flight and closes the
+// module's runtime.
+func (a *Adapter) close(ctx context.Context) error {
+	a.h.forget(a)
+	select {
+	case <-a.ready:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	a.life.Lock()
+	defer a.life.Unlock()
+	if a.closing {
+		return nil
+	}
+	a.closing = true
+	if a.mod != nil {
+		return a.mod.Close(ctx)
+	}
+	return nil
+}
+
+// invoke runs op for acct (nil for describe) and decodes the ok payload
+// into out.
+func (a *Adapter) invoke(ctx context.Context, op string, acct *core.Account, fill func(*wire.Input), out any) error {
+	if _, err := a.Wait(ctx); err != nil {
+		return err
+	}
+	a.life.RLock()
+	defer a.life.RUnlock()
+	if a.closing {
+		return core.Errorf(core.KindUnavailable, "provider module %s was unloaded", a.name)
+	}
+	if acct != nil && acct.Provider != "" && acct.Provider != a.name {
+		return core.Errorf(core.KindInvalid, "account %s belongs to provider %s, not %s", acct.ID, acct.Provider, a.name)
+	}
+	deadline := time.Now().Add(a.man.Limits.CallTimeout())
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	in := wire.NewInput(deadline, acct)
+	if fill != nil {
+		fill(&in)
+	}
+	raw, err := json.Marshal(in)
+	if err != nil {
+		return &core.Error{Kind: core.KindInternal, Message: "encoding the module input failed", Err: err}
+	}
+	hc := a.policy.NewCall(acct)
+	res, err := a.mod.Call(ctx, op, raw, hc)
+	if err != nil {
+		return err
+	}
+	// One pass over the result: the ok member decodes straight into out.
+	env := struct {
+		OK    okField         `json:"ok"`
+		Error *wire.ErrorBody `json:"error"`
+	}{OK: okField{v: out}}
+	if err := json.Unmarshal(res, &env); err != nil {
+		var se *json.SyntaxError
+		if errors.As(err, &se) || !env.OK.present {
+			return core.Errorf(core.KindInternal, "provider module %s returned a malformed result from %s (want {\"ok\":…} or {\"error\":…})", a.name, op)
+		}
+		return core.Errorf(core.KindInternal, "provider module %s returned a malformed %s result: %s", a.name, op, wire.CleanMessage(err.Error()))
+	}
+	if env.OK.present == (env.Error != nil) {
+		return core.Errorf(core.KindInternal, "provider module %s returned a malformed result from %s (want {\"ok\":…} or {\"error\":…})", a.name, op)
+	}
+	if env.Error != nil {
+		e := env.Error.ToCore(a.name)
+		e.Message = wire.CleanMessage(hc.Redact(e.Message))
+		return e
+	}
+	return nil
+}
+
+// okField decodes the ok member into v and notes that it was there.
+type okField struct {
+	v       any
+	present bool
+}
+
+func (o *okField) UnmarshalJSON(b []byte) error {
+	o.present = true
+	return json.Unmarshal(b, o.v)
+}
+
+// Describe returns the module's description, built from its manifest. The
+// first call asks the module itself (describe) and checks that it agrees
+// with the manifest; later calls answer from memory.
+func (a *Adapter) Describe(ctx context.Context) (core.ProviderInfo, error) {
+	a.descMu.Lock()
+	defer a.descMu.Unlock()
+	if a.desc != nil {
+		return *a.desc, nil
+	}
+	var d wire.DescribeOut
+	if err := a.invoke(ctx, wire.OpDescribe, nil, nil, &d); err != nil {
+		return core.ProviderInfo{}, err
+	}
+	if d.Name != a.man.Name || d.Version != a.man.Version {
+		return core.ProviderInfo{}, core.Errorf(core.KindInternal, "provider module describes itself as %s %s but its manifest says %s %s",
+			wire.CleanMessage(d.Name), wire.CleanMessage(d.Version), a.man.Name, a.man.Version)
+	}
+	if d.Capabilities != nil && *d.Capabilities != a.man.Capabilities {
+		return core.ProviderInfo{}, core.Errorf(core.KindInternal, "provider module %s reports capabilities that differ from its manifest", a.name)
+	}
+	info := providerInfo(a.man)
+	a.desc = &info
+	return info, nil
+}
+
+func providerInfo(m *manifest.Manifest) core.ProviderInfo {
+	info := core.ProviderInfo{
+		Name:         m.Name,
+		Version:      m.Version,
+		Description:  m.Description,
+		Kind:         "wasm",
+		Capabilities: m.Capabilities,
+		Credentials:  []core.CredentialSpec{},
+		Config:       []core.ConfigField{},
+	}
+	for _, c := range m.Credentials {
+		info.Credentials = append(info.Credentials, core.CredentialSpec{Name: c.Name, Description: c.Description, Header: c.HeaderLine()})
+	}
+	for _, f := range m.Config {
+		info.Config = append(info.Config, core.ConfigField{Name: f.Name, Description: f.Description, Required: f.Required})
+	}
+	return info
+}
+
+// List implements core.Provider.
+func (a *Adapter) List(ctx context.Context, acct core.Account) ([]core.Box, error) {
+	var out wire.ListOut
+	if err := a.invoke(ctx, wire.OpList, &acct, nil, &out); err != nil {
+		return nil, err
+	}
+	boxes := make([]core.Box, 0, len(out.Boxes))
+	for i := range out.Boxes {
+		b, err := out.Boxes[i].ToCore()
+		if err != nil {
+			return nil, core.Errorf(core.KindInternal, "provider module %s returned an invalid box from list: %s", a.name, wire.CleanMessage(err.Error()))
+		}
+		boxes = append(boxes, b)
+	}
+	return boxes, nil
+}
+
+func (a *Adapter) boxOp(ctx context.Context, op string, acct core.Account, fill func(*wire.Input)) (core.Box, error) {
+	var out wire.BoxOut
+	if err := a.invoke(ctx, op, &acct, fill, &out); err != nil {
+		return core.Box{}, err
+	}
+	b, err := out.Box.ToCore()
+	if err != nil {
+		return core.Box{}, core.Errorf(core.KindInternal, "provider module %s returned an invalid box from %s: %s", a.name, op, wire.CleanMessage(err.Error()))
+	}
+	return b, nil
+}
+
+func withBox(id string) func(*wire.Input) { return func(in *wire.Input) { in.BoxID = id } }
+
+// Get implements core.Provider.
+func (a *Adapter) Get(ctx context.Context, acct core.Account, boxID string) (core.Box, error) {
+	return a.boxOp(ctx, wire.OpGet, acct, withBox(boxID))
+}
+
+// Create implements core.Provider.
+func (a *Adapter) Create(ctx context.Context, acct core.Account, spec core.CreateSpec) (core.Box, error) {
+	return a.boxOp(ctx, wire.OpCreate, acct, func(in *wire.Input) { in.Spec = wire.Spec(spec) })
+}
+
+// Suspend implements core.Provider.
+func (a *Adapter) Suspend(ctx context.Context, acct core.Account, boxID string) (core.Box, error) {
+	return a.boxOp(ctx, wire.OpSuspend, acct, withBox(boxID))
+}
+
+// Resume implements core.Provider.
+func (a *Adapter) Resume(ctx context.Context, acct core.Account, boxID string) (core.Box, error) {
+	return a.boxOp(ctx, wire.OpResume, acct, withBox(boxID))
+}
+
+// Delete implements core.Provider.
+func (a *Adapter) Delete(ctx context.Context, acct core.Account, boxID string) error {
+	var out struct{}
+	return a.invoke(ctx, wire.OpDelete, &acct, withBox(boxID), &out)
+}

@@ -1,0 +1,296 @@
+// Package wasm runs provider adapters shipped as WebAssembly modules, in a
+// sandbox: a module gets no filesystem, no environment, no network except
+// the companion.http_request host function, and never a credential — the
+// host injects credentials into requests toward the hosts the module's
+// manifest declares. ABI.md is the contract for module authors; sdk is the
+// Go guest SDK.
+//
+// A Host owns the modules. Load one (LoadEmbedded for first-party modules
+// built into the binary, LoadInstalled/Load for modules a person
+// installed); each load returns an *Adapter, a core.Provider, at once and
+// compiles in the background, so start-up is never delayed; the first call
+// waits for the compile. Install, Installed and Remove manage installed
+// modules, whose SHA-256 is pinned in the caller's store and checked at
+// every load.
+package wasm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/tetratelabs/wazero"
+
+	"companion/core"
+	"companion/providers/wasm/internal/hostcall"
+	"companion/providers/wasm/internal/manifest"
+)
+
+// ABIVersion is the newest module ABI this host implements (ABI.md).
+const ABIVersion = 1
+
+// Credentials gives the host an account's credential by the name the
+// module's manifest declares. Errors of KindNotFound mean the account has
+// no such credential. The value is injected into HTTP requests and never
+// reaches the module.
+type Credentials interface {
+	Credential(ctx context.Context, accountID, name string) (string, error)
+}
+
+// FromSecrets reads credentials from core's secret store under
+// core.CredentialKey(accountID, name).
+func FromSecrets(s core.Secrets) Credentials { return secretsCredentials{s} }
+
+type secretsCredentials struct{ s core.Secrets }
+
+func (c secretsCredentials) Credential(ctx context.Context, accountID, name string) (string, error) {
+	return c.s.Get(ctx, core.CredentialKey(accountID, name))
+}
+
+// PinStore keeps the SHA-256 (hex) and manifest of every installed module.
+// db.Store implements it. ModulePin of an unknown name returns a
+// *core.Error of KindNotFound.
+type PinStore interface {
+	PutModulePin(ctx context.Context, name, sha256 string, manifest []byte) error
+	ModulePin(ctx context.Context, name string) (sha256 string, manifest []byte, err error)
+	ListModulePins(ctx context.Context) ([]string, error)
+	DeleteModulePin(ctx context.Context, name string) error
+}
+
+// Config configures a Host.
+type Config struct {
+	// CacheDir holds compiled modules so that a restart does not compile
+	// again (e.g. <data-dir>/wasm-cache). Empty keeps compiled code in
+	// memory only. Only this host may write there: cached code runs
+	// natively.
+	CacheDir string
+	// ModulesDir holds installed modules as <name>.wasm (e.g.
+	// <data-dir>/modules). Required by Install, Load, LoadInstalled,
+	// Installed and Remove.
+	ModulesDir string
+	// Pins is where installed modules' hashes are pinned. Required with
+	// ModulesDir.
+	Pins PinStore
+	// Credentials supplies credentials to inject; nil means modules can
+	// only make unauthenticated requests.
+	Credentials Credentials
+	// Logger receives load events and modules' stdout/stderr; nil discards.
+	Logger *slog.Logger
+	// PoolSize is the most warm instances (and calls in flight) per
+	// module; 0 means 2.
+	PoolSize int
+	// ReservedNames are names a module may not take, such as built-in
+	// adapters ("docker").
+	ReservedNames []string
+}
+
+// Host loads and runs provider modules. It is safe for concurrent use.
+type Host struct {
+	cfg        Config
+	log        *slog.Logger
+	cache      wazero.CompilationCache
+	transports *hostcall.Transports
+	ctx        context.Context
+	cancel     context.CancelFunc
+
+	compileMu sync.Mutex // one compile at a time: cheaper on small machines, and makes cache hits observable
+	installMu sync.Mutex
+
+	mu       sync.Mutex
+	adapters map[string]*Adapter
+	embedded map[string]Summary
+	closed   bool
+}
+
+// New returns a Host. It creates CacheDir (mode 0700) if needed.
+func New(cfg Config) (*Host, error) {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	h := &Host{
+		cfg:        cfg,
+		log:        log,
+		transports: hostcall.NewTransports(),
+		adapters:   map[string]*Adapter{},
+		embedded:   map[string]Summary{},
+	}
+	if cfg.CacheDir != "" {
+		if err := os.MkdirAll(cfg.CacheDir, 0o700); err != nil {
+			return nil, fmt.Errorf("wasm: cache dir: %w", err)
+		}
+		c, err := wazero.NewCompilationCacheWithDir(cfg.CacheDir)
+		if err != nil {
+			return nil, fmt.Errorf("wasm: cache dir: %w", err)
+		}
+		h.cache = c
+	} else {
+		h.cache = wazero.NewCompilationCache()
+	}
+	h.ctx, h.cancel = context.WithCancel(context.Background())
+	return h, nil
+}
+
+// LoadEmbedded loads a first-party module built into the binary. It is
+// trusted by construction (no pin) but gets the same manifest validation
+// and sandbox as any module. It returns once the manifest is validated;
+// compilation continues in the background.
+func (h *Host) LoadEmbedded(bin []byte) (*Adapter, error) {
+	m, mjson, err := parseModule(bin)
+	if err != nil {
+		return nil, err
+	}
+	h.mu.Lock()
+	h.embedded[m.Name] = summarize(m, sha256Hex(bin), true)
+	h.mu.Unlock()
+	return h.start(m, mjson, bin, true)
+}
+
+// Load loads the installed module called name after checking its bytes
+// against the pinned SHA-256. A module whose file changed is refused and
+// never run. Compilation continues in the background.
+func (h *Host) Load(ctx context.Context, name string) (*Adapter, error) {
+	if err := h.needInstallDirs(); err != nil {
+		return nil, err
+	}
+	h.mu.Lock()
+	_, builtin := h.embedded[name]
+	h.mu.Unlock()
+	if builtin {
+		return nil, core.Errorf(core.KindConflict, "provider module %s is built in; the installed copy is ignored (remove it with companion providers remove)", name)
+	}
+	sum, _, err := h.cfg.Pins.ModulePin(ctx, name)
+	if err != nil {
+		if core.IsKind(err, core.KindNotFound) {
+			return nil, core.Errorf(core.KindNotFound, "provider module %q is not installed", name)
+		}
+		return nil, err
+	}
+	bin, err := os.ReadFile(h.modulePath(name))
+	if err != nil {
+		return nil, &core.Error{Kind: core.KindUnavailable, Message: fmt.Sprintf("provider module %s is installed but its file cannot be read; reinstall it", name), Err: err}
+	}
+	if got := sha256Hex(bin); got != sum {
+		return nil, core.Errorf(core.KindConflict,
+			"provider module %s was not loaded: its file %s changed since it was installed (sha256 %s, pinned %s); reinstall it if the change is intended",
+			name, h.modulePath(name), got, sum)
+	}
+	m, mjson, err := parseModule(bin)
+	if err != nil {
+		return nil, err
+	}
+	if m.Name != name {
+		return nil, core.Errorf(core.KindConflict, "provider module file %s holds module %q, not %q", h.modulePath(name), m.Name, name)
+	}
+	return h.start(m, mjson, bin, false)
+}
+
+// LoadInstalled loads every installed module. Modules that fail to load
+// (changed on disk, missing, invalid) are left out and reported in the
+// joined error; the others are returned.
+func (h *Host) LoadInstalled(ctx context.Context) ([]*Adapter, error) {
+	if err := h.needInstallDirs(); err != nil {
+		return nil, err
+	}
+	names, err := h.cfg.Pins.ListModulePins(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []*Adapter
+	var errs []error
+	for _, n := range names {
+		a, err := h.Load(ctx, n)
+		if err != nil {
+			h.log.Error("provider module not loaded", "module", n, "err", err)
+			errs = append(errs, err)
+			continue
+		}
+		out = append(out, a)
+	}
+	return out, errors.Join(errs...)
+}
+
+// Adapter returns the loaded adapter called name.
+func (h *Host) Adapter(name string) (*Adapter, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	a, ok := h.adapters[name]
+	return a, ok
+}
+
+// Close stops background compiles, waits for calls in flight (each is
+// bounded by its module's call timeout) and closes every module.
+func (h *Host) Close(ctx context.Context) error {
+	h.mu.Lock()
+	h.closed = true
+	all := make([]*Adapter, 0, len(h.adapters))
+	for _, a := range h.adapters {
+		all = append(all, a)
+	}
+	h.adapters = map[string]*Adapter{}
+	h.mu.Unlock()
+	h.cancel()
+	var errs []error
+	for _, a := range all {
+		errs = append(errs, a.close(ctx))
+	}
+	h.transports.Close()
+	errs = append(errs, h.cache.Close(ctx))
+	return errors.Join(errs...)
+}
+
+func (h *Host) start(m *manifest.Manifest, mjson, bin []byte, builtin bool) (*Adapter, error) {
+	a := newAdapter(h, m, mjson, bin, builtin)
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil, core.Errorf(core.KindUnavailable, "the wasm host is closed")
+	}
+	old := h.adapters[m.Name]
+	h.adapters[m.Name] = a
+	h.mu.Unlock()
+	if old != nil {
+		go func() { _ = old.close(context.Background()) }()
+	}
+	go a.load(h.ctx, bin)
+	return a, nil
+}
+
+func (h *Host) forget(a *Adapter) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.adapters[a.name] == a {
+		delete(h.adapters, a.name)
+	}
+}
+
+func (h *Host) needInstallDirs() error {
+	if h.cfg.ModulesDir == "" || h.cfg.Pins == nil {
+		return core.Errorf(core.KindUnavailable, "installing provider modules is not configured (no modules directory or pin store)")
+	}
+	return nil
+}
+
+func (h *Host) modulePath(name string) string {
+	return filepath.Join(h.cfg.ModulesDir, name+".wasm")
+}
+
+// cacheEntries counts files under the cache dir; a compile that adds one
+// missed the cache.
+func (h *Host) cacheEntries() int {
+	if h.cfg.CacheDir == "" {
+		return -1
+	}
+	n := 0
+	_ = filepath.WalkDir(h.cfg.CacheDir, func(_ string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			n++
+		}
+		return nil
+	})
+	return n
+}

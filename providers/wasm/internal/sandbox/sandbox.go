@@ -1,0 +1,460 @@
+// Package sandbox runs one module under wazero: its own runtime (and so its
+// own memory cap), close-on-context-done always on, a deadline on every
+// call, a bounded pool of warm instances, and no filesystem, environment or
+// arguments. An instance that trapped, timed out, exited or broke a host
+// rule is closed and never reused.
+package sandbox
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+	"github.com/tetratelabs/wazero/sys"
+
+	"companion/core"
+	"companion/providers/wasm/internal/hostcall"
+	"companion/providers/wasm/internal/manifest"
+	"companion/providers/wasm/internal/wire"
+)
+
+// Options configure a Module.
+type Options struct {
+	Name   string
+	Limits manifest.Limits
+	// PoolSize is the most instances alive at once (and so the most calls
+	// in flight); 0 means 2.
+	PoolSize int
+	// MaxCalls retires an instance after this many calls, bounding how far
+	// a guest heap can drift; 0 means 5000.
+	MaxCalls int
+	// Cache is the compilation cache shared by every module; nil means no
+	// cache. Every runtime using it must have close-on-context-done on,
+	// because wazero's cache key does not include that setting.
+	Cache  wazero.CompilationCache
+	Logger *slog.Logger
+}
+
+// Module is one compiled module and its pool of instances.
+type Module struct {
+	opts    Options
+	rt      wazero.Runtime
+	cm      wazero.CompiledModule
+	modCfg  wazero.ModuleConfig
+	has     map[string]bool // exported ops
+	log     *slog.Logger
+	sem     chan struct{}
+	mu      sync.Mutex
+	idle    []*instance
+	closed  bool
+	created atomic.Int64
+	discard atomic.Int64
+	calls   atomic.Int64
+}
+
+// Stats count a pool's instances.
+type Stats struct {
+	Live      int   // instances alive now (idle + busy)
+	Idle      int   // instances waiting for a call
+	Created   int64 // instances created so far
+	Discarded int64 // instances thrown away after a failure
+	Calls     int64 // calls that reached an instance
+}
+
+// Compile makes a runtime for the module, compiles it (through the cache)
+// and checks its imports and exports against the ABI.
+func Compile(ctx context.Context, bin []byte, opts Options) (*Module, error) {
+	if opts.PoolSize <= 0 {
+		opts.PoolSize = 2
+	}
+	if opts.MaxCalls <= 0 {
+		opts.MaxCalls = 5000
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	cfg := wazero.NewRuntimeConfig().
+		WithCloseOnContextDone(true).
+		WithMemoryLimitPages(opts.Limits.MemoryPages())
+	if opts.Cache != nil {
+		cfg = cfg.WithCompilationCache(opts.Cache)
+	}
+	rt := wazero.NewRuntimeWithConfig(ctx, cfg)
+	m := &Module{
+		opts: opts,
+		rt:   rt,
+		log:  opts.Logger.With("module", opts.Name),
+		sem:  make(chan struct{}, opts.PoolSize),
+		has:  map[string]bool{},
+	}
+	if err := m.setup(ctx, bin); err != nil {
+		_ = rt.Close(context.Background())
+		return nil, err
+	}
+	return m, nil
+}
+
+func (m *Module) setup(ctx context.Context, bin []byte) error {
+	if _, err := wasi_snapshot_preview1.Instantiate(ctx, m.rt); err != nil {
+		return fmt.Errorf("wasi: %w", err)
+	}
+	if err := hostcall.Instantiate(ctx, m.rt); err != nil {
+		return fmt.Errorf("host functions: %w", err)
+	}
+	cm, err := m.rt.CompileModule(ctx, bin)
+	if err != nil {
+		msg := err.Error()
+		if strings.Contains(msg, "over limit") || strings.Contains(msg, "exceeds") && strings.Contains(msg, "page") {
+			return fmt.Errorf("module needs more memory than its manifest allows (limits.memory_mib = %d): %v", m.opts.Limits.MemoryMiB, err)
+		}
+		return fmt.Errorf("compile: %w", err)
+	}
+	m.cm = cm
+	if err := m.checkShape(); err != nil {
+		return err
+	}
+	m.modCfg = wazero.NewModuleConfig().
+		WithName(""). // anonymous, so many instances can coexist
+		WithStartFunctions("_initialize").
+		WithSysWalltime().
+		WithSysNanotime().
+		WithNanosleep(sliceSleep).
+		WithRandSource(rand.Reader)
+	return nil
+}
+
+// sliceSleep sleeps for real but at most 10 ms at a time: a host function
+// is not interrupted by close-on-context-done, so a guest asking to sleep
+// for an hour must come back often enough to be stopped at its deadline.
+func sliceSleep(ns int64) {
+	const slice = 10 * time.Millisecond
+	d := time.Duration(ns)
+	if d > slice {
+		d = slice
+	}
+	if d > 0 {
+		time.Sleep(d)
+	}
+}
+
+var (
+	i32 = api.ValueTypeI32
+	i64 = api.ValueTypeI64
+)
+
+func sig(d api.FunctionDefinition) string {
+	return fmt.Sprintf("%v -> %v", names(d.ParamTypes()), names(d.ResultTypes()))
+}
+
+func names(ts []api.ValueType) []string {
+	out := make([]string, len(ts))
+	for i, t := range ts {
+		out[i] = api.ValueTypeName(t)
+	}
+	return out
+}
+
+func sameTypes(a, b []api.ValueType) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// checkShape refuses a module whose imports or exports do not fit ABI v1,
+// with a message that says what to change.
+func (m *Module) checkShape() error {
+	for _, d := range m.cm.ImportedFunctions() {
+		mod, name, _ := d.Import()
+		switch mod {
+		case wire.WASIModule:
+		case wire.ImportModule:
+			if name != wire.ImportHTTP && name != wire.ImportHTTPResult {
+				return fmt.Errorf("module imports %s.%s, which companion does not provide (ABI.md lists the imports)", mod, name)
+			}
+			if !sameTypes(d.ParamTypes(), hostcall.HTTPRequestParams) || !sameTypes(d.ResultTypes(), hostcall.HTTPRequestResult) {
+				return fmt.Errorf("module imports %s.%s as %s; it is (i32, i32) -> i32", mod, name, sig(d))
+			}
+		default:
+			return fmt.Errorf("module imports %s.%s; companion provides only %q and %q (see ABI.md)", mod, name, wire.ImportModule, wire.WASIModule)
+		}
+	}
+	if len(m.cm.ImportedMemories()) > 0 {
+		return errors.New("module imports a memory; it must define and export its own as \"memory\"")
+	}
+	if _, ok := m.cm.ExportedMemories()[wire.ExportMemory]; !ok {
+		return errors.New("module does not export its memory as \"memory\"")
+	}
+	ex := m.cm.ExportedFunctions()
+	if _, ok := ex[wire.ExportABIVersion]; !ok {
+		if _, cmd := ex["_start"]; cmd {
+			return fmt.Errorf("module is a command (it exports _start) without %s; build a reactor (Go: -buildmode=c-shared) with the SDK", wire.ExportABIVersion)
+		}
+		return fmt.Errorf("module does not export %s: it is not a companion provider module (see ABI.md)", wire.ExportABIVersion)
+	}
+	want := map[string][2][]api.ValueType{
+		wire.ExportABIVersion: {nil, {i32}},
+		wire.ExportAlloc:      {{i32}, {i32}},
+		wire.ExportFree:       {{i32}, nil},
+	}
+	for _, op := range wire.Ops {
+		want[wire.OpExport(op)] = [2][]api.ValueType{{i32, i32}, {i64}}
+	}
+	for name, w := range want {
+		d, ok := ex[name]
+		if !ok {
+			continue
+		}
+		if !sameTypes(d.ParamTypes(), w[0]) || !sameTypes(d.ResultTypes(), w[1]) {
+			return fmt.Errorf("export %s has signature %s; ABI v1 wants %v -> %v", name, sig(d), names(w[0]), names(w[1]))
+		}
+	}
+	for _, name := range []string{wire.ExportAlloc, wire.ExportFree, wire.OpExport(wire.OpDescribe), wire.OpExport(wire.OpList)} {
+		if _, ok := ex[name]; !ok {
+			return fmt.Errorf("module does not export %s, which every module must (see ABI.md)", name)
+		}
+	}
+	for _, op := range wire.Ops {
+		_, m.has[op] = ex[wire.OpExport(op)]
+	}
+	return nil
+}
+
+// CheckCapabilities refuses capability flags the module's exports cannot
+// back.
+func (m *Module) CheckCapabilities(c core.Capabilities) error {
+	need := func(flag, op string) error {
+		if !m.has[op] {
+			return fmt.Errorf("manifest declares capabilities.%s but the module does not export %s", flag, wire.OpExport(op))
+		}
+		return nil
+	}
+	if c.Suspend {
+		if err := need("suspend", wire.OpSuspend); err != nil {
+			return err
+		}
+		if err := need("suspend", wire.OpResume); err != nil {
+			return err
+		}
+	}
+	if c.Delete {
+		return need("delete", wire.OpDelete)
+	}
+	return nil
+}
+
+// Has reports whether the module implements op.
+func (m *Module) Has(op string) bool { return m.has[op] }
+
+// Warm creates one instance, checks the ABI version it reports against
+// want, and keeps it in the pool.
+func (m *Module) Warm(ctx context.Context, want int) error {
+	ctx, cancel := context.WithTimeout(ctx, m.opts.Limits.CallTimeout())
+	defer cancel()
+	inst, err := m.acquire(ctx)
+	if err != nil {
+		return err
+	}
+	res, err := inst.abi.Call(ctx)
+	bad := err != nil
+	m.flush(inst, nil, bad)
+	m.release(inst, bad)
+	if err != nil {
+		return fmt.Errorf("%s failed: %w", wire.ExportABIVersion, err)
+	}
+	got := int32(api.DecodeI32(res[0]))
+	switch {
+	case got <= 0:
+		return fmt.Errorf("%s returned %d; it must return the ABI version the module was built for", wire.ExportABIVersion, got)
+	case int(got) > manifest.ABIVersion:
+		return fmt.Errorf("module is built for ABI version %d, but this companion implements up to %d; update companion", got, manifest.ABIVersion)
+	case int(got) != want:
+		return fmt.Errorf("module reports ABI version %d but its manifest says abi_version %d", got, want)
+	}
+	return nil
+}
+
+// Call runs op with input on a pooled instance under the module's
+// deadline, hc attached for the host functions. It returns the bytes the
+// op produced; failures are *core.Error values whose messages name the
+// module and op.
+func (m *Module) Call(ctx context.Context, op string, input []byte, hc *hostcall.Call) ([]byte, error) {
+	if !m.has[op] {
+		return nil, core.Errorf(core.KindInvalid, "provider module %s does not implement %s", m.opts.Name, op)
+	}
+	parent := ctx
+	ctx, cancel := context.WithTimeout(ctx, m.opts.Limits.CallTimeout())
+	defer cancel()
+	ctx = hostcall.WithCall(ctx, hc)
+	inst, err := m.acquire(ctx)
+	if err != nil {
+		return nil, m.callError(parent, op, err, nil)
+	}
+	m.calls.Add(1)
+	out, err := inst.run(ctx, wire.OpExport(op), input)
+	bad := err != nil || hc.Violation() != nil || inst.mod.IsClosed()
+	stderr := m.flush(inst, hc, bad)
+	m.release(inst, bad)
+	if v := hc.Violation(); v != nil {
+		return nil, &core.Error{
+			Kind:    core.KindInternal,
+			Message: fmt.Sprintf("provider module %s broke a sandbox rule during %s and was stopped: %s", m.opts.Name, op, hc.Redact(v.Error())),
+			Err:     v,
+		}
+	}
+	if err != nil {
+		return nil, m.callError(parent, op, err, stderr)
+	}
+	return out, nil
+}
+
+// callError turns a failed call into a *core.Error people can act on.
+func (m *Module) callError(parent context.Context, op string, err error, stderr []byte) error {
+	var ce *core.Error
+	if errors.As(err, &ce) {
+		return err
+	}
+	if perr := parent.Err(); perr != nil {
+		return &core.Error{Kind: core.KindUnavailable, Message: fmt.Sprintf("%s on provider module %s was cancelled", op, m.opts.Name), Err: perr}
+	}
+	var exit *sys.ExitError
+	if errors.As(err, &exit) || errors.Is(err, context.DeadlineExceeded) {
+		if exit == nil || exit.ExitCode() == sys.ExitCodeDeadlineExceeded || exit.ExitCode() == sys.ExitCodeContextCanceled {
+			return &core.Error{Kind: core.KindUnavailable, Message: fmt.Sprintf("provider module %s did not finish %s within %s and was stopped", m.opts.Name, op, m.opts.Limits.CallTimeout()), Err: err}
+		}
+		return &core.Error{Kind: core.KindInternal, Message: fmt.Sprintf("provider module %s exited (code %d) during %s", m.opts.Name, exit.ExitCode(), op), Err: err}
+	}
+	if strings.Contains(string(stderr), "all goroutines are asleep") {
+		return &core.Error{Kind: core.KindInternal, Message: fmt.Sprintf("provider module %s blocked forever (deadlock) during %s and was stopped", m.opts.Name, op), Err: err}
+	}
+	if strings.Contains(string(stderr), "out of memory") {
+		return &core.Error{Kind: core.KindInternal, Message: fmt.Sprintf("provider module %s ran out of memory during %s (limit %d MiB) and was stopped", m.opts.Name, op, m.opts.Limits.MemoryMiB), Err: err}
+	}
+	return &core.Error{Kind: core.KindInternal, Message: fmt.Sprintf("provider module %s failed during %s and was stopped: %s", m.opts.Name, op, firstLine(err.Error())), Err: err}
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	return wire.CleanMessage(s)
+}
+
+var errClosed = errors.New("module is closed")
+
+func (m *Module) acquire(ctx context.Context) (*instance, error) {
+	select {
+	case m.sem <- struct{}{}:
+	case <-ctx.Done():
+		return nil, &core.Error{Kind: core.KindUnavailable, Message: fmt.Sprintf("provider module %s is busy (%d calls in flight)", m.opts.Name, m.opts.PoolSize), Err: ctx.Err()}
+	}
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		<-m.sem
+		return nil, &core.Error{Kind: core.KindUnavailable, Message: "provider module " + m.opts.Name + " was unloaded", Err: errClosed}
+	}
+	for len(m.idle) > 0 {
+		inst := m.idle[len(m.idle)-1]
+		m.idle = m.idle[:len(m.idle)-1]
+		if !inst.mod.IsClosed() {
+			m.mu.Unlock()
+			return inst, nil
+		}
+		m.discard.Add(1)
+	}
+	m.mu.Unlock()
+	inst, err := m.instantiate(ctx)
+	if err != nil {
+		<-m.sem
+		return nil, err
+	}
+	return inst, nil
+}
+
+func (m *Module) release(inst *instance, bad bool) {
+	defer func() { <-m.sem }()
+	inst.calls++
+	m.mu.Lock()
+	keep := !bad && !m.closed && inst.calls < m.opts.MaxCalls && !inst.mod.IsClosed()
+	if keep {
+		m.idle = append(m.idle, inst)
+	}
+	m.mu.Unlock()
+	if !keep {
+		if bad {
+			m.discard.Add(1)
+		}
+		_ = inst.mod.Close(context.Background())
+	}
+}
+
+// Stats returns the pool's counters.
+func (m *Module) Stats() Stats {
+	m.mu.Lock()
+	idle := len(m.idle)
+	m.mu.Unlock()
+	return Stats{
+		Live:      idle + len(m.sem),
+		Idle:      idle,
+		Created:   m.created.Load(),
+		Discarded: m.discard.Load(),
+		Calls:     m.calls.Load(),
+	}
+}
+
+// MemoryBytes returns the linear memory size of each idle instance.
+func (m *Module) MemoryBytes() []uint32 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]uint32, 0, len(m.idle))
+	for _, inst := range m.idle {
+		out = append(out, inst.mem.Size())
+	}
+	return out
+}
+
+// Close closes every instance and the runtime. Calls in flight fail.
+func (m *Module) Close(ctx context.Context) error {
+	m.mu.Lock()
+	m.closed = true
+	m.idle = nil
+	m.mu.Unlock()
+	return m.rt.Close(ctx)
+}
+
+// Prewarm makes sure n instances (at most the pool size) are alive and
+// idle, creating the missing ones.
+func (m *Module) Prewarm(ctx context.Context, n int) error {
+	if n > m.opts.PoolSize {
+		n = m.opts.PoolSize
+	}
+	var held []*instance
+	defer func() {
+		for _, inst := range held {
+			m.release(inst, false)
+		}
+	}()
+	for i := 0; i < n; i++ {
+		inst, err := m.acquire(ctx)
+		if err != nil {
+			return err
+		}
+		held = append(held, inst)
+	}
+	return nil
+}

@@ -1,0 +1,315 @@
+package wasm
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	_ "modernc.org/sqlite"
+
+	"companion/core"
+)
+
+// Test modules are built from source once per test run (a Go wasm build
+// takes seconds) into a temporary directory.
+var (
+	artifacts  string
+	sharedDir  string // compile cache shared by tests that do not test the cache
+	goodWasm   []byte // testdata/good, packed
+	hostile    []byte // testdata/hostile, packed
+	procBinary string // testdata/proc, native
+	watRaw     = map[string][]byte{}
+
+	// privateListener is a real server on 127.0.0.1 that the hostile
+	// module's "internal" upstream (https://localhost:PORT) points at; it
+	// must never see a connection.
+	privateConns atomic.Int64
+	privatePort  int
+)
+
+func TestMain(m *testing.M) {
+	code, err := setup(m)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "setup:", err)
+		code = 1
+	}
+	if artifacts != "" {
+		os.RemoveAll(artifacts)
+	}
+	os.Exit(code)
+}
+
+func setup(m *testing.M) (int, error) {
+	var err error
+	artifacts, err = os.MkdirTemp("", "companion-wasm-test-")
+	if err != nil {
+		return 1, err
+	}
+	sharedDir = filepath.Join(artifacts, "cache")
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 1, err
+	}
+	privatePort = ln.Addr().(*net.TCPAddr).Port
+	priv := &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "reached") }),
+		ConnState: func(_ net.Conn, s http.ConnState) {
+			if s == http.StateNew {
+				privateConns.Add(1)
+			}
+		},
+	}
+	go priv.Serve(ln)
+	defer priv.Close()
+
+	if goodWasm, err = buildGuest("testdata/good", nil); err != nil {
+		return 1, err
+	}
+	if hostile, err = buildGuest("testdata/hostile", map[string]string{"{{PRIVATE_PORT}}": strconv.Itoa(privatePort)}); err != nil {
+		return 1, err
+	}
+	procBinary = filepath.Join(artifacts, "proc")
+	if out, err := exec.Command("go", "build", "-o", procBinary, "./testdata/proc").CombinedOutput(); err != nil {
+		return 1, fmt.Errorf("build proc: %v\n%s", err, out)
+	}
+	files, _ := filepath.Glob("testdata/wat/*.wat")
+	files = append(files, "examples/minimal-wat/minimal.wat")
+	for _, f := range files {
+		b, err := wat2wasm(f)
+		if err != nil {
+			return 1, err
+		}
+		watRaw[strings.TrimSuffix(filepath.Base(f), ".wat")] = b
+	}
+	return m.Run(), nil
+}
+
+func buildGuest(dir string, replace map[string]string) ([]byte, error) {
+	out := filepath.Join(artifacts, filepath.Base(dir)+".wasm")
+	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-o", out, "./"+dir)
+	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("build %s: %v\n%s", dir, err, b)
+	}
+	bin, err := os.ReadFile(out)
+	if err != nil {
+		return nil, err
+	}
+	mjson, err := os.ReadFile(filepath.Join(dir, "manifest.json"))
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range replace {
+		mjson = bytes.ReplaceAll(mjson, []byte(k), []byte(v))
+	}
+	return Pack(bin, mjson)
+}
+
+func wat2wasm(path string) ([]byte, error) {
+	out := filepath.Join(artifacts, filepath.Base(path)+".wasm")
+	if b, err := exec.Command("wat2wasm", path, "-o", out).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("wat2wasm %s (install wabt): %v\n%s", path, err, b)
+	}
+	return os.ReadFile(out)
+}
+
+// watModule packs an assembled WAT module with a manifest for it.
+func watModule(t testing.TB, name string, edit func(m map[string]any)) []byte {
+	t.Helper()
+	raw, ok := watRaw[name]
+	if !ok {
+		t.Fatalf("no WAT module %s", name)
+	}
+	m := map[string]any{
+		"name":         strings.ReplaceAll(name, "_", "-"),
+		"version":      "0.0.1",
+		"abi_version":  1,
+		"description":  "test module " + name,
+		"upstreams":    map[string]any{"api": map[string]any{"base_url": "https://api.test.example", "override": "api_url"}},
+		"credentials":  []any{map[string]any{"name": "token", "description": "token", "header": "Authorization", "format": "Bearer {token}", "upstreams": []string{"api"}}},
+		"config":       []any{map[string]any{"name": "api_url", "description": "override"}},
+		"limits":       map[string]any{"memory_mib": 2, "call_timeout_ms": 1000},
+		"capabilities": map[string]any{"list": true},
+	}
+	if edit != nil {
+		edit(m)
+	}
+	bin, err := Pack(raw, mustJSON(t, m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+// logBuf collects a host's log output for assertions.
+type logBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuf) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// creds is the test's credential source: account id -> name -> value.
+type creds map[string]map[string]string
+
+func (c creds) Credential(_ context.Context, accountID, name string) (string, error) {
+	v, ok := c[accountID][name]
+	if !ok {
+		return "", core.Errorf(core.KindNotFound, "no secret %s/%s", accountID, name)
+	}
+	return v, nil
+}
+
+type env struct {
+	host  *Host
+	logs  *logBuf
+	creds creds
+	dir   string
+	pins  *sqlPins
+}
+
+type hostOpt func(*Config)
+
+func newEnv(t testing.TB, opts ...hostOpt) *env {
+	t.Helper()
+	e := &env{logs: &logBuf{}, creds: creds{}, dir: t.TempDir()}
+	e.pins = openPins(t, filepath.Join(e.dir, "pins.db"))
+	cfg := Config{
+		CacheDir:      sharedDir,
+		ModulesDir:    filepath.Join(e.dir, "modules"),
+		Pins:          e.pins,
+		Credentials:   e.creds,
+		Logger:        slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		ReservedNames: []string{"docker"},
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	h, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.host = h
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := h.Close(ctx); err != nil {
+			t.Errorf("close host: %v", err)
+		}
+	})
+	return e
+}
+
+func (e *env) load(t testing.TB, bin []byte) *Adapter {
+	t.Helper()
+	a, err := e.host.LoadEmbedded(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := a.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func mustKind(t testing.TB, err error, kind core.ErrorKind, contains ...string) *core.Error {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("want a %s error, got nil", kind)
+	}
+	var ce *core.Error
+	if !errors.As(err, &ce) {
+		t.Fatalf("want *core.Error, got %T: %v", err, err)
+	}
+	if ce.Kind != kind {
+		t.Fatalf("want kind %s, got %s: %v", kind, ce.Kind, err)
+	}
+	t.Logf("%s: %s", ce.Kind, ce.Message)
+	for _, c := range contains {
+		if !strings.Contains(ce.Message, c) {
+			t.Fatalf("error %q does not mention %q", ce.Message, c)
+		}
+	}
+	return ce
+}
+
+// sqlPins is a PinStore on a real SQLite file, as db.Store keeps pins.
+type sqlPins struct{ db *sql.DB }
+
+func openPins(t testing.TB, path string) *sqlPins {
+	t.Helper()
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if _, err := db.Exec(`CREATE TABLE module_pins (name TEXT PRIMARY KEY, sha256 TEXT NOT NULL, manifest BLOB NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	return &sqlPins{db: db}
+}
+
+func (p *sqlPins) PutModulePin(ctx context.Context, name, sha256 string, manifest []byte) error {
+	_, err := p.db.ExecContext(ctx, `INSERT INTO module_pins (name, sha256, manifest) VALUES (?, ?, ?)
+		ON CONFLICT (name) DO UPDATE SET sha256 = excluded.sha256, manifest = excluded.manifest`, name, sha256, manifest)
+	return err
+}
+
+func (p *sqlPins) ModulePin(ctx context.Context, name string) (string, []byte, error) {
+	var sum string
+	var m []byte
+	err := p.db.QueryRowContext(ctx, `SELECT sha256, manifest FROM module_pins WHERE name = ?`, name).Scan(&sum, &m)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil, core.Errorf(core.KindNotFound, "module %q is not pinned", name)
+	}
+	return sum, m, err
+}
+
+func (p *sqlPins) ListModulePins(ctx context.Context) ([]string, error) {
+	rows, err := p.db.QueryContext(ctx, `SELECT name FROM module_pins ORDER BY name`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			return nil, err
+		}
+		out = append(out, n)
+	}
+	return out, rows.Err()
+}
+
+func (p *sqlPins) DeleteModulePin(ctx context.Context, name string) error {
+	_, err := p.db.ExecContext(ctx, `DELETE FROM module_pins WHERE name = ?`, name)
+	return err
+}

@@ -1,0 +1,137 @@
+package wasm
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"time"
+
+	"companion/core"
+	"companion/providers/wasm/internal/manifest"
+)
+
+// Summary is what a person is shown before trusting a module: who it is,
+// which hosts it will call, which credential goes to which host, and the
+// SHA-256 that gets pinned.
+type Summary struct {
+	Name        string `json:"name"`
+	Version     string `json:"version"`
+	ABIVersion  int    `json:"abi_version"`
+	Description string `json:"description"`
+	SHA256      string `json:"sha256"`
+	// Builtin is true for first-party modules embedded in the binary.
+	Builtin bool `json:"builtin"`
+	// Hosts are the origins (scheme://host:port) the module may call
+	// unless an account overrides an upstream.
+	Hosts        []string            `json:"hosts"`
+	Upstreams    []UpstreamSummary   `json:"upstreams"`
+	Credentials  []CredentialSummary `json:"credentials"`
+	Config       []core.ConfigField  `json:"config"`
+	Capabilities core.Capabilities   `json:"capabilities"`
+	Limits       Limits              `json:"limits"`
+}
+
+// UpstreamSummary is one API the module calls.
+type UpstreamSummary struct {
+	Name    string `json:"name"`
+	BaseURL string `json:"base_url"`
+	// OverrideField is the account setting that may point the upstream
+	// elsewhere; empty if it is fixed.
+	OverrideField string `json:"override_field,omitempty"`
+}
+
+// CredentialSummary says where one credential is sent.
+type CredentialSummary struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	// Header is the injection rule, e.g. "Authorization: Bearer {token}".
+	Header string `json:"header"`
+	// Hosts are the origins the credential is sent to (plus an account's
+	// own override of a bound upstream, named in OverrideFields).
+	Hosts          []string `json:"hosts"`
+	Upstreams      []string `json:"upstreams"`
+	OverrideFields []string `json:"override_fields,omitempty"`
+}
+
+// Limits are the module's effective limits (defaults filled in).
+type Limits struct {
+	MemoryMiB       int           `json:"memory_mib"`
+	CallTimeout     time.Duration `json:"call_timeout"`
+	ResponseBytes   int64         `json:"response_bytes"`
+	RequestsPerCall int           `json:"requests_per_call"`
+}
+
+func summarize(m *manifest.Manifest, sha string, builtin bool) Summary {
+	s := Summary{
+		Name:         m.Name,
+		Version:      m.Version,
+		ABIVersion:   m.ABIVersion,
+		Description:  m.Description,
+		SHA256:       sha,
+		Builtin:      builtin,
+		Hosts:        m.Hosts(),
+		Upstreams:    []UpstreamSummary{},
+		Credentials:  []CredentialSummary{},
+		Config:       providerInfo(m).Config,
+		Capabilities: m.Capabilities,
+		Limits: Limits{
+			MemoryMiB:       m.Limits.MemoryMiB,
+			CallTimeout:     m.Limits.CallTimeout(),
+			ResponseBytes:   m.Limits.ResponseBytes,
+			RequestsPerCall: m.Limits.RequestsPerCall,
+		},
+	}
+	for _, name := range m.UpstreamNames() {
+		u := m.Upstreams[name]
+		s.Upstreams = append(s.Upstreams, UpstreamSummary{Name: name, BaseURL: u.BaseURL, OverrideField: u.Override})
+	}
+	for _, c := range m.Credentials {
+		cs := CredentialSummary{Name: c.Name, Description: c.Description, Header: c.HeaderLine(), Upstreams: c.Upstreams}
+		seen := map[string]bool{}
+		for _, up := range c.Upstreams {
+			pu, _ := manifest.ParseBaseURL(m.Upstreams[up].BaseURL, false)
+			if o := manifest.Origin(pu); !seen[o] {
+				seen[o] = true
+				cs.Hosts = append(cs.Hosts, o)
+			}
+			if f := m.Upstreams[up].Override; f != "" {
+				cs.OverrideFields = append(cs.OverrideFields, f)
+			}
+		}
+		s.Credentials = append(s.Credentials, cs)
+	}
+	return s
+}
+
+// String renders the summary for a terminal prompt.
+func (s Summary) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s (module ABI v%d)\n  %s\n  sha256 %s\n", s.Name, s.Version, s.ABIVersion, s.Description, s.SHA256)
+	b.WriteString("  Calls:\n")
+	for _, u := range s.Upstreams {
+		fmt.Fprintf(&b, "    %s  (upstream %q", u.BaseURL, u.Name)
+		if u.OverrideField != "" {
+			fmt.Fprintf(&b, "; an account may point it elsewhere with the setting %q", u.OverrideField)
+		}
+		b.WriteString(")\n")
+	}
+	if len(s.Credentials) == 0 {
+		b.WriteString("  Sends no credentials.\n")
+	}
+	for _, c := range s.Credentials {
+		fmt.Fprintf(&b, "  Sends credential %q as %q to %s only", c.Name, c.Header, strings.Join(c.Hosts, ", "))
+		if len(c.OverrideFields) > 0 {
+			fmt.Fprintf(&b, " (or to the account's own %s)", strings.Join(c.OverrideFields, ", "))
+		}
+		b.WriteString("\n")
+	}
+	fmt.Fprintf(&b, "  Limits: %d MiB memory, %s per call, %d response bytes, %d requests per call\n",
+		s.Limits.MemoryMiB, s.Limits.CallTimeout, s.Limits.ResponseBytes, s.Limits.RequestsPerCall)
+	return b.String()
+}
+
+func sha256Hex(b []byte) string {
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
+}

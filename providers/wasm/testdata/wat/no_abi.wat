@@ -1,0 +1,16 @@
+;; no_abi.wat: a hostile module for the host's tests (see hostile_test.go).
+(module
+  (import "companion" "http_request" (func $http_request (param i32 i32) (result i32)))
+  (import "companion" "http_result" (func $http_result (param i32 i32) (result i32)))
+  (memory (export "memory") 2)
+  (data (i32.const 1024) "{\22ok\22:{\22name\22:\22no_abi\22,\22version\22:\220.0.1\22}}")
+  (data (i32.const 2048) "{\22upstream\22:\22api\22,\22path\22:\22/ok\22}")
+  (func (export "companion_alloc") (param $n i32) (result i32) (i32.const 65536))
+  (func (export "companion_free") (param $p i32))
+  (func $pack (param $ptr i32) (param $len i32) (result i64)
+    (i64.or (i64.shl (i64.extend_i32_u (local.get $ptr)) (i64.const 32)) (i64.extend_i32_u (local.get $len))))
+  (func (export "companion_describe") (param $in i32) (param $len i32) (result i64)
+    (call $pack (i32.const 1024) (i32.const 42)))
+  (func (export "companion_list") (param $in i32) (param $len i32) (result i64)
+    (i64.const 0))
+)
