@@ -2,8 +2,10 @@ package core
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"strings"
+	"time"
 	"unicode/utf8"
 )
 
@@ -89,6 +91,10 @@ func (s *Service) AddAccount(ctx context.Context, owner string, req AddAccountRe
 		}
 		acct.Credentials = append(acct.Credentials, c.Name)
 	}
+	if err := s.verifyAccount(ctx, p, info, acct); err != nil {
+		s.forgetSecrets(ctx, acct)
+		return Account{}, err
+	}
 	if err := s.cfg.Store.PutAccount(ctx, acct); err != nil {
 		s.forgetSecrets(ctx, acct)
 		return Account{}, err
@@ -113,6 +119,32 @@ func (s *Service) EnsureAccount(ctx context.Context, acct Account) error {
 		acct.Config = map[string]string{}
 	}
 	return s.cfg.Store.PutAccount(ctx, acct)
+}
+
+// verifyTimeout bounds the check of a new account's credentials.
+const verifyTimeout = 20 * time.Second
+
+// verifyAccount lists the new account's boxes once, so a mistyped token is
+// refused when it is added rather than discovered by the reconciler. A
+// provider that cannot be reached right now does not block adding the
+// account; the reconciler retries.
+func (s *Service) verifyAccount(ctx context.Context, p Provider, info ProviderInfo, acct Account) error {
+	if !info.Capabilities.List || len(acct.Credentials) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, verifyTimeout)
+	defer cancel()
+	_, err := p.List(ctx, acct)
+	switch KindOf(err) {
+	case "":
+		return nil
+	case KindUnauthorized:
+		return &Error{Kind: KindUnauthorized, Message: fmt.Sprintf("%s refused the credentials: %s; check the token and add the account again", info.Name, messageOf(err)), Err: err}
+	case KindInvalid:
+		return &Error{Kind: KindInvalid, Message: fmt.Sprintf("%s rejected the account settings: %s", info.Name, messageOf(err)), Err: err}
+	}
+	s.log.Warn("could not verify the new account's credentials now; adding it anyway", "provider", info.Name, "err", messageOf(err), "kind", KindOf(err))
+	return nil
 }
 
 func validateAccount(info ProviderInfo, req AddAccountRequest) error {

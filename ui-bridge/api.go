@@ -25,6 +25,11 @@ func (s *Server) routes(rt *router) {
 	rt.handle("POST /v1/workspaces/{id}/delete", s.deleteWorkspace)
 	rt.handle("PUT /v1/workspaces/{id}/keep", s.setKeep)
 	rt.handle("GET /v1/ws", s.serveWS)
+	if s.cfg.Modules != nil {
+		rt.handle("POST /v1/providers/inspect", s.inspectModule)
+		rt.handle("POST /v1/providers", s.installModule)
+		rt.handle("DELETE /v1/providers/{name}", s.removeModule)
+	}
 }
 
 // owner is the identity the gate established for r.

@@ -54,6 +54,9 @@ type Config struct {
 	FeedBuffer int
 	// Now is the clock for server_time; nil means time.Now.
 	Now func() time.Time
+	// Modules enables the routes that install and remove provider
+	// modules; nil leaves them out.
+	Modules ModuleAdmin
 }
 
 // Server is the HTTP API and WebSocket stream over a core.Service. It

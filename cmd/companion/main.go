@@ -44,7 +44,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case "serve":
 		return runServer(modeServe, rest, stdin, stdout, stderr)
 	case "providers":
-		return runProviders(rest, stdout, stderr)
+		return runProviders(rest, stdin, stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintf(stdout, "companion %s\n", version)
 		return 0

@@ -2,11 +2,16 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
 	"log/slog"
+	"path/filepath"
 
 	"companion/core"
 	"companion/db"
 	"companion/providers/builtin/docker"
+	"companion/providers/wasm"
 	"companion/secrets"
 )
 
@@ -14,29 +19,118 @@ import (
 // Docker Engine, which needs no credentials.
 const localDockerAccount = "local-docker"
 
-// providerSet is the adapters companion runs with.
+// providerSet is the adapters companion runs with: the built-in docker
+// adapter and the Wasm modules (first-party ones embedded in the binary,
+// and third-party ones installed under the data dir).
 type providerSet struct {
 	docker *docker.Provider
+	host   *wasm.Host
+	reg    *core.Registry
+	svc    *core.Service
+	log    *slog.Logger
+}
+
+// newWasmHost makes the Wasm host for a data directory.
+func newWasmHost(dataDir string, store *db.Store, keys core.Secrets, log *slog.Logger) (*wasm.Host, error) {
+	return wasm.New(wasm.Config{
+		CacheDir:      filepath.Join(dataDir, "wasm-cache"),
+		ModulesDir:    filepath.Join(dataDir, "modules"),
+		Pins:          store,
+		Credentials:   wasm.FromSecrets(keys),
+		Logger:        log.With("component", "wasm"),
+		ReservedNames: []string{"docker"},
+	})
 }
 
 // startProviders creates the adapters and registers them. Nothing here may
 // block on a provider: an unreachable Docker Engine or a module still
-// compiling must not delay the ready line.
+// compiling must not delay the ready line (modules compile in the
+// background; the first call to one waits for it).
 func startProviders(ctx context.Context, f *serverFlags, store *db.Store, keys *secrets.Keyring, log *slog.Logger, reg *core.Registry) (*providerSet, error) {
 	dp, err := docker.New(docker.Config{Image: f.dockerImage, Scope: f.dockerScope, Logger: log.With("provider", "docker")})
 	if err != nil {
 		return nil, err
 	}
 	reg.Register("docker", dp)
-	return &providerSet{docker: dp}, nil
+	host, err := newWasmHost(f.dataDir, store, keys, log)
+	if err != nil {
+		return nil, err
+	}
+	ps := &providerSet{docker: dp, host: host, reg: reg, log: log}
+	for _, m := range embeddedModules() {
+		a, err := host.LoadEmbedded(m)
+		if err != nil {
+			// A first-party module that does not load is a build defect;
+			// companion still serves the other providers.
+			log.Error("first-party provider module not loaded", "err", err)
+			continue
+		}
+		reg.Register(a.Name(), a)
+	}
+	adapters, err := host.LoadInstalled(ctx)
+	for _, a := range adapters {
+		reg.Register(a.Name(), a)
+	}
+	if err != nil {
+		log.Error("some installed provider modules were not loaded", "err", err)
+	}
+	return ps, nil
 }
 
-// EnsureAccounts creates the accounts that exist by default.
+// EnsureAccounts creates the accounts that exist by default and remembers
+// the service for module removal checks.
 func (p *providerSet) EnsureAccounts(ctx context.Context, svc *core.Service) error {
+	p.svc = svc
 	return svc.EnsureAccount(ctx, core.Account{ID: localDockerAccount, Provider: "docker", Label: "Local Docker"})
 }
 
 // Close releases the adapters.
 func (p *providerSet) Close() error {
-	return p.docker.Close()
+	ctx := context.Background()
+	return errors.Join(p.host.Close(ctx), p.docker.Close())
+}
+
+// Inspect implements uibridge.ModuleAdmin.
+func (p *providerSet) Inspect(ctx context.Context, module []byte) (any, error) {
+	return p.host.Inspect(ctx, module)
+}
+
+// Install implements uibridge.ModuleAdmin: it installs the module only if
+// its bytes are the ones the person confirmed, then loads and registers it.
+func (p *providerSet) Install(ctx context.Context, module []byte, confirmed string) (any, error) {
+	sum := sha256.Sum256(module)
+	if got := hex.EncodeToString(sum[:]); got != confirmed {
+		return nil, core.Errorf(core.KindConflict, "the module's SHA-256 is %s, not the %s you confirmed; inspect it again", got, confirmed)
+	}
+	s, err := p.host.Install(ctx, module)
+	if err != nil {
+		return nil, err
+	}
+	a, err := p.host.Load(ctx, s.Name)
+	if err != nil {
+		return nil, err
+	}
+	p.reg.Register(a.Name(), a)
+	return s, nil
+}
+
+// Remove implements uibridge.ModuleAdmin. A module still used by an
+// account is kept: removing it would strand the account's workspaces.
+func (p *providerSet) Remove(ctx context.Context, name string) error {
+	if p.svc != nil {
+		accts, err := p.svc.Accounts(ctx, "")
+		if err != nil {
+			return err
+		}
+		for _, a := range accts {
+			if a.Provider == name {
+				return core.Errorf(core.KindConflict, "provider module %s is used by account %s (%s); remove the account first", name, a.ID, a.Label)
+			}
+		}
+	}
+	if err := p.host.Remove(ctx, name); err != nil {
+		return err
+	}
+	p.reg.Unregister(name)
+	return nil
 }

@@ -1,11 +1,257 @@
 package main
 
 import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+
+	"companion/db"
+	"companion/providers/wasm"
 )
 
-func runProviders(args []string, stdout, stderr io.Writer) int {
-	fmt.Fprintln(stderr, "companion providers: not available yet")
-	return 2
+const providersUsage = `Usage:
+  companion providers install [--yes] [--data-dir DIR] FILE.wasm
+        show what the module will call and which credential goes where, ask,
+        then store it under the data dir and pin its SHA-256
+  companion providers inspect FILE.wasm
+        show the same summary without installing
+  companion providers list [--data-dir DIR] [--json]
+        list first-party and installed provider modules
+  companion providers remove [--data-dir DIR] NAME
+        forget an installed module
+  companion providers pack --manifest MANIFEST.json -o OUT.wasm IN.wasm
+        embed a manifest into a module (for provider authors)
+
+A running companion loads modules installed this way at its next start; to
+install into a running one, use POST /v1/providers (see ui-bridge/API.md).
+`
+
+func runProviders(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		fmt.Fprint(stdout, providersUsage)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	sub, rest := args[0], args[1:]
+	fs := flag.NewFlagSet("companion providers "+sub, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, providersUsage) }
+	dataDir := fs.String("data-dir", defaultDataDir(), "companion's data `directory`")
+	yes := fs.Bool("yes", false, "install without asking")
+	asJSON := fs.Bool("json", false, "print JSON")
+	manifestPath := fs.String("manifest", "", "manifest JSON `file` (pack)")
+	out := fs.String("o", "", "output `file` (pack)")
+	if err := fs.Parse(rest); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	ctx := context.Background()
+	var err error
+	switch sub {
+	case "inspect":
+		err = providersInspect(ctx, fs.Args(), stdout)
+	case "install":
+		err = providersInstall(ctx, *dataDir, fs.Args(), *yes, stdin, stdout)
+	case "list":
+		err = providersList(ctx, *dataDir, *asJSON, stdout)
+	case "remove":
+		err = providersRemove(ctx, *dataDir, fs.Args(), stdout)
+	case "pack":
+		err = providersPack(*manifestPath, *out, fs.Args(), stdout)
+	default:
+		fmt.Fprintf(stderr, "companion providers: unknown subcommand %q\n\n%s", sub, providersUsage)
+		return 2
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "companion providers %s: %v\n", sub, err)
+		return 1
+	}
+	return 0
+}
+
+func oneArg(args []string, what string) (string, error) {
+	if len(args) != 1 {
+		return "", fmt.Errorf("want exactly one %s (see --help)", what)
+	}
+	return args[0], nil
+}
+
+// openHost opens the data dir's store and a Wasm host on it, for the
+// offline commands.
+func openHost(ctx context.Context, dataDir string) (*wasm.Host, *db.Store, func(), error) {
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return nil, nil, nil, err
+	}
+	store, err := db.Open(ctx, filepath.Join(dataDir, "companion.db"))
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	host, err := wasm.New(wasm.Config{
+		CacheDir:      filepath.Join(dataDir, "wasm-cache"),
+		ModulesDir:    filepath.Join(dataDir, "modules"),
+		Pins:          store,
+		Logger:        slog.New(slog.DiscardHandler),
+		ReservedNames: []string{"docker"},
+	})
+	if err != nil {
+		store.Close()
+		return nil, nil, nil, err
+	}
+	for _, m := range embeddedModules() {
+		host.LoadEmbedded(m) // so first-party names are reserved and listed
+	}
+	return host, store, func() { host.Close(ctx); store.Close() }, nil
+}
+
+func providersInspect(ctx context.Context, args []string, stdout io.Writer) error {
+	path, err := oneArg(args, "module file")
+	if err != nil {
+		return err
+	}
+	bin, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	host, err := wasm.New(wasm.Config{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return err
+	}
+	defer host.Close(ctx)
+	s, err := host.Inspect(ctx, bin)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, s.String())
+	return nil
+}
+
+func providersInstall(ctx context.Context, dataDir string, args []string, yes bool, stdin io.Reader, stdout io.Writer) error {
+	path, err := oneArg(args, "module file")
+	if err != nil {
+		return err
+	}
+	// Read once: what is shown is exactly what gets installed.
+	bin, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	host, _, closeAll, err := openHost(ctx, dataDir)
+	if err != nil {
+		return err
+	}
+	defer closeAll()
+	s, err := host.Inspect(ctx, bin)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, s.String())
+	if !yes {
+		fmt.Fprint(stdout, "\nInstall this module? [y/N] ")
+		answer, _ := bufio.NewReader(stdin).ReadString('\n')
+		if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
+			return errors.New("not installed")
+		}
+	}
+	if _, err := host.Install(ctx, bin); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "Installed %s %s (sha256 %s). Restart companion to load it.\n", s.Name, s.Version, s.SHA256)
+	return nil
+}
+
+func providersList(ctx context.Context, dataDir string, asJSON bool, stdout io.Writer) error {
+	host, _, closeAll, err := openHost(ctx, dataDir)
+	if err != nil {
+		return err
+	}
+	defer closeAll()
+	mods, err := host.Installed(ctx)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(mods)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tVERSION\tKIND\tSTATUS\tSHA256\tHOSTS")
+	for _, m := range mods {
+		kind := "installed"
+		if m.Builtin {
+			kind = "first-party"
+		}
+		status := m.Status
+		if m.Problem != "" {
+			status += ": " + m.Problem
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.12s\t%s\n", m.Name, m.Version, kind, status, m.SHA256, strings.Join(m.Hosts, ","))
+	}
+	return tw.Flush()
+}
+
+func providersRemove(ctx context.Context, dataDir string, args []string, stdout io.Writer) error {
+	name, err := oneArg(args, "module name")
+	if err != nil {
+		return err
+	}
+	host, store, closeAll, err := openHost(ctx, dataDir)
+	if err != nil {
+		return err
+	}
+	defer closeAll()
+	accts, err := store.ListAccounts(ctx)
+	if err != nil {
+		return err
+	}
+	for _, a := range accts {
+		if a.Provider == name {
+			return fmt.Errorf("provider module %s is used by account %s (%s); remove the account first", name, a.ID, a.Label)
+		}
+	}
+	if err := host.Remove(ctx, name); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "Removed %s.\n", name)
+	return nil
+}
+
+func providersPack(manifestPath, out string, args []string, stdout io.Writer) error {
+	in, err := oneArg(args, "input module")
+	if err != nil {
+		return err
+	}
+	if manifestPath == "" || out == "" {
+		return errors.New("--manifest and -o are required")
+	}
+	bin, err := os.ReadFile(in)
+	if err != nil {
+		return err
+	}
+	man, err := os.ReadFile(manifestPath)
+	if err != nil {
+		return err
+	}
+	packed, err := wasm.Pack(bin, man)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(out, packed, 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "Wrote %s.\n", out)
+	return nil
 }

@@ -254,6 +254,7 @@ func serve(ctx context.Context, m mode, f *serverFlags, log *slog.Logger, stdout
 		AllowedOrigins: f.origins,
 		Version:        version,
 		Logger:         log,
+		Modules:        provs,
 	})
 	if err != nil {
 		ln.Close()
