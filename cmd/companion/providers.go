@@ -117,6 +117,9 @@ func (p *providerSet) Install(ctx context.Context, module []byte, confirmed stri
 // Remove implements uibridge.ModuleAdmin. A module still used by an
 // account is kept: removing it would strand the account's workspaces.
 func (p *providerSet) Remove(ctx context.Context, name string) error {
+	if name == "docker" {
+		return core.Errorf(core.KindInvalid, "docker is built into companion and cannot be removed")
+	}
 	if p.svc != nil {
 		accts, err := p.svc.Accounts(ctx, "")
 		if err != nil {
