@@ -30,6 +30,14 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	companionBin = filepath.Join(dir, "companion")
+	// The first-party provider modules are embedded in the binary; make
+	// sure they are built (a no-op when they are up to date).
+	mods := exec.Command("bash", "../scripts/build-modules.sh")
+	mods.Stdout, mods.Stderr = os.Stderr, os.Stderr
+	if err := mods.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: building provider modules:", err)
+		os.Exit(1)
+	}
 	build := exec.Command("go", "build", "-ldflags", "-X main.version=e2e", "-o", companionBin, "companion/cmd/companion")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {

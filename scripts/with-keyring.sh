@@ -30,8 +30,23 @@ for tool in dbus-run-session gnome-keyring-daemon; do
 	fi
 done
 
+# gnome-keyring keeps its files under $XDG_DATA_HOME/keyrings and cannot
+# unlock one made with another password, so the session gets a directory of
+# its own: a throwaway one for --private (tests), a persistent one kept
+# apart from any desktop login keyring otherwise (make run on a headless
+# machine), so tokens survive a restart there.
+if [ $private = 1 ]; then
+	keyring_home=$(mktemp -d)
+	trap 'rm -rf "$keyring_home"' EXIT
+else
+	keyring_home=${COMPANION_KEYRING_HOME:-${XDG_DATA_HOME:-$HOME/.local/share}/companion-keyring}
+	mkdir -p "$keyring_home"
+	chmod 700 "$keyring_home"
+fi
+export XDG_DATA_HOME=$keyring_home
+
 # The inner script unlocks a keyring (the password only guards this
-# private, throwaway session) and then replaces itself with the command.
-exec dbus-run-session -- bash -c '
+# session's own keyring directory) and then runs the command.
+dbus-run-session -- bash -c '
 	printf "companion-private-keyring" | gnome-keyring-daemon --unlock --components=secrets >/dev/null 2>&1
-	exec "$@"' with-keyring "$@" 2> >(grep -v "Failed to set fd limit" >&2)
+	"$@"' with-keyring "$@" 2> >(grep -v "Failed to set fd limit" >&2)
