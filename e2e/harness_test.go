@@ -270,6 +270,9 @@ type stream struct {
 	conn *websocket.Conn
 	msgs chan wsMsg
 	errc chan error
+	// seen holds every message received, for checks that no secret was
+	// ever sent.
+	seen *syncBuffer
 }
 
 // dial opens the stream; since < 0 means no ?since.
@@ -289,7 +292,7 @@ func (p *proc) dial(since int64) *stream {
 		p.t.Fatalf("dial %s: %v", url, err)
 	}
 	conn.SetReadLimit(64 << 20)
-	s := &stream{t: p.t, conn: conn, msgs: make(chan wsMsg, 1024), errc: make(chan error, 1)}
+	s := &stream{t: p.t, conn: conn, msgs: make(chan wsMsg, 1024), errc: make(chan error, 1), seen: &syncBuffer{}}
 	go func() {
 		for {
 			_, data, err := conn.Read(context.Background())
@@ -305,6 +308,7 @@ func (p *proc) dial(since int64) *stream {
 				return
 			}
 			m.Raw = data
+			s.seen.Write(append(data, '\n'))
 			s.msgs <- m
 		}
 	}()
