@@ -32,7 +32,8 @@ run: setup build box-image
 	scripts/with-keyring.sh $(BIN) desktop --data-dir $(DATA_DIR) \
 		--docker-image $$(cat .box-image) --docker-scope dev
 
-test: setup modules
+test: modules
+	@scripts/setup.sh --test
 	scripts/with-keyring.sh --private env COMPANION_REQUIRE_KEYRING=1 \
 		$(GO) test -count=1 -timeout 40m ./...
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Checks (and where it can, installs) what building and testing companion
-# needs: Go, a Docker Engine, a Secret Service for the OS keyring, and wabt.
+# needs: Go, a Docker Engine, a Secret Service for the OS keyring, wabt,
+# and (with --test) headless Chromium for the browser tests.
 # Debian/Ubuntu packages are installed when running as root or with sudo.
 set -euo pipefail
 
@@ -8,6 +9,10 @@ need_pkgs=()
 command -v dbus-run-session >/dev/null || need_pkgs+=(dbus)
 command -v gnome-keyring-daemon >/dev/null || need_pkgs+=(gnome-keyring)
 command -v wat2wasm >/dev/null || need_pkgs+=(wabt)
+# Browser tests drive headless Chromium; only the test target needs it.
+if [ "${1:-}" = "--test" ]; then
+	command -v chromium >/dev/null || command -v chromium-browser >/dev/null || need_pkgs+=(chromium)
+fi
 
 if [ ${#need_pkgs[@]} -gt 0 ]; then
 	if command -v apt-get >/dev/null; then

@@ -1,0 +1,111 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// probePage is served from a test origin. It calls companion the way a
+// browser front end must: the token in the Authorization header for HTTP,
+// and as the companion.bearer.<token> subprotocol for the WebSocket.
+const probePage = `<!doctype html><meta charset="utf-8"><title>probe</title>
+<script>
+async function probe(url, token) {
+  const out = {};
+  try {
+    const r = await fetch(url + "/v1/workspaces", {headers: {"Authorization": "Bearer " + token}});
+    out.http = r.status;
+  } catch (e) { out.http = "blocked"; }
+  out.ws = await new Promise(res => {
+    const protos = token ? ["companion.v1", "companion.bearer." + token] : ["companion.v1"];
+    const ws = new WebSocket(url.replace("http:", "ws:") + "/v1/ws", protos);
+    const timer = setTimeout(() => res("timeout"), 10000);
+    ws.onmessage = e => { clearTimeout(timer); res(JSON.parse(e.data).type + ":" + ws.protocol); ws.close(); };
+    ws.onerror = () => { clearTimeout(timer); res("refused"); };
+  });
+  return out;
+}
+</script>`
+
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, p := range []string{os.Getenv("CHROMIUM"), "/usr/bin/chromium", "/usr/bin/chromium-browser"} {
+		if p == "" {
+			continue
+		}
+		if _, err := exec.LookPath(p); err == nil {
+			return p
+		}
+	}
+	t.Fatal("headless Chromium is required (apt-get install chromium; make test installs it)")
+	return ""
+}
+
+// browserProbe loads the probe page from origin in headless Chromium and
+// runs it against companion.
+func browserProbe(t *testing.T, origin, url, token string) map[string]any {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromium(t)),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.NoFirstRun,
+	)
+	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancel()
+	ctx, cancel := chromedp.NewContext(actx)
+	defer cancel()
+	ctx, cancel = context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, chromedp.Navigate(origin+"/")); err != nil {
+		t.Fatalf("chromium: load probe page: %v", err)
+	}
+	res, err := chromedp.Run(ctx, chromedp.Evaluate[map[string]any](fmt.Sprintf("probe(%q, %q)", url, token), chromedp.EvalAwaitPromise))
+	if err != nil {
+		t.Fatalf("chromium: run probe: %v", err)
+	}
+	return res
+}
+
+// TestBrowserGate runs the desktop gate against a real browser: a page from
+// the allowed (Electron-like) origin can use the API and the stream with
+// the token; a page from any other origin, or without the token, cannot
+// (cross-site WebSocket hijacking and CSRF are refused).
+func TestBrowserGate(t *testing.T) {
+	page := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		w.Write([]byte(probePage))
+	})
+	allowed := httptest.NewServer(page)
+	defer allowed.Close()
+	foreign := httptest.NewServer(page)
+	defer foreign.Close()
+
+	p := start(t, options{dataDir: t.TempDir(), args: []string{"--docker-scope", "unused", "--allow-origin", allowed.URL}})
+
+	got := browserProbe(t, allowed.URL, p.ready.URL, p.ready.Token)
+	if got["http"] != float64(200) || got["ws"] != "snapshot:companion.v1" {
+		t.Fatalf("allowed origin with the token: %v", got)
+	}
+	got = browserProbe(t, allowed.URL, p.ready.URL, "")
+	if got["http"] == float64(200) || got["ws"] != "refused" {
+		t.Fatalf("allowed origin without the token: %v", got)
+	}
+	got = browserProbe(t, foreign.URL, p.ready.URL, p.ready.Token)
+	if got["http"] == float64(200) || got["ws"] != "refused" {
+		t.Fatalf("foreign origin (even holding the token): %v", got)
+	}
+}
