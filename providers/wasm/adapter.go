@@ -2,7 +2,6 @@ package wasm
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -186,9 +185,14 @@ func (a *Adapter) close(ctx context.Context) error {
 	return nil
 }
 
-// invoke runs op for acct (nil for describe) and decodes the ok payload
-// into out.
-func (a *Adapter) invoke(ctx context.Context, op string, acct *core.Account, fill func(*wire.Input), out any) error {
+// inputBufs recycles the buffers op inputs are encoded into; the sandbox
+// copies an input into module memory before the call returns.
+var inputBufs = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
+// invoke runs op for acct (nil for describe) with the box id or spec the
+// op takes; decode reads the module's result, filling the caller's output
+// and returning the error member.
+func (a *Adapter) invoke(ctx context.Context, op string, acct *core.Account, boxID string, spec *core.CreateSpec, decode func([]byte) (*wire.ErrorBody, error)) error {
 	if _, err := a.Wait(ctx); err != nil {
 		return err
 	}
@@ -205,50 +209,33 @@ func (a *Adapter) invoke(ctx context.Context, op string, acct *core.Account, fil
 		deadline = d
 	}
 	in := wire.NewInput(deadline, acct)
-	if fill != nil {
-		fill(&in)
+	in.BoxID = boxID
+	if spec != nil {
+		in.Spec = wire.Spec(*spec)
 	}
-	raw, err := json.Marshal(in)
-	if err != nil {
-		return &core.Error{Kind: core.KindInternal, Message: "encoding the module input failed", Err: err}
-	}
+	buf := inputBufs.Get().(*[]byte)
+	raw := wire.AppendInput((*buf)[:0], &in)
 	hc := a.policy.NewCall(acct)
 	res, err := a.mod.Call(ctx, op, raw, hc)
+	if cap(raw) <= 64<<10 { // do not keep a big create spec around
+		*buf = raw
+		inputBufs.Put(buf)
+	}
 	if err != nil {
 		return err
 	}
-	// One pass over the result: the ok member decodes straight into out.
-	env := struct {
-		OK    okField         `json:"ok"`
-		Error *wire.ErrorBody `json:"error"`
-	}{OK: okField{v: out}}
-	if err := json.Unmarshal(res, &env); err != nil {
-		var se *json.SyntaxError
-		if errors.As(err, &se) || !env.OK.present {
-			return core.Errorf(core.KindInternal, "provider module %s returned a malformed result from %s (want {\"ok\":…} or {\"error\":…})", a.name, op)
-		}
-		return core.Errorf(core.KindInternal, "provider module %s returned a malformed %s result: %s", a.name, op, wire.CleanMessage(err.Error()))
-	}
-	if env.OK.present == (env.Error != nil) {
+	eb, err := decode(res)
+	switch {
+	case errors.Is(err, wire.ErrSyntax):
 		return core.Errorf(core.KindInternal, "provider module %s returned a malformed result from %s (want {\"ok\":…} or {\"error\":…})", a.name, op)
-	}
-	if env.Error != nil {
-		e := env.Error.ToCore(a.name)
+	case err != nil:
+		return core.Errorf(core.KindInternal, "provider module %s returned a malformed %s result: %s", a.name, op, wire.CleanMessage(err.Error()))
+	case eb != nil:
+		e := eb.ToCore(a.name)
 		e.Message = wire.CleanMessage(hc.Redact(e.Message))
 		return e
 	}
 	return nil
-}
-
-// okField decodes the ok member into v and notes that it was there.
-type okField struct {
-	v       any
-	present bool
-}
-
-func (o *okField) UnmarshalJSON(b []byte) error {
-	o.present = true
-	return json.Unmarshal(b, o.v)
 }
 
 // Describe returns the module's description, built from its manifest. The
@@ -261,7 +248,7 @@ func (a *Adapter) Describe(ctx context.Context) (core.ProviderInfo, error) {
 		return *a.desc, nil
 	}
 	var d wire.DescribeOut
-	if err := a.invoke(ctx, wire.OpDescribe, nil, nil, &d); err != nil {
+	if err := a.invoke(ctx, wire.OpDescribe, nil, "", nil, func(b []byte) (*wire.ErrorBody, error) { return wire.DecodeDescribe(b, &d) }); err != nil {
 		return core.ProviderInfo{}, err
 	}
 	if d.Name != a.man.Name || d.Version != a.man.Version {
@@ -298,7 +285,7 @@ func providerInfo(m *manifest.Manifest) core.ProviderInfo {
 // List implements core.Provider.
 func (a *Adapter) List(ctx context.Context, acct core.Account) ([]core.Box, error) {
 	var out wire.ListOut
-	if err := a.invoke(ctx, wire.OpList, &acct, nil, &out); err != nil {
+	if err := a.invoke(ctx, wire.OpList, &acct, "", nil, func(b []byte) (*wire.ErrorBody, error) { return wire.DecodeList(b, &out) }); err != nil {
 		return nil, err
 	}
 	boxes := make([]core.Box, 0, len(out.Boxes))
@@ -312,9 +299,9 @@ func (a *Adapter) List(ctx context.Context, acct core.Account) ([]core.Box, erro
 	return boxes, nil
 }
 
-func (a *Adapter) boxOp(ctx context.Context, op string, acct core.Account, fill func(*wire.Input)) (core.Box, error) {
+func (a *Adapter) boxOp(ctx context.Context, op string, acct core.Account, boxID string, spec *core.CreateSpec) (core.Box, error) {
 	var out wire.BoxOut
-	if err := a.invoke(ctx, op, &acct, fill, &out); err != nil {
+	if err := a.invoke(ctx, op, &acct, boxID, spec, func(b []byte) (*wire.ErrorBody, error) { return wire.DecodeBox(b, &out) }); err != nil {
 		return core.Box{}, err
 	}
 	b, err := out.Box.ToCore()
@@ -324,30 +311,27 @@ func (a *Adapter) boxOp(ctx context.Context, op string, acct core.Account, fill 
 	return b, nil
 }
 
-func withBox(id string) func(*wire.Input) { return func(in *wire.Input) { in.BoxID = id } }
-
 // Get implements core.Provider.
 func (a *Adapter) Get(ctx context.Context, acct core.Account, boxID string) (core.Box, error) {
-	return a.boxOp(ctx, wire.OpGet, acct, withBox(boxID))
+	return a.boxOp(ctx, wire.OpGet, acct, boxID, nil)
 }
 
 // Create implements core.Provider.
 func (a *Adapter) Create(ctx context.Context, acct core.Account, spec core.CreateSpec) (core.Box, error) {
-	return a.boxOp(ctx, wire.OpCreate, acct, func(in *wire.Input) { in.Spec = wire.Spec(spec) })
+	return a.boxOp(ctx, wire.OpCreate, acct, "", &spec)
 }
 
 // Suspend implements core.Provider.
 func (a *Adapter) Suspend(ctx context.Context, acct core.Account, boxID string) (core.Box, error) {
-	return a.boxOp(ctx, wire.OpSuspend, acct, withBox(boxID))
+	return a.boxOp(ctx, wire.OpSuspend, acct, boxID, nil)
 }
 
 // Resume implements core.Provider.
 func (a *Adapter) Resume(ctx context.Context, acct core.Account, boxID string) (core.Box, error) {
-	return a.boxOp(ctx, wire.OpResume, acct, withBox(boxID))
+	return a.boxOp(ctx, wire.OpResume, acct, boxID, nil)
 }
 
 // Delete implements core.Provider.
 func (a *Adapter) Delete(ctx context.Context, acct core.Account, boxID string) error {
-	var out struct{}
-	return a.invoke(ctx, wire.OpDelete, &acct, withBox(boxID), &out)
+	return a.invoke(ctx, wire.OpDelete, &acct, boxID, nil, wire.DecodeEmpty)
 }

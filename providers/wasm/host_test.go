@@ -23,7 +23,7 @@ func goodAccount(api *boxAPI) core.Account {
 
 func TestGoodModuleLifecycle(t *testing.T) {
 	e := newEnv(t)
-	e.creds["acc-good"] = map[string]string{"token": goodToken}
+	e.setCred(t, "acc-good", "token", goodToken)
 	api := newBoxAPI(t, goodToken)
 	a := e.load(t, goodWasm)
 	ctx := context.Background()
@@ -108,10 +108,10 @@ func TestGoodModuleLifecycle(t *testing.T) {
 	api.fail = false
 	api.mu.Unlock()
 
-	e.creds["acc-good"]["token"] = "wrong-token-value"
+	e.setCred(t, "acc-good", "token", "wrong-token-value")
 	_, err = a.List(ctx, acct)
 	mustKind(t, err, core.KindUnauthorized)
-	delete(e.creds["acc-good"], "token")
+	e.delCred(t, "acc-good", "token")
 	_, err = a.List(ctx, acct)
 	mustKind(t, err, core.KindUnauthorized, "has no credential")
 
@@ -137,7 +137,8 @@ func TestGoodModuleLifecycle(t *testing.T) {
 func TestCredentialsOnlyTowardBoundUpstreams(t *testing.T) {
 	e := newEnv(t)
 	const filesKey = "files-KEY-abcdef0123456789"
-	e.creds["acc-good"] = map[string]string{"token": goodToken, "files_key": filesKey}
+	e.setCred(t, "acc-good", "token", goodToken)
+	e.setCred(t, "acc-good", "files_key", filesKey)
 	api := newBoxAPI(t, goodToken)
 	var mu sync.Mutex
 	var filesSeen []http.Header

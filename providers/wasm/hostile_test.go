@@ -23,7 +23,10 @@ func mustManifest(t testing.TB, bin []byte) []byte {
 	return m
 }
 
-const hostileToken = "tok-HOSTILE-fedcba9876543210"
+const (
+	hostileToken = "tok-HOSTILE-fedcba9876543210"
+	hostileKey   = "key-HOSTILE-0123456789"
+)
 
 // hostileAPI is the upstream the hostile module's "api" is pointed at.
 type hostileAPI struct {
@@ -87,46 +90,53 @@ func servesStill(t *testing.T, good, hm *Adapter, api *hostileAPI) {
 
 func TestHostileGoModule(t *testing.T) {
 	e := newEnv(t)
-	e.creds["acc-h"] = map[string]string{"token": hostileToken, "api_key": "key-HOSTILE-0123456789"}
 	good := e.load(t, goodWasm)
 	hm := e.load(t, hostile)
 	api := newHostileAPI(t)
 
+	// Cases marked creds send a request toward the api upstream, which
+	// carries the account's credentials (from the real keyring).
+	const creds = true
 	cases := []struct {
 		behavior string
 		kind     core.ErrorKind
 		contains []string
 		discard  bool
 		check    func(t *testing.T)
+		creds    bool
 	}{
-		{"loop", core.KindUnavailable, []string{"did not finish list within 1.5s"}, true, nil},
-		{"memory", core.KindInternal, []string{"ran out of memory", "32 MiB"}, true, nil},
-		{"recursion", core.KindInternal, []string{"hostile"}, true, nil},
-		{"block", core.KindUnavailable, []string{"did not finish"}, true, nil},
-		{"deadlock", core.KindInternal, []string{"blocked forever"}, true, nil},
-		{"exit", core.KindInternal, []string{"exited (code 3)"}, true, nil},
-		{"undeclared", core.KindInternal, []string{"sandbox rule", `upstream "evil"`}, true, nil},
-		{"ignore_violation", core.KindInternal, []string{"sandbox rule", `upstream "evil"`}, true, nil},
+		{"loop", core.KindUnavailable, []string{"did not finish list within 1.5s"}, true, nil, false},
+		{"memory", core.KindInternal, []string{"ran out of memory", "32 MiB"}, true, nil, false},
+		{"recursion", core.KindInternal, []string{"hostile"}, true, nil, false},
+		{"block", core.KindUnavailable, []string{"did not finish"}, true, nil, false},
+		{"deadlock", core.KindInternal, []string{"blocked forever"}, true, nil, false},
+		{"exit", core.KindInternal, []string{"exited (code 3)"}, true, nil, false},
+		{"undeclared", core.KindInternal, []string{"sandbox rule", `upstream "evil"`}, true, nil, false},
+		{"ignore_violation", core.KindInternal, []string{"sandbox rule", `upstream "evil"`}, true, nil, false},
 		{"redirect", core.KindInternal, []string{"redirected to " + api.elsewhere.URL, "not a host this module may reach"}, true, func(t *testing.T) {
 			if n := api.strays.Load(); n != 0 {
 				t.Fatalf("the undeclared host received %d requests", n)
 			}
-		}},
+		}, creds},
 		{"private", core.KindInternal, []string{"resolves to", "loopback"}, true, func(t *testing.T) {
 			if n := privateConns.Load(); n != 0 {
 				t.Fatalf("the private address received %d connections", n)
 			}
-		}},
-		{"response_bomb", core.KindInternal, []string{"more than 65536 bytes", "limits.response_bytes"}, true, nil},
-		{"flood", core.KindInternal, []string{"more than 5 requests", "limits.requests_per_call"}, true, nil},
-		{"authorization", core.KindInternal, []string{"Authorization header"}, true, nil},
-		{"credential_header", core.KindInternal, []string{"X-Api-Key header"}, true, nil},
+		}, false},
+		{"response_bomb", core.KindInternal, []string{"more than 65536 bytes", "limits.response_bytes"}, true, nil, creds},
+		{"flood", core.KindInternal, []string{"more than 5 requests", "limits.requests_per_call"}, true, nil, creds},
+		{"authorization", core.KindInternal, []string{"Authorization header"}, true, nil, false},
+		{"credential_header", core.KindInternal, []string{"X-Api-Key header"}, true, nil, false},
 		// No filesystem and no environment: the reads fail inside the
 		// guest; no host rule is broken, so the instance stays.
-		{"file", core.KindUnavailable, []string{"no files"}, false, nil},
+		{"file", core.KindUnavailable, []string{"no files"}, false, nil, false},
 	}
 	for _, c := range cases {
 		t.Run(c.behavior, func(t *testing.T) {
+			if c.creds {
+				e.setCred(t, "acc-h", "token", hostileToken)
+				e.setCred(t, "acc-h", "api_key", hostileKey)
+			}
 			before := hm.Stats()
 			reqs := api.requests.Load()
 			_, err := hm.List(context.Background(), hostileAcct(api, c.behavior))
@@ -158,7 +168,6 @@ func TestHostileGoModule(t *testing.T) {
 
 func TestHostileRawModules(t *testing.T) {
 	e := newEnv(t)
-	e.creds["acc-w"] = map[string]string{"token": hostileToken}
 	good := e.load(t, goodWasm)
 	api := newHostileAPI(t)
 	acct := core.Account{ID: "acc-w", Config: map[string]string{"api_url": api.srv.URL}}
@@ -167,16 +176,20 @@ func TestHostileRawModules(t *testing.T) {
 		module   string
 		kind     core.ErrorKind
 		contains []string
+		creds    bool // the module makes a real request first
 	}{
-		{"oob_pointer", core.KindInternal, []string{"sandbox rule", "outside the module's", "memory"}},
-		{"absurd_length", core.KindInternal, []string{"sandbox rule", "request length of 2147483647"}},
-		{"oob_result_buffer", core.KindInternal, []string{"sandbox rule", "http_result", "outside the module's"}},
-		{"oob_return", core.KindInternal, []string{"outside the module's memory"}},
-		{"spin", core.KindUnavailable, []string{"did not finish list within 1s"}},
-		{"recursion", core.KindInternal, []string{"failed during list", "stack"}},
+		{"oob_pointer", core.KindInternal, []string{"sandbox rule", "outside the module's", "memory"}, false},
+		{"absurd_length", core.KindInternal, []string{"sandbox rule", "request length of 2147483647"}, false},
+		{"oob_result_buffer", core.KindInternal, []string{"sandbox rule", "http_result", "outside the module's"}, true},
+		{"oob_return", core.KindInternal, []string{"outside the module's memory"}, false},
+		{"spin", core.KindUnavailable, []string{"did not finish list within 1s"}, false},
+		{"recursion", core.KindInternal, []string{"failed during list", "stack"}, false},
 	}
 	for _, c := range cases {
 		t.Run(c.module, func(t *testing.T) {
+			if c.creds {
+				e.setCred(t, "acc-w", "token", hostileToken)
+			}
 			m := e.load(t, watModule(t, c.module, nil))
 			_, err := m.List(context.Background(), acct)
 			mustKind(t, err, c.kind, c.contains...)
@@ -235,7 +248,8 @@ func TestNewerABIRefused(t *testing.T) {
 
 func TestTokenNeverReachesTheModule(t *testing.T) {
 	e := newEnv(t)
-	e.creds["acc-h"] = map[string]string{"token": hostileToken, "api_key": "key-HOSTILE-0123456789"}
+	e.setCred(t, "acc-h", "token", hostileToken)
+	e.setCred(t, "acc-h", "api_key", hostileKey)
 	hm := e.load(t, hostile)
 	api := newHostileAPI(t)
 
@@ -256,7 +270,7 @@ func TestTokenNeverReachesTheModule(t *testing.T) {
 	acct.Config["via"] = "error"
 	_, err = hm.List(context.Background(), acct)
 	ce := mustKind(t, err, core.KindInvalid, "echo:")
-	for _, secret := range []string{hostileToken, "key-HOSTILE-0123456789"} {
+	for _, secret := range []string{hostileToken, hostileKey} {
 		for what, text := range map[string]string{"box name": name, "error": ce.Error(), "logs": e.logs.String()} {
 			if strings.Contains(text, secret) {
 				t.Fatalf("secret visible in %s: %s", what, text)

@@ -3,7 +3,6 @@ package wasm
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -19,9 +18,9 @@ import (
 	"testing"
 	"time"
 
-	_ "modernc.org/sqlite"
-
 	"companion/core"
+	"companion/db"
+	"companion/secrets"
 )
 
 // Test modules are built from source once per test run (a Go wasm build
@@ -174,36 +173,34 @@ func (l *logBuf) String() string {
 	return l.b.String()
 }
 
-// creds is the test's credential source: account id -> name -> value.
-type creds map[string]map[string]string
-
-func (c creds) Credential(_ context.Context, accountID, name string) (string, error) {
-	v, ok := c[accountID][name]
-	if !ok {
-		return "", core.Errorf(core.KindNotFound, "no secret %s/%s", accountID, name)
-	}
-	return v, nil
-}
-
 type env struct {
-	host  *Host
-	logs  *logBuf
-	creds creds
-	dir   string
-	pins  *sqlPins
+	host *Host
+	logs *logBuf
+	keys *secrets.Keyring
+	dir  string
+	pins *db.Store // the real store, on a temporary file
 }
 
 type hostOpt func(*Config)
 
 func newEnv(t testing.TB, opts ...hostOpt) *env {
 	t.Helper()
-	e := &env{logs: &logBuf{}, creds: creds{}, dir: t.TempDir()}
-	e.pins = openPins(t, filepath.Join(e.dir, "pins.db"))
+	e := &env{logs: &logBuf{}, dir: t.TempDir(), keys: &secrets.Keyring{Namespace: core.NewID("test")}}
+	store, err := db.Open(context.Background(), filepath.Join(e.dir, "companion.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := store.Close(); err != nil {
+			t.Errorf("close store: %v", err)
+		}
+	})
+	e.pins = store
 	cfg := Config{
 		CacheDir:      sharedDir,
 		ModulesDir:    filepath.Join(e.dir, "modules"),
 		Pins:          e.pins,
-		Credentials:   e.creds,
+		Credentials:   FromSecrets(e.keys),
 		Logger:        slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		ReservedNames: []string{"docker"},
 	}
@@ -260,56 +257,36 @@ func mustKind(t testing.TB, err error, kind core.ErrorKind, contains ...string) 
 	return ce
 }
 
-// sqlPins is a PinStore on a real SQLite file, as db.Store keeps pins.
-type sqlPins struct{ db *sql.DB }
-
-func openPins(t testing.TB, path string) *sqlPins {
+// needKeyring skips the test when there is no OS keyring (Secret Service)
+// to keep credentials in, or fails it when COMPANION_REQUIRE_KEYRING=1
+// (make test and CI start a private one: scripts/with-keyring.sh).
+func needKeyring(t testing.TB, k *secrets.Keyring) {
 	t.Helper()
-	db, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	if _, err := db.Exec(`CREATE TABLE module_pins (name TEXT PRIMARY KEY, sha256 TEXT NOT NULL, manifest BLOB NOT NULL)`); err != nil {
-		t.Fatal(err)
-	}
-	return &sqlPins{db: db}
-}
-
-func (p *sqlPins) PutModulePin(ctx context.Context, name, sha256 string, manifest []byte) error {
-	_, err := p.db.ExecContext(ctx, `INSERT INTO module_pins (name, sha256, manifest) VALUES (?, ?, ?)
-		ON CONFLICT (name) DO UPDATE SET sha256 = excluded.sha256, manifest = excluded.manifest`, name, sha256, manifest)
-	return err
-}
-
-func (p *sqlPins) ModulePin(ctx context.Context, name string) (string, []byte, error) {
-	var sum string
-	var m []byte
-	err := p.db.QueryRowContext(ctx, `SELECT sha256, manifest FROM module_pins WHERE name = ?`, name).Scan(&sum, &m)
-	if errors.Is(err, sql.ErrNoRows) {
-		return "", nil, core.Errorf(core.KindNotFound, "module %q is not pinned", name)
-	}
-	return sum, m, err
-}
-
-func (p *sqlPins) ListModulePins(ctx context.Context) ([]string, error) {
-	rows, err := p.db.QueryContext(ctx, `SELECT name FROM module_pins ORDER BY name`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var n string
-		if err := rows.Scan(&n); err != nil {
-			return nil, err
+	if err := k.Check(context.Background()); err != nil {
+		if os.Getenv("COMPANION_REQUIRE_KEYRING") == "1" {
+			t.Fatalf("OS keyring unavailable: %v", err)
 		}
-		out = append(out, n)
+		t.Skipf("OS keyring unavailable (run under scripts/with-keyring.sh): %v", err)
 	}
-	return out, rows.Err()
 }
 
-func (p *sqlPins) DeleteModulePin(ctx context.Context, name string) error {
-	_, err := p.db.ExecContext(ctx, `DELETE FROM module_pins WHERE name = ?`, name)
-	return err
+// setCred stores a credential of an account in the real keyring, where the
+// host reads it from, and removes it when the test ends.
+func (e *env) setCred(t testing.TB, accountID, name, value string) {
+	t.Helper()
+	needKeyring(t, e.keys)
+	key := core.CredentialKey(accountID, name)
+	if err := e.keys.Set(context.Background(), key, value); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.delCred(t, accountID, name) })
+}
+
+// delCred removes a credential; removing one that is gone is fine.
+func (e *env) delCred(t testing.TB, accountID, name string) {
+	t.Helper()
+	err := e.keys.Delete(context.Background(), core.CredentialKey(accountID, name))
+	if err != nil && !core.IsKind(err, core.KindNotFound) {
+		t.Errorf("delete credential %s of %s: %v", name, accountID, err)
+	}
 }

@@ -35,7 +35,7 @@ func TestMinimalWAT(t *testing.T) {
 	defer srv.Close()
 
 	e := newEnv(t)
-	e.creds["acc-m"] = map[string]string{"token": token}
+	e.setCred(t, "acc-m", "token", token)
 	a := e.load(t, bin)
 	ctx := context.Background()
 	info, err := a.Describe(ctx)

@@ -6,31 +6,59 @@ import (
 	"time"
 )
 
-// The JSON of ABI v1 (ABI.md "Ops").
+// The input of an op (ABI.md "Ops"), as parseInput reads it.
 
 type accountJSON struct {
-	ID     string            `json:"id"`
-	Config map[string]string `json:"config"`
+	ID     string
+	Config map[string]string
 }
 
 type lifecycleJSON struct {
-	IdlePauseAfterSeconds int64 `json:"idle_pause_after_seconds,omitempty"`
-	PausedTTLSeconds      int64 `json:"paused_ttl_seconds,omitempty"`
+	IdlePauseAfterSeconds int64
+	PausedTTLSeconds      int64
 }
 
 type specJSON struct {
-	WorkspaceID string            `json:"workspace_id"`
-	Name        string            `json:"name"`
-	Lifecycle   lifecycleJSON     `json:"lifecycle"`
-	Options     map[string]string `json:"options"`
-	Labels      map[string]string `json:"labels"`
+	WorkspaceID string
+	Name        string
+	Lifecycle   lifecycleJSON
+	Options     map[string]string
+	Labels      map[string]string
 }
 
 type inputJSON struct {
-	DeadlineUnixMS int64        `json:"deadline_unix_ms"`
-	Account        *accountJSON `json:"account"`
-	BoxID          string       `json:"box_id"`
-	Spec           *specJSON    `json:"spec"`
+	DeadlineUnixMS int64
+	Account        accountJSON
+	BoxID          string
+	Spec           *specJSON
+}
+
+// op numbers the ops, so the exports need no string compares (a byte
+// loop each inside the sandbox).
+type op uint8
+
+const (
+	opUnknown op = iota
+	opDescribe
+	opList
+	opGet
+	opCreate
+	opSuspend
+	opResume
+	opDelete
+)
+
+var opNames = [...]string{"unknown", "describe", "list", "get", "create", "suspend", "resume", "delete"}
+
+func (o op) String() string { return opNames[o] }
+
+func opOf(name string) op {
+	for i, n := range opNames {
+		if i > 0 && n == name {
+			return op(i)
+		}
+	}
+	return opUnknown
 }
 
 // Dispatch runs op on the registered provider with the input JSON and
@@ -38,12 +66,17 @@ type inputJSON struct {
 // module's logic can be tested natively, without a wasm build.
 func Dispatch(op string, input []byte) []byte {
 	var e encoder
-	dispatch(&e, op, input)
+	o := opOf(op)
+	if o == opUnknown {
+		e.errorEnvelope(Errorf(Invalid, "unknown op %q", op))
+		return e.b
+	}
+	dispatch(&e, o, input)
 	return e.b
 }
 
 // dispatch appends op's result envelope to e.
-func dispatch(e *encoder, op string, input []byte) {
+func dispatch(e *encoder, op op, input []byte) {
 	mark := len(e.b)
 	defer func() {
 		if r := recover(); r != nil {
@@ -55,21 +88,18 @@ func dispatch(e *encoder, op string, input []byte) {
 		e.errorEnvelope(Errorf(Internal, "the module did not call sdk.Register in init"))
 		return
 	}
-	// string() copies: config values handed to the provider must not
-	// alias a buffer the host reuses.
-	in, err := parseInput(string(input))
+	// parseInput copies input: config values handed to the provider must
+	// not alias a buffer the host reuses.
+	in, err := parseInput(input)
 	if err != nil {
 		e.errorEnvelope(Errorf(Invalid, "malformed %s input: %v", op, err))
 		return
 	}
 	ctx := context.Context(context.Background())
 	if in.DeadlineUnixMS > 0 {
-		ctx = deadlineCtx{dl: time.UnixMilli(in.DeadlineUnixMS)}
+		ctx = deadlineCtx(in.DeadlineUnixMS)
 	}
-	var acct Account
-	if in.Account != nil {
-		acct = Account{ID: in.Account.ID, Config: in.Account.Config}
-	}
+	acct := Account{ID: in.Account.ID, Config: in.Account.Config}
 	if acct.Config == nil {
 		acct.Config = map[string]string{}
 	}
@@ -79,50 +109,45 @@ func dispatch(e *encoder, op string, input []byte) {
 	}
 }
 
-func run(ctx context.Context, e *encoder, op string, acct Account, in *inputJSON) error {
+func run(ctx context.Context, e *encoder, op op, acct Account, in *inputJSON) error {
 	p := registered
 	box := func(b Box, err error) error {
 		if err != nil {
 			return err
 		}
-		e.raw(`{"ok":{"box":`)
-		e.box(&b)
-		e.raw(`}}`)
+		e.b = append(appendBox(append(e.b, `{"ok":{"box":`...), &b), `}}`...)
 		return nil
 	}
 	switch op {
-	case "describe":
+	case opDescribe:
 		info, err := p.Describe(ctx)
 		if err != nil {
 			return err
 		}
-		e.raw(`{"ok":{"name":`)
-		e.str(info.Name)
-		e.raw(`,"version":`)
-		e.str(info.Version)
+		b := appendStr(append(e.b, `{"ok":{"name":`...), info.Name)
+		b = appendStr(append(b, `,"version":`...), info.Version)
 		if info.Capabilities != nil {
-			e.raw(`,"capabilities":`)
-			e.caps(info.Capabilities)
+			b = appendCaps(append(b, `,"capabilities":`...), info.Capabilities)
 		}
-		e.raw(`}}`)
+		e.b = append(b, `}}`...)
 		return nil
-	case "list":
+	case opList:
 		boxes, err := p.List(ctx, acct)
 		if err != nil {
 			return err
 		}
-		e.raw(`{"ok":{"boxes":[`)
+		b := append(e.b, `{"ok":{"boxes":[`...)
 		for i := range boxes {
 			if i > 0 {
-				e.b = append(e.b, ',')
+				b = append(b, ',')
 			}
-			e.box(&boxes[i])
+			b = appendBox(b, &boxes[i])
 		}
-		e.raw(`]}}`)
+		e.b = append(b, `]}}`...)
 		return nil
-	case "get":
+	case opGet:
 		return box(p.Get(ctx, acct, in.BoxID))
-	case "create":
+	case opCreate:
 		var spec CreateSpec
 		if in.Spec != nil {
 			spec = CreateSpec{
@@ -143,18 +168,18 @@ func run(ctx context.Context, e *encoder, op string, acct Account, in *inputJSON
 			spec.Options = map[string]string{}
 		}
 		return box(p.Create(ctx, acct, spec))
-	case "suspend":
+	case opSuspend:
 		return box(p.Suspend(ctx, acct, in.BoxID))
-	case "resume":
+	case opResume:
 		return box(p.Resume(ctx, acct, in.BoxID))
-	case "delete":
+	case opDelete:
 		if err := p.Delete(ctx, acct, in.BoxID); err != nil {
 			return err
 		}
 		e.raw(`{"ok":{}}`)
 		return nil
 	}
-	return Errorf(Invalid, "unknown op %q", op)
+	return Errorf(Invalid, "unknown op %s", op)
 }
 
 func asError(err error) *Error {
@@ -168,14 +193,14 @@ func asError(err error) *Error {
 	return e
 }
 
-// deadlineCtx carries the host's deadline without a runtime timer (a
-// timer costs more than the rest of a small op inside the sandbox). It is
-// never cancelled from inside: the host stops the call at the deadline.
-// Code that wants to give up earlier compares time.Now with Deadline, as
-// Client.Do does.
-type deadlineCtx struct{ dl time.Time }
+// deadlineCtx carries the host's deadline (Unix milliseconds) without a
+// runtime timer (a timer costs more than the rest of a small op inside the
+// sandbox). It is never cancelled from inside: the host stops the call at
+// the deadline. Code that wants to give up earlier compares time.Now with
+// Deadline, as Client.Do does.
+type deadlineCtx int64
 
-func (c deadlineCtx) Deadline() (time.Time, bool) { return c.dl, true }
+func (c deadlineCtx) Deadline() (time.Time, bool) { return time.UnixMilli(int64(c)), true }
 func (deadlineCtx) Done() <-chan struct{}         { return nil }
 func (deadlineCtx) Err() error                    { return nil }
 func (deadlineCtx) Value(any) any                 { return nil }

@@ -43,14 +43,14 @@ func exportFree(ptr uint32) {
 // lastIn caches the input buffer's pin lookup: the host reuses one buffer.
 var lastIn []byte
 
-func call(op string, ptr, n uint32) uint64 {
+func call(op op, ptr, n uint32) uint64 {
 	in := lastIn
 	if len(in) == 0 || addr(in) != ptr {
 		in = pins[ptr]
 		lastIn = in
 	}
 	if cap(out.b) > 1<<20 {
-		out.b = nil // do not keep a huge buffer from a big answer
+		out.b = make([]byte, 0, 4096) // do not keep a huge buffer from a big answer
 	}
 	out.b = out.b[:0]
 	if uint32(len(in)) < n {
@@ -62,25 +62,25 @@ func call(op string, ptr, n uint32) uint64 {
 }
 
 //go:wasmexport companion_describe
-func exportDescribe(ptr, n uint32) uint64 { return call("describe", ptr, n) }
+func exportDescribe(ptr, n uint32) uint64 { return call(opDescribe, ptr, n) }
 
 //go:wasmexport companion_list
-func exportList(ptr, n uint32) uint64 { return call("list", ptr, n) }
+func exportList(ptr, n uint32) uint64 { return call(opList, ptr, n) }
 
 //go:wasmexport companion_get
-func exportGet(ptr, n uint32) uint64 { return call("get", ptr, n) }
+func exportGet(ptr, n uint32) uint64 { return call(opGet, ptr, n) }
 
 //go:wasmexport companion_create
-func exportCreate(ptr, n uint32) uint64 { return call("create", ptr, n) }
+func exportCreate(ptr, n uint32) uint64 { return call(opCreate, ptr, n) }
 
 //go:wasmexport companion_suspend
-func exportSuspend(ptr, n uint32) uint64 { return call("suspend", ptr, n) }
+func exportSuspend(ptr, n uint32) uint64 { return call(opSuspend, ptr, n) }
 
 //go:wasmexport companion_resume
-func exportResume(ptr, n uint32) uint64 { return call("resume", ptr, n) }
+func exportResume(ptr, n uint32) uint64 { return call(opResume, ptr, n) }
 
 //go:wasmexport companion_delete
-func exportDelete(ptr, n uint32) uint64 { return call("delete", ptr, n) }
+func exportDelete(ptr, n uint32) uint64 { return call(opDelete, ptr, n) }
 
 //go:wasmimport companion http_request
 func hostHTTPRequest(ptr, n uint32) int32

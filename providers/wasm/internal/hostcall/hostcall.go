@@ -104,7 +104,7 @@ type Call struct {
 // NewCall starts the state of a call for an account; acct nil means the op
 // runs without one (describe), and then no request may be made.
 func (p *Policy) NewCall(acct *core.Account) *Call {
-	c := &Call{p: p, secrets: map[string]string{}}
+	c := &Call{p: p}
 	if acct != nil {
 		c.hasAcct = true
 		c.accountID = acct.ID
@@ -561,6 +561,9 @@ func (c *Call) secret(ctx context.Context, name string) (string, error) {
 			return "", refuse(string(ce.Kind), "credential %q could not be read: %s", name, ce.Message)
 		}
 		return "", refuse(string(core.KindUnavailable), "credential %q could not be read from the secret store", name)
+	}
+	if c.secrets == nil {
+		c.secrets = map[string]string{}
 	}
 	c.secrets[name] = v // remember before validating so it is scrubbed either way
 	if v == "" {

@@ -1,4 +1,4 @@
-package hostcall
+package hostcall_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,7 +16,10 @@ import (
 	"time"
 
 	"companion/core"
+	"companion/providers/wasm"
+	"companion/providers/wasm/internal/hostcall"
 	"companion/providers/wasm/internal/manifest"
+	"companion/secrets"
 )
 
 const (
@@ -23,15 +27,37 @@ const (
 	logsKey  = "key-LOGS-0123456789abcdef"
 )
 
-type credMap map[string]string
-
-func (c credMap) Credential(_ context.Context, _, name string) (string, error) {
-	v, ok := c[name]
-	if !ok {
-		return "", core.Errorf(core.KindNotFound, "none")
+// keyring stores creds (name -> value) for the test account acc-1 in the
+// real OS keyring (Secret Service) under a namespace of its own, removes
+// them when the test ends, and returns the host's reader of that keyring.
+// Without a keyring the test is skipped, or fails when
+// COMPANION_REQUIRE_KEYRING=1 (scripts/with-keyring.sh starts a private
+// one).
+func keyring(t *testing.T, creds map[string]string) hostcall.Credentials {
+	t.Helper()
+	ctx := context.Background()
+	k := &secrets.Keyring{Namespace: core.NewID("test")}
+	if err := k.Check(ctx); err != nil {
+		if os.Getenv("COMPANION_REQUIRE_KEYRING") == "1" {
+			t.Fatalf("OS keyring unavailable: %v", err)
+		}
+		t.Skipf("OS keyring unavailable (run under scripts/with-keyring.sh): %v", err)
 	}
-	return v, nil
+	for name, v := range creds {
+		key := core.CredentialKey(testAccount, name)
+		if err := k.Set(ctx, key, v); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if err := k.Delete(ctx, key); err != nil {
+				t.Errorf("delete %s: %v", key, err)
+			}
+		})
+	}
+	return wasm.FromSecrets(k)
 }
+
+const testAccount = "acc-1"
 
 // recorder is an upstream that records what reached it.
 type recorder struct {
@@ -70,7 +96,7 @@ func (r *recorder) last() (*http.Request, string) {
 	return r.reqs[len(r.reqs)-1], r.body[len(r.body)-1]
 }
 
-func policy(t *testing.T, edit func(m map[string]any), creds Credentials) *Policy {
+func policy(t *testing.T, edit func(m map[string]any), creds hostcall.Credentials) *hostcall.Policy {
 	t.Helper()
 	m := map[string]any{
 		"name": "acme", "version": "1.0.0", "abi_version": 1, "description": "test",
@@ -97,18 +123,18 @@ func policy(t *testing.T, edit func(m map[string]any), creds Credentials) *Polic
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := NewTransports()
+	tr := hostcall.NewTransports()
 	t.Cleanup(tr.Close)
-	return NewPolicy(man, creds, tr)
+	return hostcall.NewPolicy(man, creds, tr)
 }
 
-func acct(cfg map[string]string) *core.Account { return &core.Account{ID: "acc-1", Config: cfg} }
+func acct(cfg map[string]string) *core.Account { return &core.Account{ID: testAccount, Config: cfg} }
 
-func do(t *testing.T, c *Call, req map[string]any) Result {
+func do(t *testing.T, c *hostcall.Call, req map[string]any) hostcall.Result {
 	t.Helper()
 	b, _ := json.Marshal(req)
 	out := c.Do(context.Background(), b)
-	var r Result
+	var r hostcall.Result
 	if err := json.Unmarshal(out, &r); err != nil {
 		t.Fatalf("result %s: %v", out, err)
 	}
@@ -118,7 +144,7 @@ func do(t *testing.T, c *Call, req map[string]any) Result {
 	return r
 }
 
-func wantErr(t *testing.T, r Result, kind string, contains string) {
+func wantErr(t *testing.T, r hostcall.Result, kind string, contains string) {
 	t.Helper()
 	if r.Error == nil {
 		t.Fatalf("want %s error, got status %d", kind, r.Status)
@@ -131,7 +157,7 @@ func wantErr(t *testing.T, r Result, kind string, contains string) {
 func TestInjectsCredentialsOnlyTowardBoundUpstreams(t *testing.T) {
 	api := newRecorder(t, nil)
 	logs := newRecorder(t, nil)
-	p := policy(t, nil, credMap{"token": apiToken, "logs_key": logsKey})
+	p := policy(t, nil, keyring(t, map[string]string{"token": apiToken, "logs_key": logsKey}))
 	c := p.NewCall(acct(map[string]string{"api_url": api.URL + "/base/", "logs_url": logs.URL}))
 
 	r := do(t, c, map[string]any{"upstream": "api", "method": "post", "path": "/boxes/a%2Fb", "query": map[string]any{"x": []string{"1", "2"}, "y": "z"},
@@ -165,7 +191,9 @@ func TestInjectsCredentialsOnlyTowardBoundUpstreams(t *testing.T) {
 
 func TestRefusesSensitiveHeaders(t *testing.T) {
 	api := newRecorder(t, nil)
-	p := policy(t, nil, credMap{"token": apiToken, "logs_key": logsKey})
+	// No credential is ever read here: every request is refused before the
+	// host would inject one, so there is no credential store.
+	p := policy(t, nil, nil)
 	for _, h := range []string{"Authorization", "authorization", "Proxy-Authorization", "Cookie", "x-api-key", "Proxy-Foo"} {
 		c := p.NewCall(acct(map[string]string{"api_url": api.URL}))
 		r := do(t, c, map[string]any{"upstream": "api", "path": "/", "headers": map[string]string{h: "mine"}})
@@ -195,7 +223,7 @@ func TestRefusesSensitiveHeaders(t *testing.T) {
 
 func TestRequestShape(t *testing.T) {
 	api := newRecorder(t, nil)
-	p := policy(t, nil, credMap{"token": apiToken})
+	p := policy(t, nil, keyring(t, map[string]string{"token": apiToken}))
 	c := p.NewCall(acct(map[string]string{"api_url": api.URL}))
 	for path, want := range map[string]string{
 		"relative":        "must start with a single /",
@@ -227,7 +255,7 @@ func TestRequestShape(t *testing.T) {
 }
 
 func TestUndeclaredUpstream(t *testing.T) {
-	p := policy(t, nil, credMap{})
+	p := policy(t, nil, nil) // refused before any credential is looked up
 	c := p.NewCall(acct(nil))
 	wantErr(t, do(t, c, map[string]any{"upstream": "evil", "path": "/"}), "forbidden", `upstream "evil"`)
 	if c.Violation() == nil {
@@ -242,7 +270,7 @@ func TestPrivateAddresses(t *testing.T) {
 	for _, host := range []string{"127.0.0.1", "localhost", "[::ffff:127.0.0.1]"} {
 		p := policy(t, func(m map[string]any) {
 			m["upstreams"].(map[string]any)["api"] = map[string]any{"base_url": "https://" + host + ":" + port, "override": "api_url"}
-		}, credMap{"token": apiToken})
+		}, keyring(t, map[string]string{"token": apiToken}))
 		c := p.NewCall(acct(nil))
 		wantErr(t, do(t, c, map[string]any{"upstream": "api", "path": "/"}), "forbidden", "private, loopback or link-local")
 		if c.Violation() == nil {
@@ -268,8 +296,8 @@ func TestBlocked(t *testing.T) {
 		"2002:c0a8:101::1": true, "198.18.0.1": true,
 		"8.8.8.8": false, "1.1.1.1": false, "2606:4700:4700::1111": false, "64:ff9b::808:808": false,
 	} {
-		if got := Blocked(netip.MustParseAddr(s)); got != want {
-			t.Errorf("Blocked(%s) = %v", s, got)
+		if got := hostcall.Blocked(netip.MustParseAddr(s)); got != want {
+			t.Errorf("hostcall.Blocked(%s) = %v", s, got)
 		}
 	}
 }
@@ -297,7 +325,7 @@ func TestRedirects(t *testing.T) {
 	})
 	p := policy(t, func(m map[string]any) {
 		m["limits"].(map[string]any)["requests_per_call"] = 50
-	}, credMap{"token": apiToken, "logs_key": logsKey})
+	}, keyring(t, map[string]string{"token": apiToken, "logs_key": logsKey}))
 	cfg := map[string]string{"api_url": api.URL, "logs_url": logs.URL}
 
 	c := p.NewCall(acct(cfg))
@@ -353,7 +381,7 @@ func TestResponseCap(t *testing.T) {
 			}
 		}
 	})
-	p := policy(t, nil, credMap{"token": apiToken})
+	p := policy(t, nil, keyring(t, map[string]string{"token": apiToken}))
 	cfg := map[string]string{"api_url": api.URL}
 	if r := do(t, p.NewCall(acct(cfg)), map[string]any{"upstream": "api", "path": "/exact"}); r.Error != nil || len(*r.Body) != 4096 {
 		t.Fatalf("a response of exactly the limit must pass: %+v", r.Error)
@@ -368,7 +396,7 @@ func TestResponseCap(t *testing.T) {
 
 func TestRequestsPerCall(t *testing.T) {
 	api := newRecorder(t, nil)
-	p := policy(t, nil, credMap{"token": apiToken})
+	p := policy(t, nil, keyring(t, map[string]string{"token": apiToken}))
 	c := p.NewCall(acct(map[string]string{"api_url": api.URL}))
 	for i := 0; i < 4; i++ {
 		if r := do(t, c, map[string]any{"upstream": "api", "path": "/"}); r.Error != nil {
@@ -388,9 +416,9 @@ func TestRequestsPerCall(t *testing.T) {
 func TestCredentialProblems(t *testing.T) {
 	api := newRecorder(t, nil)
 	cfg := map[string]string{"api_url": api.URL}
-	wantErr(t, do(t, policy(t, nil, credMap{}).NewCall(acct(cfg)), map[string]any{"upstream": "api", "path": "/"}), "unauthorized", `no credential "token"`)
+	wantErr(t, do(t, policy(t, nil, keyring(t, nil)).NewCall(acct(cfg)), map[string]any{"upstream": "api", "path": "/"}), "unauthorized", `no credential "token"`)
 	const smuggler = "tok-abcdef\r\nX-Evil: 1"
-	c := policy(t, nil, credMap{"token": smuggler}).NewCall(acct(cfg))
+	c := policy(t, nil, keyring(t, map[string]string{"token": smuggler})).NewCall(acct(cfg))
 	r := do(t, c, map[string]any{"upstream": "api", "path": "/"})
 	wantErr(t, r, "unauthorized", "cannot go in an HTTP header")
 	if strings.Contains(r.Error.Message, "tok-abcdef") {
@@ -401,7 +429,7 @@ func TestCredentialProblems(t *testing.T) {
 		t.Fatal("request sent without its credential")
 	}
 	// A bad override is the account's problem, reported as invalid.
-	wantErr(t, do(t, policy(t, nil, credMap{}).NewCall(acct(map[string]string{"api_url": "https://u:p@x.example"})), map[string]any{"upstream": "api", "path": "/"}), "invalid", "api_url")
+	wantErr(t, do(t, policy(t, nil, keyring(t, nil)).NewCall(acct(map[string]string{"api_url": "https://u:p@x.example"})), map[string]any{"upstream": "api", "path": "/"}), "invalid", "api_url")
 }
 
 func TestScrubsEchoedCredentialsAndCookies(t *testing.T) {
@@ -410,16 +438,16 @@ func TestScrubsEchoedCredentialsAndCookies(t *testing.T) {
 		w.Header().Add("Set-Cookie", "a=b")
 		fmt.Fprintf(w, "you sent %s", r.Header.Get("Authorization"))
 	})
-	p := policy(t, nil, credMap{"token": apiToken})
+	p := policy(t, nil, keyring(t, map[string]string{"token": apiToken}))
 	c := p.NewCall(acct(map[string]string{"api_url": api.URL}))
 	r := do(t, c, map[string]any{"upstream": "api", "path": "/"}) // do() fails on any leak
-	if *r.Body != "you sent Bearer "+Redacted || r.Headers["X-Echo"] != "Bearer "+Redacted {
+	if *r.Body != "you sent Bearer "+hostcall.Redacted || r.Headers["X-Echo"] != "Bearer "+hostcall.Redacted {
 		t.Fatalf("%q %v", *r.Body, r.Headers)
 	}
 	if _, ok := r.Headers["Set-Cookie"]; ok {
 		t.Fatal("Set-Cookie passed to the module")
 	}
-	if got := c.Redact("x " + apiToken + " y"); got != "x "+Redacted+" y" {
+	if got := c.Redact("x " + apiToken + " y"); got != "x "+hostcall.Redacted+" y" {
 		t.Fatal(got)
 	}
 }
@@ -433,12 +461,12 @@ func TestHonoursCallContext(t *testing.T) {
 		}
 	})
 	defer close(release)
-	p := policy(t, nil, credMap{"token": apiToken})
+	p := policy(t, nil, keyring(t, map[string]string{"token": apiToken}))
 	c := p.NewCall(acct(map[string]string{"api_url": api.URL}))
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	out := c.Do(ctx, []byte(`{"upstream":"api","path":"/slow"}`))
-	var r Result
+	var r hostcall.Result
 	json.Unmarshal(out, &r)
 	wantErr(t, r, "unavailable", "deadline")
 }

@@ -27,7 +27,7 @@ type instance struct {
 	abi    api.Function
 	alloc  api.Function
 	free   api.Function
-	ops    map[string]api.Function
+	ops    map[string]api.Function // by op name
 	stack  []uint64
 	inPtr  uint32 // the input buffer the host holds (from companion_alloc)
 	inCap  uint32
@@ -61,7 +61,7 @@ func (m *Module) instantiate(ctx context.Context) (*instance, error) {
 	inst.free = mod.ExportedFunction(wire.ExportFree)
 	for _, op := range wire.Ops {
 		if fn := mod.ExportedFunction(wire.OpExport(op)); fn != nil {
-			inst.ops[wire.OpExport(op)] = fn
+			inst.ops[op] = fn
 		}
 	}
 	if inst.mem == nil {
@@ -78,7 +78,7 @@ const minInput = 4096
 // for a bigger one first if needed), call the op and copy the result out.
 // The result buffer belongs to the module and is valid until its next
 // export call. Any error leaves the instance suspect.
-func (i *instance) run(ctx context.Context, export string, input []byte) ([]byte, error) {
+func (i *instance) run(ctx context.Context, op string, input []byte) ([]byte, error) {
 	st := i.stack
 	if uint32(len(input)) > i.inCap || i.inPtr == 0 {
 		if i.inPtr != 0 {
@@ -106,20 +106,20 @@ func (i *instance) run(ctx context.Context, export string, input []byte) ([]byte
 		return nil, fmt.Errorf("input buffer at offset %d is outside the module's memory", i.inPtr)
 	}
 	st[0], st[1] = uint64(i.inPtr), uint64(len(input))
-	if err := i.ops[export].CallWithStack(ctx, st); err != nil {
+	if err := i.ops[op].CallWithStack(ctx, st); err != nil {
 		return nil, err
 	}
 	packed := st[0]
 	ptr, n := uint32(packed>>32), uint32(packed)
 	if packed == 0 {
-		return nil, fmt.Errorf("%s returned no result", export)
+		return nil, fmt.Errorf("%s returned no result", wire.OpExport(op))
 	}
 	if n > MaxResultBytes {
-		return nil, fmt.Errorf("%s returned %d bytes; the limit is %d", export, n, MaxResultBytes)
+		return nil, fmt.Errorf("%s returned %d bytes; the limit is %d", wire.OpExport(op), n, MaxResultBytes)
 	}
 	b, ok := i.mem.Read(ptr, n)
 	if !ok {
-		return nil, fmt.Errorf("%s returned a result (offset %d, length %d) outside the module's memory", export, ptr, n)
+		return nil, fmt.Errorf("%s returned a result (offset %d, length %d) outside the module's memory", wire.OpExport(op), ptr, n)
 	}
 	return bytes.Clone(b), nil
 }

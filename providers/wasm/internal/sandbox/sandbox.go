@@ -305,7 +305,7 @@ func (m *Module) Call(ctx context.Context, op string, input []byte, hc *hostcall
 		return nil, m.callError(parent, op, err, nil)
 	}
 	m.calls.Add(1)
-	out, err := inst.run(ctx, wire.OpExport(op), input)
+	out, err := inst.run(ctx, op, input)
 	bad := err != nil || hc.Violation() != nil || inst.mod.IsClosed()
 	stderr := m.flush(inst, hc, bad)
 	m.release(inst, bad)

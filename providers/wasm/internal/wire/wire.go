@@ -176,7 +176,7 @@ const (
 	maxLabels = 64
 )
 
-// ToCore validates b and converts it.
+// ToCore validates b and converts it. The box shares b's labels map.
 func (b *Box) ToCore() (core.Box, error) {
 	if b == nil {
 		return core.Box{}, fmt.Errorf("box is missing")
@@ -184,9 +184,9 @@ func (b *Box) ToCore() (core.Box, error) {
 	if b.ID == "" {
 		return core.Box{}, fmt.Errorf("box has no id")
 	}
-	for name, v := range map[string]string{"id": b.ID, "name": b.Name, "url": b.URL, "key": b.Key} {
-		if len(v) > maxField || !utf8.ValidString(v) {
-			return core.Box{}, fmt.Errorf("box field %s is not valid UTF-8 of at most %d bytes", name, maxField)
+	for _, f := range [...]struct{ name, v string }{{"id", b.ID}, {"name", b.Name}, {"url", b.URL}, {"key", b.Key}} {
+		if len(f.v) > maxField || !utf8.ValidString(f.v) {
+			return core.Box{}, fmt.Errorf("box field %s is not valid UTF-8 of at most %d bytes", f.name, maxField)
 		}
 	}
 	st := core.State(b.State)
@@ -198,13 +198,12 @@ func (b *Box) ToCore() (core.Box, error) {
 	}
 	out := core.Box{ID: b.ID, Name: b.Name, URL: b.URL, Key: b.Key, State: st}
 	if len(b.Labels) > 0 {
-		out.Labels = make(map[string]string, len(b.Labels))
 		for k, v := range b.Labels {
 			if len(k)+len(v) > maxField {
 				return core.Box{}, fmt.Errorf("box %s has an oversized label", b.ID)
 			}
-			out.Labels[k] = v
 		}
+		out.Labels = b.Labels // b was decoded for this call alone
 	}
 	var err error
 	if out.CreatedAt, err = parseTime("created_at", b.CreatedAt); err != nil {
