@@ -1,13 +1,28 @@
 package main
 
-import "companion/providers/wasm/modules"
+import (
+	"log/slog"
 
-// embeddedModules returns the first-party provider modules built into the
-// binary (by scripts/build-modules.sh, before go build).
-func embeddedModules() [][]byte {
-	var out [][]byte
-	for _, m := range modules.Embedded() {
-		out = append(out, m.Wasm)
+	"companion/core"
+	"companion/providers/wasm"
+	"companion/providers/wasm/modules"
+)
+
+// loadFirstParty registers the first-party provider modules built into the
+// binary (by scripts/build-modules.sh, before go build). They are read and
+// compiled only once the host starts compiling, so they cost the ready
+// line nothing.
+func loadFirstParty(host *wasm.Host, reg *core.Registry, log *slog.Logger) {
+	for _, name := range modules.Names() {
+		a, err := host.LoadEmbeddedLazy(name, func() ([]byte, error) { return modules.Read(name) })
+		if err != nil {
+			// A first-party module that does not load is a build defect;
+			// companion still serves the other providers.
+			log.Error("first-party provider module not loaded", "module", name, "err", err)
+			continue
+		}
+		if reg != nil {
+			reg.Register(a.Name(), a)
+		}
 	}
-	return out
 }

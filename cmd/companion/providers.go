@@ -39,6 +39,9 @@ func newWasmHost(dataDir string, store *db.Store, keys core.Secrets, log *slog.L
 		Credentials:   wasm.FromSecrets(keys),
 		Logger:        log.With("component", "wasm"),
 		ReservedNames: []string{"docker"},
+		// Compiling takes a CPU for about a second per module; it starts
+		// once companion is serving (see Start), or at a module's first use.
+		DeferCompile: true,
 	})
 }
 
@@ -57,16 +60,7 @@ func startProviders(ctx context.Context, f *serverFlags, store *db.Store, keys *
 		return nil, err
 	}
 	ps := &providerSet{docker: dp, host: host, reg: reg, log: log}
-	for _, m := range embeddedModules() {
-		a, err := host.LoadEmbedded(m)
-		if err != nil {
-			// A first-party module that does not load is a build defect;
-			// companion still serves the other providers.
-			log.Error("first-party provider module not loaded", "err", err)
-			continue
-		}
-		reg.Register(a.Name(), a)
-	}
+	loadFirstParty(host, reg, log)
 	adapters, err := host.LoadInstalled(ctx)
 	for _, a := range adapters {
 		reg.Register(a.Name(), a)
@@ -76,6 +70,9 @@ func startProviders(ctx context.Context, f *serverFlags, store *db.Store, keys *
 	}
 	return ps, nil
 }
+
+// Start lets the Wasm modules compile; call it once companion serves.
+func (p *providerSet) Start() { p.host.Start() }
 
 // EnsureAccounts creates the accounts that exist by default and remembers
 // the service for module removal checks.

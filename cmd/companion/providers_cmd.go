@@ -110,9 +110,7 @@ func openHost(ctx context.Context, dataDir string) (*wasm.Host, *db.Store, func(
 		store.Close()
 		return nil, nil, nil, err
 	}
-	for _, m := range embeddedModules() {
-		host.LoadEmbedded(m) // so first-party names are reserved and listed
-	}
+	loadFirstParty(host, nil, slog.New(slog.DiscardHandler)) // so first-party names are reserved and listed
 	return host, store, func() { host.Close(ctx); store.Close() }, nil
 }
 

@@ -274,6 +274,7 @@ func serve(ctx context.Context, m mode, f *serverFlags, log *slog.Logger, stdout
 		log.Warn("could not write the ready line", "err", err)
 	}
 	log.Info("companion ready", "mode", m, "url", url, "data_dir", f.dataDir, "version", version)
+	provs.Start()
 
 	rctx, stopReconciler := context.WithCancel(ctx)
 	reconciled := make(chan struct{})

@@ -11,8 +11,9 @@ import (
 )
 
 // measureStartup builds companion and the bare baseline server, then starts
-// each runs times (alternating, so machine noise hits both alike) and
-// reports the median time from exec to the ready line on stdout.
+// each runs times (interleaved, so machine noise hits all alike) and
+// reports the median time from exec to the ready line on stdout: for a
+// data dir that exists (every start but the first) and for a fresh one.
 func measureStartup(runs int) error {
 	dir, err := os.MkdirTemp("", "companion-bench-")
 	if err != nil {
@@ -27,32 +28,48 @@ func measureStartup(runs int) error {
 			return fmt.Errorf("build %s: %v\n%s", pkg, err, out)
 		}
 	}
-	var tc, tb []time.Duration
+	// The usual start reuses the data dir; the very first one also
+	// creates and migrates the database. Both are measured.
+	existing := filepath.Join(dir, "data")
+	if _, err := timeToReady(comp, "desktop", "--data-dir", existing, "--docker-scope", "bench"); err != nil {
+		return fmt.Errorf("companion: %w", err)
+	}
+	var tc, tf, tb []time.Duration
 	for i := 0; i < runs; i++ {
-		d, err := timeToReady(comp, "desktop", "--data-dir", filepath.Join(dir, fmt.Sprintf("data-%d", i)), "--docker-scope", "bench")
+		d, err := timeToReady(comp, "desktop", "--data-dir", existing, "--docker-scope", "bench")
 		if err != nil {
 			return fmt.Errorf("companion: %w", err)
 		}
 		tc = append(tc, d)
+		d, err = timeToReady(comp, "desktop", "--data-dir", filepath.Join(dir, fmt.Sprintf("fresh-%d", i)), "--docker-scope", "bench")
+		if err != nil {
+			return fmt.Errorf("companion: %w", err)
+		}
+		tf = append(tf, d)
 		d, err = timeToReady(bare)
 		if err != nil {
 			return fmt.Errorf("bare server: %w", err)
 		}
 		tb = append(tb, d)
 	}
-	c, b := ms(median(tc)), ms(median(tb))
+	c, f, b := ms(median(tc)), ms(median(tf)), ms(median(tb))
+	const baseline = "startup.bare_go_http_server_to_ready_median"
 	emit(figure{
 		Name: "startup.desktop_to_ready_median", Value: c, Unit: "ms",
-		Baseline: "startup.bare_go_http_server_to_ready_median", BaselineValue: b, Ratio: c / b,
+		Baseline: baseline, BaselineValue: b, Ratio: c / b,
 		Goal: "ratio <= 5 and value < 150 ms", Met: met(c/b <= 5 && c < 150),
 	})
-	emit(figure{Name: "startup.bare_go_http_server_to_ready_median", Value: b, Unit: "ms"})
+	emit(figure{
+		Name: "startup.desktop_first_start_to_ready_median", Value: f, Unit: "ms",
+		Baseline: baseline, BaselineValue: b, Ratio: f / b,
+		Goal: "ratio <= 5 and value < 150 ms (includes creating the database)", Met: met(f/b <= 5 && f < 150),
+	})
+	emit(figure{Name: baseline, Value: b, Unit: "ms"})
 	return nil
 }
 
 // timeToReady starts bin and returns how long its first stdout line took.
-// The process is killed afterwards. A fresh data dir each time means the
-// figure includes creating and migrating the database.
+// The process is killed afterwards.
 func timeToReady(bin string, args ...string) (time.Duration, error) {
 	cmd := exec.Command(bin, args...)
 	out, err := cmd.StdoutPipe()

@@ -20,11 +20,22 @@ import (
 type Adapter struct {
 	h       *Host
 	name    string
-	man     *manifest.Manifest
-	mjson   []byte
-	sha     string
 	builtin bool
-	policy  *hostcall.Policy
+
+	// parsed is closed once man, mjson, bin and policy are set: at
+	// construction, or for a lazily loaded first-party module when it has
+	// been read (after Host.Start). They do not change afterwards.
+	parsed chan struct{}
+	man    *manifest.Manifest
+	mjson  []byte
+	bin    []byte
+	policy *hostcall.Policy
+
+	// The SHA-256 of a module is worked out on first use: hashing the
+	// first-party modules (megabytes each) at start-up would delay the
+	// ready line.
+	shaOnce sync.Once
+	sha     string
 
 	ready   chan struct{}
 	mod     *sandbox.Module // set before ready closes
@@ -64,24 +75,40 @@ type Stats struct {
 }
 
 func newAdapter(h *Host, m *manifest.Manifest, mjson, bin []byte, builtin bool) *Adapter {
-	return &Adapter{
-		h:       h,
-		name:    m.Name,
-		man:     m,
-		mjson:   mjson,
-		sha:     sha256Hex(bin),
-		builtin: builtin,
-		policy:  hostcall.NewPolicy(m, h.cfg.Credentials, h.transports),
-		ready:   make(chan struct{}),
-	}
+	a := &Adapter{h: h, name: m.Name, builtin: builtin, parsed: make(chan struct{}), ready: make(chan struct{})}
+	a.setModule(m, mjson, bin)
+	return a
+}
+
+// setModule records the module's bytes and manifest and closes parsed.
+func (a *Adapter) setModule(m *manifest.Manifest, mjson, bin []byte) {
+	a.man, a.mjson, a.bin = m, mjson, bin
+	a.policy = hostcall.NewPolicy(m, a.h.cfg.Credentials, a.h.transports)
+	close(a.parsed)
 }
 
 // load compiles the module (one compile at a time per host), checks it
-// against the ABI and its manifest, and warms one instance.
-func (a *Adapter) load(ctx context.Context, bin []byte) {
+// against the ABI and its manifest, and warms one instance. A lazily
+// loaded first-party module is read and parsed here first.
+func (a *Adapter) load(ctx context.Context, read func() ([]byte, error)) {
 	defer close(a.ready)
-	a.info = LoadInfo{Name: a.name, Version: a.man.Version, SHA256: a.sha, CompileCache: "off"}
-	mod, err := a.h.compile(ctx, a.name, a.man, bin, &a.info)
+	select {
+	case <-a.h.gate:
+	case <-ctx.Done():
+		if read != nil {
+			close(a.parsed) // never read
+		}
+		a.fail(ctx, ctx.Err())
+		return
+	}
+	if read != nil {
+		if err := a.readModule(read); err != nil {
+			a.fail(ctx, err)
+			return
+		}
+	}
+	a.info = LoadInfo{Name: a.name, Version: a.man.Version, SHA256: a.sha256(), CompileCache: "off"}
+	mod, err := a.h.compile(ctx, a.name, a.man, a.bin, &a.info)
 	if err == nil {
 		if err = mod.CheckCapabilities(a.man.Capabilities); err == nil {
 			err = mod.Warm(ctx, a.man.ABIVersion)
@@ -91,17 +118,45 @@ func (a *Adapter) load(ctx context.Context, bin []byte) {
 		}
 	}
 	if err != nil {
-		kind := core.KindInternal // the module is unusable until replaced
-		if ctx.Err() != nil {
-			kind = core.KindUnavailable // the host is shutting down
-		}
-		a.loadErr = &core.Error{Kind: kind, Message: fmt.Sprintf("provider module %s could not be loaded: %v", a.name, err), Err: err}
-		a.h.log.Error("provider module not loaded", "module", a.name, "version", a.man.Version, "err", err)
+		a.fail(ctx, err)
 		return
 	}
 	a.mod = mod
-	a.h.log.Info("provider module ready", "module", a.name, "version", a.man.Version, "sha256", a.sha,
+	a.h.log.Info("provider module ready", "module", a.name, "version", a.man.Version, "sha256", a.sha256(),
 		"compile_cache", a.info.CompileCache, "compile_ms", a.info.CompileTime.Milliseconds(), "builtin", a.builtin)
+}
+
+// readModule reads and parses a lazily loaded module.
+func (a *Adapter) readModule(read func() ([]byte, error)) error {
+	bin, err := read()
+	if err != nil {
+		close(a.parsed)
+		return err
+	}
+	m, mjson, err := parseModule(bin)
+	if err == nil && m.Name != a.name {
+		err = fmt.Errorf("the module calls itself %q", m.Name)
+	}
+	if err != nil {
+		close(a.parsed)
+		return err
+	}
+	a.setModule(m, mjson, bin)
+	return nil
+}
+
+// fail records why the module could not be loaded.
+func (a *Adapter) fail(ctx context.Context, err error) {
+	kind := core.KindInternal // the module is unusable until replaced
+	if ctx.Err() != nil {
+		kind = core.KindUnavailable // the host is shutting down
+	}
+	a.loadErr = &core.Error{Kind: kind, Message: fmt.Sprintf("provider module %s could not be loaded: %v", a.name, err), Err: err}
+	if kind == core.KindUnavailable {
+		a.h.log.Info("provider module not loaded: shutting down", "module", a.name)
+		return
+	}
+	a.h.log.Error("provider module not loaded", "module", a.name, "err", err)
 }
 
 // compile serialises compiles, counting cache entries around each so the
@@ -138,11 +193,25 @@ func (a *Adapter) Name() string { return a.name }
 func (a *Adapter) Builtin() bool { return a.builtin }
 
 // Summary describes the module as Inspect does.
-func (a *Adapter) Summary() Summary { return summarize(a.man, a.sha, a.builtin) }
+// A lazily loaded first-party module is read first (see Host.Start).
+func (a *Adapter) Summary() Summary {
+	a.h.Start()
+	<-a.parsed
+	if a.man == nil {
+		return Summary{Name: a.name, Builtin: a.builtin}
+	}
+	return summarize(a.man, a.sha256(), a.builtin)
+}
+
+func (a *Adapter) sha256() string {
+	a.shaOnce.Do(func() { a.sha = sha256Hex(a.bin) })
+	return a.sha
+}
 
 // Wait blocks until the module is compiled and ready, or failed to load,
 // or ctx is done.
 func (a *Adapter) Wait(ctx context.Context) (LoadInfo, error) {
+	a.h.Start() // a caller is waiting: compiling may not be held any longer
 	select {
 	case <-a.ready:
 		return a.info, a.loadErr
@@ -168,6 +237,7 @@ func (a *Adapter) Stats() Stats {
 // module's runtime.
 func (a *Adapter) close(ctx context.Context) error {
 	a.h.forget(a)
+	a.h.Start()
 	select {
 	case <-a.ready:
 	case <-ctx.Done():

@@ -86,6 +86,11 @@ type Config struct {
 	// ReservedNames are names a module may not take, such as built-in
 	// adapters ("docker").
 	ReservedNames []string
+	// DeferCompile holds every compilation until Start is called (or a
+	// module is first used), so that a program can finish starting before
+	// compiling takes the CPU: companion desktop prints its ready line
+	// first.
+	DeferCompile bool
 }
 
 // Host loads and runs provider modules. It is safe for concurrent use.
@@ -97,12 +102,14 @@ type Host struct {
 	ctx        context.Context
 	cancel     context.CancelFunc
 
-	compileMu sync.Mutex // one compile at a time: cheaper on small machines, and makes cache hits observable
+	compileMu sync.Mutex    // one compile at a time: cheaper on small machines, and makes cache hits observable
+	gate      chan struct{} // closed by Start: compiles may begin
+	startOnce sync.Once
 	installMu sync.Mutex
 
 	mu       sync.Mutex
 	adapters map[string]*Adapter
-	embedded map[string]Summary
+	embedded map[string]*Adapter
 	closed   bool
 }
 
@@ -117,7 +124,11 @@ func New(cfg Config) (*Host, error) {
 		log:        log,
 		transports: hostcall.NewTransports(),
 		adapters:   map[string]*Adapter{},
-		embedded:   map[string]Summary{},
+		embedded:   map[string]*Adapter{},
+		gate:       make(chan struct{}),
+	}
+	if !cfg.DeferCompile {
+		h.Start()
 	}
 	if cfg.CacheDir != "" {
 		if err := os.MkdirAll(cfg.CacheDir, 0o700); err != nil {
@@ -135,6 +146,12 @@ func New(cfg Config) (*Host, error) {
 	return h, nil
 }
 
+// Start lets compilation begin (see Config.DeferCompile). It is safe to
+// call more than once.
+func (h *Host) Start() {
+	h.startOnce.Do(func() { close(h.gate) })
+}
+
 // LoadEmbedded loads a first-party module built into the binary. It is
 // trusted by construction (no pin) but gets the same manifest validation
 // and sandbox as any module. It returns once the manifest is validated;
@@ -144,10 +161,34 @@ func (h *Host) LoadEmbedded(bin []byte) (*Adapter, error) {
 	if err != nil {
 		return nil, err
 	}
+	a, err := h.start(newAdapter(h, m, mjson, bin, true), nil)
+	if err != nil {
+		return nil, err
+	}
 	h.mu.Lock()
-	h.embedded[m.Name] = summarize(m, sha256Hex(bin), true)
+	h.embedded[m.Name] = a
 	h.mu.Unlock()
-	return h.start(m, mjson, bin, true)
+	return a, nil
+}
+
+// LoadEmbeddedLazy is LoadEmbedded for a module that is only read when
+// compilation may begin (see Config.DeferCompile and Start): reading and
+// hashing megabytes of embedded modules would otherwise delay start-up.
+// name must be the name in the module's manifest; a module that turns out
+// to be invalid fails every call with the reason.
+func (h *Host) LoadEmbeddedLazy(name string, read func() ([]byte, error)) (*Adapter, error) {
+	if err := manifest.CheckName(name); err != nil {
+		return nil, core.Errorf(core.KindInvalid, "first-party module name: %v", err)
+	}
+	a := &Adapter{h: h, name: name, builtin: true, parsed: make(chan struct{}), ready: make(chan struct{})}
+	a, err := h.start(a, read)
+	if err != nil {
+		return nil, err
+	}
+	h.mu.Lock()
+	h.embedded[name] = a
+	h.mu.Unlock()
+	return a, nil
 }
 
 // Load loads the installed module called name after checking its bytes
@@ -186,7 +227,7 @@ func (h *Host) Load(ctx context.Context, name string) (*Adapter, error) {
 	if m.Name != name {
 		return nil, core.Errorf(core.KindConflict, "provider module file %s holds module %q, not %q", h.modulePath(name), m.Name, name)
 	}
-	return h.start(m, mjson, bin, false)
+	return h.start(newAdapter(h, m, mjson, bin, false), nil)
 }
 
 // LoadInstalled loads every installed module. Modules that fail to load
@@ -243,20 +284,19 @@ func (h *Host) Close(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-func (h *Host) start(m *manifest.Manifest, mjson, bin []byte, builtin bool) (*Adapter, error) {
-	a := newAdapter(h, m, mjson, bin, builtin)
+func (h *Host) start(a *Adapter, read func() ([]byte, error)) (*Adapter, error) {
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
 		return nil, core.Errorf(core.KindUnavailable, "the wasm host is closed")
 	}
-	old := h.adapters[m.Name]
-	h.adapters[m.Name] = a
+	old := h.adapters[a.name]
+	h.adapters[a.name] = a
 	h.mu.Unlock()
 	if old != nil {
 		go func() { _ = old.close(context.Background()) }()
 	}
-	go a.load(h.ctx, bin)
+	go a.load(h.ctx, read)
 	return a, nil
 }
 

@@ -366,3 +366,67 @@ func TestDescribeChecksManifest(t *testing.T) {
 	_, err := a.Describe(context.Background())
 	mustKind(t, err, core.KindInternal, "describes itself as good 1.0.0", "9.9.9")
 }
+
+func TestDeferredLazyLoadReadsNothingBeforeStart(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.DeferCompile = true })
+	var reads sync.WaitGroup
+	reads.Add(1)
+	readCount := 0
+	var mu sync.Mutex
+	a, err := e.host.LoadEmbeddedLazy("good", func() ([]byte, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		readCount++
+		if readCount == 1 {
+			reads.Done()
+		}
+		return goodWasm, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Name() != "good" || !a.Builtin() {
+		t.Fatalf("lazy adapter: name %q builtin %v", a.Name(), a.Builtin())
+	}
+	// Nothing is read or compiled until the host starts or a caller waits.
+	time.Sleep(100 * time.Millisecond)
+	mu.Lock()
+	if readCount != 0 {
+		t.Fatal("module read before Start")
+	}
+	mu.Unlock()
+	select {
+	case <-a.ready:
+		t.Fatal("module loaded before Start")
+	default:
+	}
+	// A caller that waits lets compilation begin.
+	info, err := a.Describe(context.Background())
+	if err != nil || info.Name != "good" {
+		t.Fatalf("describe after lazy load: %+v %v", info, err)
+	}
+	reads.Wait()
+	if s := a.Summary(); s.SHA256 == "" || s.Name != "good" || !s.Builtin {
+		t.Fatalf("summary: %+v", s)
+	}
+	// The name is reserved like any first-party module's.
+	if _, err := e.host.Install(context.Background(), goodWasm); !core.IsKind(err, core.KindConflict) {
+		t.Fatalf("install over a lazy first-party module: %v", err)
+	}
+}
+
+func TestLazyLoadOfAMisnamedModuleFailsCalls(t *testing.T) {
+	e := newEnv(t)
+	a, err := e.host.LoadEmbeddedLazy("other", func() ([]byte, error) { return goodWasm, nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = a.Describe(context.Background())
+	mustKind(t, err, core.KindInternal, `calls itself "good"`)
+	if s := a.Summary(); s.Name != "other" {
+		t.Fatalf("summary of a failed module: %+v", s)
+	}
+	if _, err := e.host.LoadEmbeddedLazy("Not A Name", func() ([]byte, error) { return nil, nil }); !core.IsKind(err, core.KindInvalid) {
+		t.Fatalf("bad name: %v", err)
+	}
+}

@@ -124,9 +124,9 @@ type Module struct {
 func (h *Host) Installed(ctx context.Context) ([]Module, error) {
 	var out []Module
 	h.mu.Lock()
-	for name, s := range h.embedded {
+	for name, a := range h.embedded {
 		_, loaded := h.adapters[name]
-		out = append(out, Module{Summary: s, Status: "ok", Loaded: loaded})
+		out = append(out, Module{Summary: a.Summary(), Status: "ok", Loaded: loaded})
 	}
 	h.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })

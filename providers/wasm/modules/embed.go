@@ -22,9 +22,32 @@ type Module struct {
 	Wasm []byte
 }
 
+// Names returns the names of the modules built into this binary, sorted.
+// It reads no module: start-up uses it with Read to defer the (copying)
+// read of several megabytes until the modules are compiled.
+func Names() []string {
+	entries, err := fs.ReadDir(dist, "dist")
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range entries {
+		if name, ok := strings.CutSuffix(e.Name(), ".wasm"); ok && name != "" && !e.IsDir() {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Read returns a copy of the named module's bytes.
+func Read(name string) ([]byte, error) {
+	return dist.ReadFile("dist/" + name + ".wasm")
+}
+
 // Embedded returns the modules built into this binary, sorted by name. It
 // is empty when the binary was built before scripts/build-modules.sh ran.
-// The bytes are shared: callers must not modify them.
+// Each call returns fresh copies of the bytes.
 func Embedded() []Module {
 	entries, err := fs.ReadDir(dist, "dist")
 	if err != nil {

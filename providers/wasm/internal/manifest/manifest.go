@@ -197,8 +197,8 @@ func jsonKind(goKind string) string {
 // Validate checks every field and fills default limits. It is what Parse
 // runs; it is exported for manifests built in Go.
 func (m *Manifest) Validate() error {
-	if !moduleName.MatchString(m.Name) {
-		return fieldErr("name", "must be 2-32 characters of a-z, 0-9 and '-', starting with a letter (got %q)", m.Name)
+	if err := CheckName(m.Name); err != nil {
+		return fieldErr("name", "%v", err)
 	}
 	if !semver.MatchString(m.Version) || len(m.Version) > 64 {
 		return fieldErr("version", "must be a semantic version such as 1.2.0 (got %q)", m.Version)
@@ -499,4 +499,12 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// CheckName reports whether name is a valid module name.
+func CheckName(name string) error {
+	if !moduleName.MatchString(name) {
+		return fmt.Errorf("must be 2-32 characters of a-z, 0-9 and '-', starting with a letter (got %q)", name)
+	}
+	return nil
 }
