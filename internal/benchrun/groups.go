@@ -7,7 +7,66 @@ func groups(startupRuns int) []group {
 		{"startup", func() error { return measureStartup(startupRuns) }},
 		{"store", benchStore},
 		{"stream", benchStream},
+		{"wasm", benchWasm},
 	}
+}
+
+func benchWasm() error {
+	res, err := goBench("./providers/wasm", "ListPerCall|Compile|InstanceMemory", "")
+	if err != nil {
+		return err
+	}
+	const per = "BenchmarkListPerCall/"
+	wasm, err := metric(res, per+"wasm-pooled", "ns/op")
+	if err != nil {
+		return err
+	}
+	proc, err := metric(res, per+"process-per-call", "ns/op")
+	if err != nil {
+		return err
+	}
+	native, err := metric(res, per+"builtin-go", "ns/op")
+	if err != nil {
+		return err
+	}
+	wat, err := metric(res, per+"wasm-pooled-wat", "ns/op")
+	if err != nil {
+		return err
+	}
+	us := func(ns float64) float64 { return ns / 1000 }
+	emit(figure{Name: "wasm.pooled_call_no_http", Value: us(wasm), Unit: "µs",
+		Baseline: "wasm.process_per_call", BaselineValue: us(proc), Ratio: wasm / proc,
+		Goal: "value <= 250 µs and at least 30x faster than the baseline (ratio <= 0.0333)",
+		Met:  met(us(wasm) <= 250 && proc/wasm >= 30)})
+	emit(figure{Name: "wasm.process_per_call", Value: us(proc), Unit: "µs"})
+	emit(figure{Name: "wasm.builtin_go_adapter_call", Value: us(native), Unit: "µs",
+		Baseline: "wasm.pooled_call_no_http", BaselineValue: us(wasm), Ratio: native / wasm})
+	emit(figure{Name: "wasm.pooled_call_hand_written_module", Value: us(wat), Unit: "µs",
+		Baseline: "wasm.pooled_call_no_http", BaselineValue: us(wasm), Ratio: wat / wasm})
+	for _, m := range []string{"good-go", "minimal-wat"} {
+		cold, err := metric(res, "BenchmarkCompile/cold/"+m, "compile-ms")
+		if err != nil {
+			return err
+		}
+		hit, err := metric(res, "BenchmarkCompile/cache-hit/"+m, "compile-ms")
+		if err != nil {
+			return err
+		}
+		emit(figure{Name: "wasm.compile_cache_hit." + m, Value: hit, Unit: "ms",
+			Baseline: "wasm.compile_cold." + m, BaselineValue: cold, Ratio: hit / cold})
+		emit(figure{Name: "wasm.compile_cold." + m, Value: cold, Unit: "ms"})
+	}
+	linear, err := metric(res, "BenchmarkInstanceMemory", "linear-bytes/instance")
+	if err != nil {
+		return err
+	}
+	heap, err := metric(res, "BenchmarkInstanceMemory", "heap-bytes/instance")
+	if err != nil {
+		return err
+	}
+	emit(figure{Name: "wasm.warm_instance_linear_memory", Value: linear, Unit: "bytes"})
+	emit(figure{Name: "wasm.warm_instance_host_heap", Value: heap, Unit: "bytes"})
+	return nil
 }
 
 func benchStore() error {
