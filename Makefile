@@ -30,7 +30,7 @@ box-image:
 
 run: setup build box-image
 	scripts/with-keyring.sh $(BIN) desktop --data-dir $(DATA_DIR) \
-		--docker-image $$(cat .box-image) --docker-scope dev
+		--docker-image $$(cat .box-image) --docker-scope dev --exit-on-stdin-close=false
 
 test: modules
 	@scripts/setup.sh --test

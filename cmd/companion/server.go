@@ -182,6 +182,10 @@ func runServer(m mode, args []string, stdin io.Reader, stdout, stderr io.Writer)
 		ctx = exitOnEOF(ctx, stdin, log)
 	}
 	if err := serve(ctx, m, f, log, stdout); err != nil {
+		if ctx.Err() != nil {
+			log.Info("stopped while starting", "err", err)
+			return 0
+		}
 		log.Error("companion stopped with an error", "err", err)
 		return 1
 	}
