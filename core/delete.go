@@ -128,22 +128,10 @@ func (s *Service) Delete(ctx context.Context, owner, id, token string) (Workspac
 	if reason := changedSince(plan, ws); reason != "" {
 		return Workspace{}, &Error{Kind: KindConflict, Message: fmt.Sprintf("workspace %s changed since the delete preview (%s); nothing was deleted: preview again", id, reason), State: ws.State}
 	}
-	now := s.now()
-	op, err := s.cfg.Store.PutOp(ctx, Op{WorkspaceID: ws.ID, Kind: OpDelete, Step: "requested", CreatedAt: now, UpdatedAt: now})
-	if err != nil {
+	if ws, err = s.launch(ctx, ws, acct, OpDelete, StateDeleting, unlock); err != nil {
 		return Workspace{}, err
 	}
-	ws.State, ws.Error = StateDeleting, ""
-	if ws, err = s.feed.Save(ctx, ws); err != nil {
-		s.dropOp(op)
-		return Workspace{}, err
-	}
-	s.log.Info("workspace delete started", "workspace", ws.ID, "box", ws.BoxID)
 	release = false
-	s.goBackground(func(ctx context.Context) {
-		defer unlock()
-		s.runOp(ctx, op, ws, acct)
-	})
 	return ws, nil
 }
 

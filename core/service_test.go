@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,12 +22,6 @@ import (
 // the agent-server emulator image as the box. Each test has its own docker
 // scope and removes what it created.
 
-var (
-	imageOnce sync.Once
-	imageTag  string
-	imageErr  error
-)
-
 type env struct {
 	t     *testing.T
 	dir   string
@@ -42,30 +35,13 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("needs the Docker Engine; skipped with -short")
-	}
-	imageOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		defer cancel()
-		imageTag, imageErr = boximage.Ensure(ctx)
-	})
-	if imageErr != nil {
-		t.Fatalf("box image: %v", imageErr)
-	}
-	scope := strings.ToLower(core.NewID("coretest"))
+	imageTag := boximage.ForTest(t)
+	scope := boximage.TestScope(t)
 	prov, err := docker.New(docker.Config{Image: imageTag, Scope: scope, StopTimeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := boximage.Cleanup(ctx, docker.LabelScope, scope); err != nil {
-			t.Errorf("cleanup: %v", err)
-		}
-		prov.Close()
-	})
+	t.Cleanup(func() { prov.Close() })
 	e := &env{t: t, dir: t.TempDir(), prov: prov, reg: &core.Registry{}, logs: &bytes.Buffer{}}
 	e.reg.Register("docker", prov)
 	e.acct = core.Account{ID: "local-docker", Provider: "docker", Label: "Local Docker"}
@@ -397,7 +373,7 @@ func TestActionsOnUnknownOrForeignWorkspaces(t *testing.T) {
 func TestEngineUnreachableFailsCleanly(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	dead, err := docker.New(docker.Config{Image: imageTag, Scope: "unreachable", Host: "unix:///nonexistent/docker.sock"})
+	dead, err := docker.New(docker.Config{Image: boximage.ForTest(t), Scope: "unreachable", Host: "unix:///nonexistent/docker.sock"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -99,17 +99,28 @@ func (s *Service) Create(ctx context.Context, owner string, req CreateRequest) (
 		CreatedAt: now,
 	}
 	unlock, _ := s.locks.tryLock(ws.ID) // a fresh id: always free
-	op, err := s.cfg.Store.PutOp(ctx, Op{WorkspaceID: ws.ID, Kind: OpCreate, Step: "requested", CreatedAt: now, UpdatedAt: now})
+	ws, err = s.launch(ctx, ws, acct, OpCreate, StateCreating, unlock)
 	if err != nil {
 		unlock()
+	}
+	return ws, err
+}
+
+// launch journals an action, records the workspace's transitional state
+// and runs the action in the background, which from then on owns the
+// workspace's lock. If launch fails, the lock is still the caller's.
+func (s *Service) launch(ctx context.Context, ws Workspace, acct Account, kind OpKind, state State, unlock func()) (Workspace, error) {
+	now := s.now()
+	op, err := s.cfg.Store.PutOp(ctx, Op{WorkspaceID: ws.ID, Kind: kind, Step: "requested", CreatedAt: now, UpdatedAt: now})
+	if err != nil {
 		return Workspace{}, err
 	}
+	ws.State, ws.Error = state, ""
 	if ws, err = s.feed.Save(ctx, ws); err != nil {
-		unlock()
 		s.dropOp(op)
 		return Workspace{}, err
 	}
-	s.log.Info("workspace create started", "workspace", ws.ID, "provider", ws.Provider, "account", acct.ID)
+	s.log.Info("workspace "+string(kind)+" started", "workspace", ws.ID, "provider", ws.Provider, "box", ws.BoxID)
 	s.goBackground(func(ctx context.Context) {
 		defer unlock()
 		s.runOp(ctx, op, ws, acct)
@@ -218,22 +229,10 @@ func (s *Service) startAction(ctx context.Context, owner, id string, kind OpKind
 	if !legal {
 		return Workspace{}, illegal(ws, string(kind))
 	}
-	now := s.now()
-	op, err := s.cfg.Store.PutOp(ctx, Op{WorkspaceID: ws.ID, Kind: kind, Step: "requested", CreatedAt: now, UpdatedAt: now})
-	if err != nil {
+	if ws, err = s.launch(ctx, ws, acct, kind, next, unlock); err != nil {
 		return Workspace{}, err
 	}
-	ws.State, ws.Error = next, ""
-	if ws, err = s.feed.Save(ctx, ws); err != nil {
-		s.dropOp(op)
-		return Workspace{}, err
-	}
-	s.log.Info("workspace "+string(kind)+" started", "workspace", ws.ID, "box", ws.BoxID)
 	release = false
-	s.goBackground(func(ctx context.Context) {
-		defer unlock()
-		s.runOp(ctx, op, ws, acct)
-	})
 	return ws, nil
 }
 

@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -28,27 +27,7 @@ import (
 // own scope and removes every container and volume of that scope when it
 // ends, failed or not. -short skips them.
 
-var (
-	imageOnce sync.Once
-	imageTag  string
-	imageErr  error
-)
-
-func boxImage(t *testing.T) string {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("needs the Docker Engine; skipped with -short")
-	}
-	imageOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		imageTag, imageErr = boximage.Ensure(ctx)
-	})
-	if imageErr != nil {
-		t.Fatalf("box image (these tests need a reachable Docker Engine; -short skips them): %v", imageErr)
-	}
-	return imageTag
-}
+func boxImage(t *testing.T) string { return boximage.ForTest(t) }
 
 // logBuffer collects the provider's logs so tests can check that no box key
 // is ever written to them.
@@ -85,7 +64,7 @@ func newFixture(t *testing.T, cfg docker.Config) *fixture {
 		cfg.Image = img
 	}
 	if cfg.Scope == "" {
-		cfg.Scope = uniqueScope(t)
+		cfg.Scope = boximage.TestScope(t)
 	}
 	logs := &logBuffer{}
 	cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -99,20 +78,7 @@ func newFixture(t *testing.T, cfg docker.Config) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cli.Close() })
-	scope := cfg.Scope
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := boximage.Cleanup(ctx, docker.LabelScope, scope); err != nil {
-			t.Errorf("cleanup of scope %s: %v", scope, err)
-		}
-	})
-	return &fixture{t: t, p: p, scope: scope, logs: logs, cli: cli, acct: core.Account{ID: "acc_local", Provider: "docker"}}
-}
-
-func uniqueScope(t *testing.T) string {
-	name := strings.NewReplacer("/", "-", " ", "-").Replace(t.Name())
-	return "test-" + strings.ToLower(name) + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	return &fixture{t: t, p: p, scope: cfg.Scope, logs: logs, cli: cli, acct: core.Account{ID: "acc_local", Provider: "docker"}}
 }
 
 func ctxT(t *testing.T) context.Context {
@@ -398,8 +364,7 @@ func TestCreateIdempotent(t *testing.T) {
 	}
 
 	// A name taken by something else is a conflict.
-	other := uniqueScope(t)
-	t.Cleanup(func() { boximage.Cleanup(context.Background(), docker.LabelScope, other) })
+	other := boximage.TestScope(t)
 	if _, err := f.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
 		Name:   "companion-ws_taken-" + other,
 		Config: &container.Config{Image: img, Labels: map[string]string{docker.LabelBox: "1", docker.LabelScope: other}},
