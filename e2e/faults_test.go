@@ -253,3 +253,34 @@ func TestProcessContract(t *testing.T) {
 	srv := start(t, options{mode: "serve", dataDir: t.TempDir(), args: []string{"--listen", "127.0.0.1:0", "--docker-scope", "unused"}})
 	srv.must(200, "GET", "/v1/workspaces", nil, nil)
 }
+
+// TestStartsWithoutDockerEngine starts companion with no reachable Docker
+// Engine: it must serve, and report the provider unavailable with the
+// reason instead of crashing.
+func TestStartsWithoutDockerEngine(t *testing.T) {
+	p := start(t, options{
+		dataDir: t.TempDir(),
+		args:    []string{"--docker-scope", "unused"},
+		env:     []string{"DOCKER_HOST=unix://" + filepath.Join(t.TempDir(), "no-engine.sock")},
+	})
+	var provs providerList
+	p.must(200, "GET", "/v1/providers", nil, &provs)
+	found := false
+	for _, pr := range provs.Providers {
+		if pr.Name == "docker" {
+			found = true
+			if pr.Available || !strings.Contains(pr.Reason, "not reachable") || !strings.Contains(pr.Reason, "DOCKER_HOST") {
+				t.Fatalf("docker status without an engine: %+v", pr)
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("docker provider not listed: %+v", provs)
+	}
+	var e apiError
+	p.must(503, "POST", "/v1/workspaces", map[string]any{"account_id": "local-docker", "name": "x"}, &e)
+	if !strings.Contains(e.Error.Message, "Docker Engine") {
+		t.Fatalf("create without an engine: %+v", e)
+	}
+	p.stop()
+}
