@@ -40,6 +40,22 @@ func (s *Service) Accounts(ctx context.Context, owner string) ([]Account, error)
 	return out, nil
 }
 
+// AccountsUsing lists the accounts of every owner that use the named
+// provider, e.g. to refuse removing a provider module they depend on.
+func AccountsUsing(ctx context.Context, store Store, provider string) ([]Account, error) {
+	all, err := store.ListAccounts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []Account
+	for _, a := range all {
+		if a.Provider == provider {
+			out = append(out, a)
+		}
+	}
+	return out, nil
+}
+
 // Account returns one of owner's accounts.
 func (s *Service) Account(ctx context.Context, owner, id string) (Account, error) {
 	a, err := s.cfg.Store.GetAccount(ctx, id)

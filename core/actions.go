@@ -15,6 +15,9 @@ import (
 func (s *Service) runOp(ctx context.Context, op Op, ws Workspace, acct Account) {
 	p, info, err := s.provider(ctx, acct)
 	if err != nil {
+		// Without its adapter nothing is known about the box; say so
+		// rather than leave the workspace in a transitional state.
+		ws.State, ws.Error = StateUnknown, string(op.Kind)+" failed: "+messageOf(err)
 		s.finish(ctx, op, ws, err)
 		return
 	}
@@ -24,10 +27,28 @@ func (s *Service) runOp(ctx context.Context, op Op, ws Workspace, acct Account) 
 	case OpPause, OpResume:
 		s.runSuspendResume(ctx, op, ws, acct, p, info)
 	case OpDelete:
-		s.runDelete(ctx, op, ws, acct, p)
+		s.runDelete(ctx, op, ws, acct, p, info)
 	default:
+		ws.State, ws.Error = StateUnknown, fmt.Sprintf("unknown journaled action %q", op.Kind)
 		s.finish(ctx, op, ws, fmt.Errorf("unknown journaled action %q", op.Kind))
 	}
+}
+
+// opState is the transitional state an action holds its workspace in while
+// it runs. A journal entry whose workspace is in another state is stale
+// (the action finished but its entry was not removed) and is not re-run.
+func opState(k OpKind) State {
+	switch k {
+	case OpCreate:
+		return StateCreating
+	case OpPause:
+		return StatePausing
+	case OpResume:
+		return StateResuming
+	case OpDelete:
+		return StateDeleting
+	}
+	return ""
 }
 
 func (s *Service) runCreate(ctx context.Context, op Op, ws Workspace, acct Account, p Provider, info ProviderInfo) {
@@ -101,10 +122,19 @@ func (s *Service) runSuspendResume(ctx context.Context, op Op, ws Workspace, acc
 	s.finish(ctx, op, ws, nil)
 }
 
-func (s *Service) runDelete(ctx context.Context, op Op, ws Workspace, acct Account, p Provider) {
+func (s *Service) runDelete(ctx context.Context, op Op, ws Workspace, acct Account, p Provider, info ProviderInfo) {
 	err := s.retry(ctx, &op, "provider_delete", func(ctx context.Context) error {
 		if ws.BoxID == "" {
-			return nil
+			// A create that failed may still have made a box (its answer
+			// was lost): find it by its label so it does not keep billing.
+			if !info.Capabilities.List {
+				return nil
+			}
+			b, ok, err := findByLabel(ctx, p, acct, ws.ID)
+			if err != nil || !ok {
+				return err
+			}
+			ws.BoxID = b.ID
 		}
 		err := p.Delete(ctx, acct, ws.BoxID)
 		if IsKind(err, KindNotFound) {
@@ -296,9 +326,18 @@ func (s *Service) Recover(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("read journal: %w", err)
 	}
+	newest := map[string]int64{} // the last journal entry of each workspace
+	for _, op := range ops {
+		newest[op.WorkspaceID] = max(newest[op.WorkspaceID], op.ID)
+	}
 	for _, op := range ops {
 		ws, err := s.cfg.Store.GetWorkspace(ctx, op.WorkspaceID)
-		if err != nil || ws.Removed {
+		if err != nil && !IsKind(err, KindNotFound) {
+			return fmt.Errorf("read journal: %w", err)
+		}
+		if err != nil || ws.Removed || op.ID != newest[op.WorkspaceID] || ws.State != opState(op.Kind) {
+			// Gone, superseded, or finished before its entry could be
+			// closed: re-running it would act on a settled workspace.
 			s.dropOp(op)
 			continue
 		}

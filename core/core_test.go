@@ -225,3 +225,20 @@ func TestLockWithinWaitsForRelease(t *testing.T) {
 	}
 	u2()
 }
+
+func TestCheckLifecycleRefusesWhatNobodyEnforces(t *testing.T) {
+	none := ProviderInfo{Name: "docker"}
+	if err := checkLifecycle(none, Lifecycle{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkLifecycle(none, Lifecycle{IdlePauseAfter: time.Minute}); !IsKind(err, KindInvalid) || !strings.Contains(err.Error(), "idle_pause_after") {
+		t.Fatalf("idle pause on a provider without it: %v", err)
+	}
+	if err := checkLifecycle(none, Lifecycle{PausedTTL: time.Hour}); !IsKind(err, KindInvalid) {
+		t.Fatalf("paused TTL on a provider without it: %v", err)
+	}
+	native := ProviderInfo{Capabilities: Capabilities{NativeIdlePause: true, NativePausedTTL: true}}
+	if err := checkLifecycle(native, Lifecycle{IdlePauseAfter: time.Minute, PausedTTL: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -109,8 +109,8 @@ func (s *Service) Delete(ctx context.Context, owner, id, token string) (Workspac
 			unlock()
 		}
 	}()
-	plan, err := s.cfg.Store.TakePlan(ctx, HashToken(token), s.now())
-	if IsKind(err, KindNotFound) || (err == nil && plan.WorkspaceID != ws.ID) {
+	plan, err := s.cfg.Store.TakePlan(ctx, HashToken(token), ws.ID, s.now())
+	if IsKind(err, KindNotFound) {
 		return Workspace{}, Errorf(KindInvalid, "the confirmation token is unknown, expired or already used for workspace %s: ask for a new delete preview", id)
 	}
 	if err != nil {

@@ -243,10 +243,17 @@ func (s *Service) adopt(ctx context.Context, acct Account, box Box) error {
 		return nil
 	}
 	if id := box.Labels[LabelWorkspace]; id != "" {
-		// Labelled by companion for a workspace that no longer exists (it
-		// was deleted, or belongs to another installation's tombstone).
-		if old, err := s.cfg.Store.GetWorkspace(ctx, id); err == nil && old.Removed {
+		// Labelled by companion for a workspace it knows. A live one owns
+		// the box (its create is still running, or another account of the
+		// same organisation tracks it); a deleted one is on its way out.
+		// Only a workspace that was merely forgotten (its account was
+		// removed) lets the box be adopted again.
+		old, err := s.cfg.Store.GetWorkspace(ctx, id)
+		if err == nil && (!old.Removed || old.State == StateDeleted || old.State == StateDeleting) {
 			return nil
+		}
+		if err != nil && !IsKind(err, KindNotFound) {
+			return err
 		}
 	}
 	name := box.Name

@@ -393,3 +393,112 @@ func TestEngineUnreachableFailsCleanly(t *testing.T) {
 		t.Fatalf("provider status: %+v", st)
 	}
 }
+
+// TestAdoptionRespectsLiveAndForgottenWorkspaces: a box labelled with a
+// live workspace of another account is not adopted a second time; after
+// that account is removed (its workspaces forgotten, not deleted), the box
+// is adopted again.
+func TestAdoptionRespectsLiveAndForgottenWorkspaces(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	ws := e.create("shared")
+	other := core.Account{ID: "docker-two", Provider: "docker", Label: "same engine, second account"}
+	if err := e.svc.EnsureAccount(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.svc.ReconcileAccount(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(e.svc.Workspaces("")); n != 1 {
+		t.Fatalf("%d workspaces: a box of a live workspace was adopted again", n)
+	}
+	if err := e.svc.RemoveAccount(ctx, "", e.acct.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.svc.ReconcileAccount(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	list := e.svc.Workspaces("")
+	if len(list) != 1 || !list[0].Adopted || list[0].BoxID != ws.BoxID || list[0].AccountID != other.ID {
+		t.Fatalf("box of a forgotten workspace not adopted again: %+v", list)
+	}
+}
+
+// TestRecoverSkipsStaleJournalEntries: an entry left behind after its
+// action finished (the workspace is no longer in the action's state) is
+// dropped, not re-run.
+func TestRecoverSkipsStaleJournalEntries(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	ws := e.create("settled")
+	now := time.Now().UTC()
+	if _, err := e.store.PutOp(ctx, core.Op{WorkspaceID: ws.ID, Kind: core.OpPause, Step: "provider_pause", CreatedAt: now, UpdatedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.svc.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ops, _ := e.store.PendingOps(ctx); len(ops) != 0 {
+		t.Fatalf("stale entry kept: %+v", ops)
+	}
+	box, err := e.prov.Get(ctx, e.acct, ws.BoxID)
+	if err != nil || box.State != core.StateRunning {
+		t.Fatalf("a stale pause entry paused the box: %+v %v", box, err)
+	}
+}
+
+// TestDeleteOfAFailedCreateFindsItsBox: a create whose answer was lost
+// leaves a workspace in error without a box id, while the box exists.
+// Deleting the workspace must find the box by its label and delete it.
+func TestDeleteOfAFailedCreateFindsItsBox(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	ws := core.Workspace{ID: core.NewID("ws"), Name: "lost answer", AccountID: e.acct.ID, Provider: "docker",
+		State: core.StateError, Error: "create failed: timeout", CreatedAt: time.Now().UTC()}
+	box, err := e.prov.Create(ctx, e.acct, core.CreateSpec{WorkspaceID: ws.ID, Name: ws.Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.svc.Feed().Save(ctx, ws); err != nil {
+		t.Fatal(err)
+	}
+	preview, err := e.svc.PreviewDelete(ctx, "", ws.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.svc.Delete(ctx, "", ws.ID, preview.Token); err != nil {
+		t.Fatal(err)
+	}
+	e.waitRemoved(ws.ID)
+	if _, err := e.prov.Get(ctx, e.acct, box.ID); !core.IsKind(err, core.KindNotFound) {
+		t.Fatalf("the box of the failed create survived its delete: %v", err)
+	}
+}
+
+// TestActionWithoutItsProviderSaysSo: an interrupted action whose provider
+// is no longer installed leaves the workspace in state unknown with the
+// reason, not stuck in its transitional state.
+func TestActionWithoutItsProviderSaysSo(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	ghost := core.Account{ID: "acc_ghost", Provider: "uninstalled"}
+	if err := e.svc.EnsureAccount(ctx, ghost); err != nil {
+		t.Fatal(err)
+	}
+	ws := core.Workspace{ID: core.NewID("ws"), Name: "orphan", AccountID: ghost.ID, Provider: "uninstalled",
+		State: core.StatePausing, BoxID: "b-1", CreatedAt: time.Now().UTC()}
+	if _, err := e.svc.Feed().Save(ctx, ws); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	if _, err := e.store.PutOp(ctx, core.Op{WorkspaceID: ws.ID, Kind: core.OpPause, Step: "requested", CreatedAt: now, UpdatedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.svc.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := e.waitState(ws.ID, core.StateUnknown)
+	if !strings.Contains(got.Error, "not installed") {
+		t.Fatalf("no reason given: %+v", got)
+	}
+}

@@ -25,17 +25,6 @@ func (s State) Valid() bool {
 	return false
 }
 
-// Transitional reports whether s is a state a box passes through on its way
-// somewhere else; the reconciler leaves such workspaces to the action that
-// owns them.
-func (s State) Transitional() bool {
-	switch s {
-	case StateCreating, StatePausing, StateResuming, StateDeleting:
-		return true
-	}
-	return false
-}
-
 // canPause, canResume and canDelete are the legal starting points of each
 // action, checked against the provider's real state at action time.
 func (s State) canPause() bool  { return s == StateRunning }

@@ -44,9 +44,10 @@ type Store interface {
 
 	// Delete previews.
 	PutPlan(ctx context.Context, p DeletePlan) error
-	// TakePlan returns the plan for token and marks it used, atomically. A
-	// used, expired or unknown token is a KindNotFound error.
-	TakePlan(ctx context.Context, tokenHash string, now time.Time) (DeletePlan, error)
+	// TakePlan returns the plan for token and workspaceID and marks it
+	// used, atomically. A used, expired or unknown token, or one issued for
+	// another workspace (which stays usable), is a KindNotFound error.
+	TakePlan(ctx context.Context, tokenHash, workspaceID string, now time.Time) (DeletePlan, error)
 }
 
 // OpKind names a journaled action.

@@ -66,6 +66,19 @@ func validateCreate(req CreateRequest) error {
 	return nil
 }
 
+// checkLifecycle refuses settings the provider cannot enforce itself.
+// companion runs no idle or expiry timers of its own yet, so accepting one
+// would promise something nobody does.
+func checkLifecycle(info ProviderInfo, l Lifecycle) error {
+	if l.IdlePauseAfter > 0 && !info.Capabilities.NativeIdlePause {
+		return Errorf(KindInvalid, "provider %s cannot pause idle workspaces on its own, and companion does not pause them for it; leave idle_pause_after unset", info.Name)
+	}
+	if l.PausedTTL > 0 && !info.Capabilities.NativePausedTTL {
+		return Errorf(KindInvalid, "provider %s cannot delete long-paused workspaces on its own, and companion does not delete them for it; leave paused_ttl unset", info.Name)
+	}
+	return nil
+}
+
 // Create starts a new workspace. It returns once the workspace is recorded
 // in state creating; the provider call continues in the background and its
 // outcome arrives through the feed.
@@ -77,8 +90,11 @@ func (s *Service) Create(ctx context.Context, owner string, req CreateRequest) (
 	if err != nil {
 		return Workspace{}, err
 	}
-	p, _, err := s.provider(ctx, acct)
+	p, info, err := s.provider(ctx, acct)
 	if err != nil {
+		return Workspace{}, err
+	}
+	if err := checkLifecycle(info, req.Lifecycle); err != nil {
 		return Workspace{}, err
 	}
 	if pg, ok := p.(Pinger); ok {

@@ -44,12 +44,13 @@ func (s *Store) PutPlan(ctx context.Context, p core.DeletePlan) error {
 	})
 }
 
-// TakePlan returns the plan for tokenHash and deletes it in the same
-// transaction, so a token confirms at most one delete even when two
-// requests race. A plan is valid while now is before its ExpiresAt; an
-// unknown, used or expired token is a KindNotFound error. Every plan
-// expired at now is dropped on the way, whether or not tokenHash matched.
-func (s *Store) TakePlan(ctx context.Context, tokenHash string, now time.Time) (core.DeletePlan, error) {
+// TakePlan returns the plan for tokenHash and workspaceID and deletes it in
+// the same transaction, so a token confirms at most one delete even when
+// two requests race. A token sent for another workspace is not spent. A
+// plan is valid while now is before its ExpiresAt; an unknown, used or
+// expired token is a KindNotFound error. Every plan expired at now is
+// dropped on the way, whether or not tokenHash matched.
+func (s *Store) TakePlan(ctx context.Context, tokenHash, workspaceID string, now time.Time) (core.DeletePlan, error) {
 	var (
 		p     core.DeletePlan
 		found bool
@@ -62,8 +63,8 @@ func (s *Store) TakePlan(ctx context.Context, tokenHash string, now time.Time) (
 			state                      string
 			activity, created, expires sql.NullInt64
 		)
-		err := t.queryRow(`DELETE FROM plans WHERE token_hash = ?
-			RETURNING token_hash, workspace_id, state, box_id, last_activity_at, created_at, expires_at`, tokenHash).
+		err := t.queryRow(`DELETE FROM plans WHERE token_hash = ? AND workspace_id = ?
+			RETURNING token_hash, workspace_id, state, box_id, last_activity_at, created_at, expires_at`, tokenHash, workspaceID).
 			Scan(&p.TokenHash, &p.WorkspaceID, &state, &p.BoxID, &activity, &created, &expires)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil // commit the pruning all the same

@@ -29,14 +29,26 @@ func TestPlanRoundTripAndSingleUse(t *testing.T) {
 	if err := s.PutPlan(ctx, p); err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.TakePlan(ctx, p.TokenHash, now.Add(time.Minute))
+	got, err := s.TakePlan(ctx, p.TokenHash, "ws_1", now.Add(time.Minute))
 	if err != nil || !reflect.DeepEqual(got, p) {
 		t.Fatalf("TakePlan = %+v, %v; want %+v", got, err, p)
 	}
-	_, err = s.TakePlan(ctx, p.TokenHash, now.Add(time.Minute))
+	_, err = s.TakePlan(ctx, p.TokenHash, "ws_1", now.Add(time.Minute))
 	wantKind(t, err, core.KindNotFound)
-	_, err = s.TakePlan(ctx, "never-issued", now)
+	_, err = s.TakePlan(ctx, "never-issued", "ws_1", now)
 	wantKind(t, err, core.KindNotFound)
+
+	// A token sent for another workspace is refused and not spent.
+	p.TokenHash = core.HashToken("second-token")
+	save(t, s, core.Workspace{ID: "ws_2"})
+	if err := s.PutPlan(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.TakePlan(ctx, p.TokenHash, "ws_2", now.Add(time.Minute))
+	wantKind(t, err, core.KindNotFound)
+	if _, err := s.TakePlan(ctx, p.TokenHash, "ws_1", now.Add(time.Minute)); err != nil {
+		t.Fatalf("a token refused for another workspace was spent: %v", err)
+	}
 }
 
 func TestPlanExpiry(t *testing.T) {
@@ -54,25 +66,25 @@ func TestPlanExpiry(t *testing.T) {
 	}
 
 	put("h1")
-	_, err := s.TakePlan(ctx, "h1", exp) // valid only before ExpiresAt
+	_, err := s.TakePlan(ctx, "h1", "ws_1", exp) // valid only before ExpiresAt
 	wantKind(t, err, core.KindNotFound)
-	_, err = s.TakePlan(ctx, "h1", now) // the failed take spent it
+	_, err = s.TakePlan(ctx, "h1", "ws_1", now) // the failed take spent it
 	wantKind(t, err, core.KindNotFound)
 
 	// Putting a plan drops the ones that expired by the store's clock.
 	put("h2")
 	clk.set(exp.Add(time.Second))
 	put("h3")
-	_, err = s.TakePlan(ctx, "h2", now)
+	_, err = s.TakePlan(ctx, "h2", "ws_1", now)
 	wantKind(t, err, core.KindNotFound)
 
 	// Taking any plan drops expired ones too.
 	put("h4")
 	clk.set(exp.Add(time.Hour))
-	if _, err := s.TakePlan(ctx, "missing", exp.Add(time.Hour)); !core.IsKind(err, core.KindNotFound) {
+	if _, err := s.TakePlan(ctx, "missing", "ws_1", exp.Add(time.Hour)); !core.IsKind(err, core.KindNotFound) {
 		t.Fatal(err)
 	}
-	if _, err := s.TakePlan(ctx, "h4", now); !core.IsKind(err, core.KindNotFound) {
+	if _, err := s.TakePlan(ctx, "h4", "ws_1", now); !core.IsKind(err, core.KindNotFound) {
 		t.Fatalf("expired plan survived: %v", err)
 	}
 }
@@ -91,7 +103,7 @@ func TestTakePlanRace(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, err := s.TakePlan(ctx, "h", now)
+			_, err := s.TakePlan(ctx, "h", "ws_1", now)
 			switch {
 			case err == nil:
 				wins.Add(1)

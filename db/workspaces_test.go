@@ -412,7 +412,7 @@ func TestPruneTombstones(t *testing.T) {
 		t.Errorf("Changes(floor=%d) = %d changes, rev %d, complete %v, %v; want 4, 12, true", floor, len(changes), rev, complete, err)
 	}
 	// The plan of a pruned workspace went with it.
-	if _, err := s.TakePlan(ctx, "h-t0", t0); !core.IsKind(err, core.KindNotFound) {
+	if _, err := s.TakePlan(ctx, "h-t0", "t0", t0); !core.IsKind(err, core.KindNotFound) {
 		t.Errorf("plan of a pruned workspace: %v", err)
 	}
 

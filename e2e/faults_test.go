@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net"
+	"net/http"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -283,4 +284,58 @@ func TestStartsWithoutDockerEngine(t *testing.T) {
 		t.Fatalf("create without an engine: %+v", e)
 	}
 	p.stop()
+}
+
+// TestDataDirGuards: one companion per data dir, and a data dir keeps the
+// docker scope it was created with.
+func TestDataDirGuards(t *testing.T) {
+	data := t.TempDir()
+	p := start(t, options{dataDir: data, args: []string{"--docker-scope", "scope-a"}})
+	second := exec.Command(companionBin, "desktop", "--data-dir", data, "--docker-scope", "scope-a")
+	stdin, _ := second.StdinPipe() // stays open: the parent app is alive
+	defer stdin.Close()
+	out, err := second.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "another companion") {
+		t.Fatalf("a second companion on the same data dir was not refused: %v\n%s", err, out)
+	}
+	p.stop()
+
+	wrong := exec.Command(companionBin, "desktop", "--data-dir", data, "--docker-scope", "scope-b")
+	stdin2, _ := wrong.StdinPipe()
+	defer stdin2.Close()
+	out, err = wrong.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "start with --docker-scope scope-a") {
+		t.Fatalf("starting with another docker scope was not refused: %v\n%s", err, out)
+	}
+	// The right scope still works.
+	start(t, options{dataDir: data, args: []string{"--docker-scope", "scope-a"}}).stop()
+}
+
+// TestListenAddresses: the ready line names the address actually bound,
+// and serve answers to the extra hosts it is told about.
+func TestListenAddresses(t *testing.T) {
+	if ln, err := net.Listen("tcp", "[::1]:0"); err == nil {
+		ln.Close()
+		p := start(t, options{dataDir: t.TempDir(), args: []string{"--docker-scope", "unused", "--listen", "[::1]:0"}})
+		if !strings.HasPrefix(p.ready.URL, "http://[::1]:") {
+			t.Fatalf("ready URL for an IPv6 listener: %s", p.ready.URL)
+		}
+		p.must(200, "GET", "/v1/workspaces", nil, nil)
+		p.stop()
+	}
+	srv := start(t, options{mode: "serve", dataDir: t.TempDir(), args: []string{"--listen", "127.0.0.1:0", "--docker-scope", "unused", "--allow-host", "companion.internal.test"}})
+	req, _ := http.NewRequest("GET", srv.ready.URL+"/v1/workspaces", nil)
+	req.Host = "companion.internal.test"
+	req.Header.Set("Authorization", "Bearer "+srv.ready.Token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("serve with --allow-host: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	req.Host = "other.internal.test"
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 403 {
+		t.Fatalf("serve answered a host it was not told about: %v %v", resp, err)
+	}
+	resp.Body.Close()
 }

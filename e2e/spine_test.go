@@ -113,6 +113,11 @@ func TestDesktopSpine(t *testing.T) {
 	}
 	caught := p.dial(before.Rev)
 	p.must(202, "POST", "/v1/workspaces/"+id+"/pause", nil, nil)
+	// Catching up from a known revision replays changes; it never
+	// starts over with a snapshot.
+	if first := caught.next(30 * time.Second); first.Type != "upsert" || first.Rev <= before.Rev {
+		t.Fatalf("first message after reconnecting with ?since=%d: %s", before.Rev, first.Raw)
+	}
 	m := caught.waitFor("paused after restart", 60*time.Second, upsertOf(id, "paused"))
 	if m.Rev <= before.Rev {
 		t.Fatalf("revision did not continue: %d after %d", m.Rev, before.Rev)

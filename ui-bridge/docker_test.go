@@ -106,13 +106,19 @@ func TestDockerWorkspaceLifecycle(t *testing.T) {
 		t.Fatalf("docker provider: %+v", p)
 	}
 
-	// Create.
+	// A lifecycle setting the provider cannot enforce is refused.
 	resp, body = e.do("POST", "/v1/workspaces", `{"account_id":"acc_local","name":"bridge test","lifecycle":{"idle_pause_after_seconds":600,"paused_ttl_seconds":0}}`)
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "idle_pause_after") {
+		t.Fatalf("create with an idle pause docker cannot enforce: %d %s", resp.StatusCode, body)
+	}
+
+	// Create.
+	resp, body = e.do("POST", "/v1/workspaces", `{"account_id":"acc_local","name":"bridge test","lifecycle":{"idle_pause_after_seconds":0,"paused_ttl_seconds":0}}`)
 	if resp.StatusCode != http.StatusAccepted {
 		t.Fatalf("create: %d %s", resp.StatusCode, body)
 	}
 	ws := decode[map[string]Workspace](t, body)["workspace"]
-	if ws.State != "creating" || ws.ID == "" || resp.Header.Get("Location") != "/v1/workspaces/"+ws.ID || ws.Lifecycle.IdlePauseAfterSeconds != 600 {
+	if ws.State != "creating" || ws.ID == "" || resp.Header.Get("Location") != "/v1/workspaces/"+ws.ID {
 		t.Fatalf("create answered %+v (Location %q)", ws, resp.Header.Get("Location"))
 	}
 	seen := await(t, c, ws.ID, &last, stateIs("running"))

@@ -145,8 +145,17 @@ func newGate(cfg Config, next http.Handler) (*gate, error) {
 	}
 	for _, h := range cfg.AllowedHosts {
 		h = strings.ToLower(strings.TrimSpace(h))
-		if _, _, err := net.SplitHostPort(h); err != nil {
-			return nil, fmt.Errorf("uibridge: allowed host %q must be host:port: %w", h, err)
+		// Exactly as browsers send Host: host:port, or a bare host for
+		// the default port (a name an ingress forwards, say).
+		host, _, err := net.SplitHostPort(h)
+		if err != nil {
+			host = h
+			if strings.Contains(h, ":") {
+				host = "" // neither host:port nor a bare name
+			}
+		}
+		if host == "" || strings.ContainsAny(host, "/@?# ") {
+			return nil, fmt.Errorf("uibridge: allowed host %q must be host:port, or a host name for the default port", h)
 		}
 		g.hosts[h] = true
 		// The companion's own pages are served from these hosts.

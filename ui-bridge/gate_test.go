@@ -55,6 +55,18 @@ func TestGateHostAllowlist(t *testing.T) {
 	if resp == nil || resp.StatusCode != http.StatusForbidden {
 		t.Fatalf("WebSocket handshake with a foreign Host: %v, want 403", err)
 	}
+	// Without an Origin header only the Host check can refuse it.
+	c, resp, err = websocket.Dial(context.Background(), "ws://rebind.evil.example:"+port+"/v1/ws", &websocket.DialOptions{
+		HTTPClient:   rebindingClient(e.port),
+		Subprotocols: []string{Subprotocol, BearerSubprotocolPrefix + e.token},
+	})
+	if err == nil {
+		c.CloseNow()
+		t.Fatal("WebSocket handshake with a foreign Host and no Origin succeeded")
+	}
+	if resp == nil || resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("WebSocket handshake with a foreign Host and no Origin: %v, want 403", err)
+	}
 	// Same page, plain HTTP through the rebound name.
 	req, _ := http.NewRequest("GET", "http://rebind.evil.example:"+port+"/v1/workspaces", nil)
 	req.Header.Set("Authorization", "Bearer "+e.token)
@@ -210,12 +222,13 @@ func TestNewRefusesUnsafeConfig(t *testing.T) {
 	e := newEnv(t, nil)
 	base := Config{Service: e.svc, Token: "t", AllowedHosts: LoopbackHosts(1)}
 	for name, mod := range map[string]func(*Config){
-		"no service":        func(c *Config) { c.Service = nil },
-		"no hosts":          func(c *Config) { c.AllowedHosts = nil },
-		"host without port": func(c *Config) { c.AllowedHosts = []string{"localhost"} },
-		"no auth":           func(c *Config) { c.Token = "" },
-		"wildcard origin":   func(c *Config) { c.AllowedOrigins = []string{"*"} },
-		"origin path":       func(c *Config) { c.AllowedOrigins = []string{"app://canvas/"} },
+		"no service":       func(c *Config) { c.Service = nil },
+		"no hosts":         func(c *Config) { c.AllowedHosts = nil },
+		"host with a path": func(c *Config) { c.AllowedHosts = []string{"localhost/x"} },
+		"host with a user": func(c *Config) { c.AllowedHosts = []string{"me@localhost:80"} },
+		"no auth":          func(c *Config) { c.Token = "" },
+		"wildcard origin":  func(c *Config) { c.AllowedOrigins = []string{"*"} },
+		"origin path":      func(c *Config) { c.AllowedOrigins = []string{"app://canvas/"} },
 	} {
 		cfg := base
 		mod(&cfg)

@@ -24,8 +24,8 @@ type Config struct {
 	// Authenticators are tried after the token, in order; serve mode adds
 	// its login session here.
 	Authenticators []Authenticator
-	// AllowedHosts are the exact Host header values ("host:port") the
-	// server answers to; anything else gets 403, which is what stops DNS
+	// AllowedHosts are the exact Host header values ("host:port", or a
+	// bare host name for the default port) the server answers to; anything else gets 403, which is what stops DNS
 	// rebinding. For a loopback listener use LoopbackHosts(port).
 	AllowedHosts []string
 	// AllowedOrigins are browser origins ("scheme://host[:port]", exactly

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 
@@ -25,9 +26,10 @@ const localDockerAccount = "local-docker"
 type providerSet struct {
 	docker *docker.Provider
 	host   *wasm.Host
+	store  *db.Store
 	reg    *core.Registry
-	svc    *core.Service
 	log    *slog.Logger
+	scope  string
 }
 
 // newWasmHost makes the Wasm host for a data directory.
@@ -59,7 +61,7 @@ func startProviders(ctx context.Context, f *serverFlags, store *db.Store, keys *
 	if err != nil {
 		return nil, err
 	}
-	ps := &providerSet{docker: dp, host: host, reg: reg, log: log}
+	ps := &providerSet{docker: dp, host: host, store: store, reg: reg, log: log, scope: f.dockerScope}
 	loadFirstParty(host, reg, log)
 	adapters, err := host.LoadInstalled(ctx)
 	for _, a := range adapters {
@@ -74,11 +76,24 @@ func startProviders(ctx context.Context, f *serverFlags, store *db.Store, keys *
 // Start lets the Wasm modules compile; call it once companion serves.
 func (p *providerSet) Start() { p.host.Start() }
 
-// EnsureAccounts creates the accounts that exist by default and remembers
-// the service for module removal checks.
+// EnsureAccounts creates the accounts that exist by default. The local
+// Docker account remembers the docker scope it was created with: started
+// with another scope, companion would see none of its boxes and report
+// every one as deleted, so that is refused.
 func (p *providerSet) EnsureAccounts(ctx context.Context, svc *core.Service) error {
-	p.svc = svc
-	return svc.EnsureAccount(ctx, core.Account{ID: localDockerAccount, Provider: "docker", Label: "Local Docker"})
+	err := svc.EnsureAccount(ctx, core.Account{ID: localDockerAccount, Provider: "docker", Label: "Local Docker",
+		Config: map[string]string{"scope": p.scope}})
+	if err != nil {
+		return err
+	}
+	acct, err := svc.Account(ctx, "", localDockerAccount)
+	if err != nil {
+		return err
+	}
+	if have := acct.Config["scope"]; have != "" && have != p.scope {
+		return fmt.Errorf("this data dir manages the Docker boxes of scope %q, not %q: start with --docker-scope %s, or use another --data-dir", have, p.scope, have)
+	}
+	return nil
 }
 
 // Close releases the adapters.
@@ -111,26 +126,34 @@ func (p *providerSet) Install(ctx context.Context, module []byte, confirmed stri
 	return s, nil
 }
 
-// Remove implements uibridge.ModuleAdmin. A module still used by an
-// account is kept: removing it would strand the account's workspaces.
+// Remove implements uibridge.ModuleAdmin.
 func (p *providerSet) Remove(ctx context.Context, name string) error {
-	if name == "docker" {
-		return core.Errorf(core.KindInvalid, "docker is built into companion and cannot be removed")
-	}
-	if p.svc != nil {
-		accts, err := p.svc.Accounts(ctx, "")
-		if err != nil {
-			return err
-		}
-		for _, a := range accts {
-			if a.Provider == name {
-				return core.Errorf(core.KindConflict, "provider module %s is used by account %s (%s); remove the account first", name, a.ID, a.Label)
-			}
-		}
+	if err := checkRemovable(ctx, p.host, p.store, name); err != nil {
+		return err
 	}
 	if err := p.host.Remove(ctx, name); err != nil {
 		return err
 	}
 	p.reg.Unregister(name)
+	return nil
+}
+
+// checkRemovable refuses to remove a built-in provider, and a module still
+// used by an account of any owner: removing it would strand the account's
+// workspaces.
+func checkRemovable(ctx context.Context, host *wasm.Host, store core.Store, name string) error {
+	if name == "docker" {
+		return core.Errorf(core.KindInvalid, "docker is built into companion and cannot be removed")
+	}
+	if a, ok := host.Adapter(name); ok && a.Builtin() {
+		return core.Errorf(core.KindInvalid, "provider module %s is built into companion and cannot be removed", name)
+	}
+	users, err := core.AccountsUsing(ctx, store, name)
+	if err != nil {
+		return err
+	}
+	if len(users) > 0 {
+		return core.Errorf(core.KindConflict, "provider module %s is used by account %s (%s); remove the account first", name, users[0].ID, users[0].Label)
+	}
 	return nil
 }

@@ -211,14 +211,8 @@ func providersRemove(ctx context.Context, dataDir string, args []string, stdout 
 		return err
 	}
 	defer closeAll()
-	accts, err := store.ListAccounts(ctx)
-	if err != nil {
+	if err := checkRemovable(ctx, host, store, name); err != nil {
 		return err
-	}
-	for _, a := range accts {
-		if a.Provider == name {
-			return fmt.Errorf("provider module %s is used by account %s (%s); remove the account first", name, a.ID, a.Label)
-		}
 	}
 	if err := host.Remove(ctx, name); err != nil {
 		return err

@@ -38,6 +38,7 @@ type serverFlags struct {
 	dataDir           string
 	listen            string
 	origins           stringList
+	hosts             stringList
 	dockerImage       string
 	dockerScope       string
 	reconcileInterval time.Duration
@@ -75,6 +76,9 @@ func parseServerFlags(m mode, args []string, stderr io.Writer) (*serverFlags, er
 	fs.DurationVar(&f.reconcileInterval, "reconcile-interval", 15*time.Second, "how often each account's boxes are listed at the provider")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log `level`: debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log `format` on stderr: text or json")
+	if m == modeServe {
+		fs.Var(&f.hosts, "allow-host", "extra `host[:port]` the server answers to, e.g. the name your ingress forwards (repeatable)")
+	}
 	if m == modeDesktop {
 		fs.BoolVar(&f.exitOnStdinClose, "exit-on-stdin-close", true, "exit when stdin closes (the parent app died)")
 	}
@@ -146,7 +150,7 @@ func checkListen(m mode, addr string) error {
 	if m == modeDesktop {
 		return fmt.Errorf("--listen %q: desktop mode listens on loopback only (127.0.0.1 or ::1)", addr)
 	}
-	return fmt.Errorf("--listen %q: refusing a non-loopback address: no login method is configured, and without one anyone who reaches the server could spend the provider accounts; listen on 127.0.0.1 (behind your ingress) until login is set up", addr)
+	return fmt.Errorf("--listen %q: refusing a non-loopback address: no login method is configured, and without one anyone who reaches the server could spend the provider accounts; listen on 127.0.0.1 behind your ingress (with --allow-host for the name it forwards) until login is set up", addr)
 }
 
 // readyLine is what desktop (and serve) print on stdout once serving.
@@ -211,11 +215,21 @@ func newToken() string {
 	return hex.EncodeToString(b[:])
 }
 
+// dataDirLockWait is how long a start waits for a previous companion on
+// the same data dir to finish shutting down (its shutdown is bounded by
+// the 10 s below).
+const dataDirLockWait = 15 * time.Second
+
 // serve runs companion until ctx ends.
 func serve(ctx context.Context, m mode, f *serverFlags, log *slog.Logger, stdout io.Writer) error {
 	if err := os.MkdirAll(f.dataDir, 0o700); err != nil {
 		return fmt.Errorf("create data dir: %w", err)
 	}
+	unlock, err := lockDataDir(ctx, f.dataDir, dataDirLockWait)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	store, err := db.Open(ctx, filepath.Join(f.dataDir, "companion.db"))
 	if err != nil {
 		return err
@@ -254,7 +268,7 @@ func serve(ctx context.Context, m mode, f *serverFlags, log *slog.Logger, stdout
 	bridge, err := uibridge.New(uibridge.Config{
 		Service:        svc,
 		Token:          token,
-		AllowedHosts:   uibridge.LoopbackHosts(port),
+		AllowedHosts:   append(uibridge.LoopbackHosts(port), f.hosts...),
 		AllowedOrigins: f.origins,
 		Version:        version,
 		Logger:         log,
@@ -273,7 +287,7 @@ func serve(ctx context.Context, m mode, f *serverFlags, log *slog.Logger, stdout
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 
-	url := fmt.Sprintf("http://127.0.0.1:%d", port)
+	url := "http://" + ln.Addr().String()
 	if err := json.NewEncoder(stdout).Encode(readyLine{Event: "ready", URL: url, Token: token, Version: version}); err != nil {
 		log.Warn("could not write the ready line", "err", err)
 	}
