@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/tetratelabs/wazero"
 	"sync"
 	"time"
 
@@ -184,6 +185,21 @@ func (h *Host) compile(ctx context.Context, name string, m *manifest.Manifest, b
 		}
 	}
 	return mod, nil
+}
+
+// compileThrowaway compiles with a cache of its own, so validating a module
+// leaves nothing behind; drop closes the cache once the module is closed.
+func (h *Host) compileThrowaway(ctx context.Context, m *manifest.Manifest, bin []byte) (mod *sandbox.Module, drop func(), err error) {
+	h.compileMu.Lock()
+	defer h.compileMu.Unlock()
+	cache := wazero.NewCompilationCache()
+	drop = func() { _ = cache.Close(context.Background()) }
+	mod, err = sandbox.Compile(ctx, bin, sandbox.Options{Name: m.Name, Limits: m.Limits, PoolSize: 1, Cache: cache, Logger: h.log})
+	if err != nil {
+		drop()
+		return nil, nil, err
+	}
+	return mod, drop, nil
 }
 
 // Name returns the module's name.

@@ -10,25 +10,38 @@ import (
 
 	"companion/core"
 	"companion/providers/wasm/internal/manifest"
+	"companion/providers/wasm/internal/sandbox"
 )
 
 // Inspect validates a module without installing it: its manifest, its
 // imports and exports against the ABI, its capabilities against its
 // exports, and the ABI version it reports (which needs one instance, run
-// in the sandbox). The compile fills the cache, so installing the same
-// bytes afterwards is quick.
+// in the sandbox). Nothing is kept, not even compiled code: anyone may
+// inspect modules they never install.
 func (h *Host) Inspect(ctx context.Context, bin []byte) (Summary, error) {
+	return h.validate(ctx, bin, false)
+}
+
+// validate is Inspect; with keep the compiled code goes to the host's
+// cache, so that loading the module after installing it is quick.
+func (h *Host) validate(ctx context.Context, bin []byte, keep bool) (Summary, error) {
 	m, _, err := parseModule(bin)
 	if err != nil {
 		return Summary{}, err
 	}
-	info := LoadInfo{}
-	mod, err := h.compile(ctx, m.Name, m, bin, &info)
+	var mod *sandbox.Module
+	drop := func() {}
+	if keep {
+		mod, err = h.compile(ctx, m.Name, m, bin, &LoadInfo{})
+	} else {
+		mod, drop, err = h.compileThrowaway(ctx, m, bin)
+	}
 	if err == nil {
 		if err = mod.CheckCapabilities(m.Capabilities); err == nil {
 			err = mod.Warm(ctx, m.ABIVersion)
 		}
 		_ = mod.Close(context.Background())
+		drop()
 	}
 	if err != nil {
 		return Summary{}, &core.Error{Kind: core.KindInvalid, Message: fmt.Sprintf("provider module %s is not usable: %v", m.Name, err), Err: err}
@@ -52,7 +65,7 @@ func (h *Host) Install(ctx context.Context, bin []byte) (Summary, error) {
 	if err := h.nameFree(m.Name); err != nil {
 		return Summary{}, err
 	}
-	sum, err := h.Inspect(ctx, bin)
+	sum, err := h.validate(ctx, bin, true)
 	if err != nil {
 		return Summary{}, err
 	}

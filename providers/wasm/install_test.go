@@ -208,3 +208,22 @@ func repack(t testing.TB, bin []byte, edit func(map[string]any)) []byte {
 	}
 	return out
 }
+
+func TestInspectLeavesNoCompiledCode(t *testing.T) {
+	cache := filepath.Join(t.TempDir(), "cache")
+	e := newEnv(t, func(c *Config) { c.CacheDir = cache })
+	before := e.host.cacheEntries()
+	s, err := e.host.Inspect(context.Background(), goodWasm)
+	if err != nil || s.Name != "good" || s.SHA256 == "" {
+		t.Fatalf("inspect: %+v %v", s, err)
+	}
+	if after := e.host.cacheEntries(); after != before {
+		t.Fatalf("inspect left compiled code behind: %d cache entries, had %d", after, before)
+	}
+	if _, err := e.host.Install(context.Background(), goodWasm); err != nil {
+		t.Fatal(err)
+	}
+	if e.host.cacheEntries() <= before {
+		t.Fatal("install did not keep the compiled code for the load that follows")
+	}
+}
