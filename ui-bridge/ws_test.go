@@ -441,3 +441,73 @@ func TestStreamSurvivesHubFallingBehind(t *testing.T) {
 	}
 	t.Logf("hub resubscribed %d times", strings.Count(e.logs.String(), "resubscribing"))
 }
+
+// stallHub holds the hub's lock, so it cannot take changes from the feed,
+// until the returned function is called.
+func stallHub(e *testEnv) (resume func()) {
+	e.srv.hub.mu.Lock()
+	return e.srv.hub.mu.Unlock
+}
+
+func TestStreamCatchesUpAfterTheHubWasDropped(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.FeedBuffer = 1 })
+	c := e.mustDial("")
+	last := readMsg(t, c).Rev
+	resume := stallHub(e)
+	var saved []core.Workspace
+	for i := range 5 {
+		saved = append(saved, e.save(testWorkspace(fmt.Sprint("while-stalled", i))))
+	}
+	resume()
+	for _, ws := range saved {
+		m := readMsg(t, c)
+		if m.Type != "upsert" || m.Rev != ws.Rev || m.Rev <= last {
+			t.Fatalf("after catching up: %s rev %d, want upsert rev %d", m.Type, m.Rev, ws.Rev)
+		}
+		last = m.Rev
+	}
+	if !strings.Contains(e.logs.String(), "resubscribing") {
+		t.Fatal("the hub was never dropped; the test did not exercise catching up")
+	}
+}
+
+func TestStreamResetWhenTheStoreCannotReplay(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.FeedBuffer = 1 })
+	ctx := context.Background()
+	keep := e.save(testWorkspace("kept"))
+	c := e.mustDial("")
+	readMsg(t, c)
+	resume := stallHub(e)
+	// The hub holds one change and has one buffered: the third drops it.
+	e.save(testWorkspace("filler-1"))
+	e.save(testWorkspace("filler-2"))
+	gone := e.save(testWorkspace("gone"))
+	gone.Removed = true
+	e.save(gone)
+	e.save(testWorkspace("after"))
+	// Forget every removal: the hub's revision is now older than anything
+	// the store can replay.
+	if err := e.st.PruneTombstones(ctx, time.Now().Add(time.Hour), 0); err != nil {
+		t.Fatal(err)
+	}
+	resume()
+	// The change still in the hub's buffer may arrive first; then the
+	// stream must be reset, not continued with a gap.
+	var err error
+	for err == nil {
+		_, err = tryReadMsg(c, 10*time.Second)
+	}
+	if code := websocket.CloseStatus(err); code != CloseResync {
+		t.Fatalf("client of a hub that lost its place: %v, want close %d", err, CloseResync)
+	}
+	// A new connection gets a snapshot of what really exists.
+	c2 := e.mustDial("")
+	m := readMsg(t, c2)
+	names := map[string]bool{}
+	for _, ws := range m.Workspaces {
+		names[ws.Name] = true
+	}
+	if m.Type != "snapshot" || len(m.Workspaces) != 4 || !names[keep.Name] || !names["after"] || names["gone"] {
+		t.Fatalf("snapshot after the reset: %+v", m)
+	}
+}
