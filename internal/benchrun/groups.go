@@ -43,7 +43,7 @@ func benchWasm() error {
 		Baseline: "wasm.pooled_call_no_http", BaselineValue: us(wasm), Ratio: native / wasm})
 	emit(figure{Name: "wasm.pooled_call_hand_written_module", Value: us(wat), Unit: "µs",
 		Baseline: "wasm.pooled_call_no_http", BaselineValue: us(wasm), Ratio: wat / wasm})
-	for _, m := range []string{"good-go", "minimal-wat"} {
+	for _, m := range []string{"good-go", "minimal-wat", "daytona", "e2b", "digitalocean"} {
 		cold, err := metric(res, "BenchmarkCompile/cold/"+m, "compile-ms")
 		if err != nil {
 			return err

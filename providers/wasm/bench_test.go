@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"companion/core"
+	"companion/providers/wasm/modules"
 	"companion/providers/wasm/internal/wire"
 )
 
@@ -125,10 +126,16 @@ func BenchmarkCompile(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, m := range []struct {
+	type module struct {
 		name string
 		bin  []byte
-	}{{"good-go", goodWasm}, {"minimal-wat", minimal}} {
+	}
+	all := []module{{"good-go", goodWasm}, {"minimal-wat", minimal}}
+	// The first-party modules, when scripts/build-modules.sh has built them.
+	for _, m := range modules.Embedded() {
+		all = append(all, module{m.Name, m.Wasm})
+	}
+	for _, m := range all {
 		warm := b.TempDir()
 		loadOnce := func(b *testing.B, dir string) LoadInfo {
 			h, err := New(Config{CacheDir: dir})
