@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"companion/core"
-	"companion/providers/wasm/modules"
 	"companion/providers/wasm/internal/wire"
+	"companion/providers/wasm/modules"
 )
 
 // builtinStatic is the same list logic as the good module's mode=static,
