@@ -3,7 +3,6 @@ package daytona
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"companion/e2e/emulators/emulator"
+	"companion/e2e/emulators/emulator/emutest"
 )
 
 const token = "dtn_test_key_1234567890"
@@ -22,6 +22,14 @@ type harness struct {
 	t   *testing.T
 	s   *Server
 	srv *httptest.Server
+	c   *emutest.Client
+}
+
+type response = emutest.Response
+
+func (h *harness) call(method, path, body string, hdr ...string) response {
+	h.t.Helper()
+	return h.c.Call(method, path, body, hdr...)
 }
 
 func newHarness(t *testing.T, o Options) *harness {
@@ -35,60 +43,21 @@ func newHarness(t *testing.T, o Options) *harness {
 	s := New(o)
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(func() { s.Close(); srv.Close() })
-	return &harness{t: t, s: s, srv: srv}
+	c := &emutest.Client{T: t, URL: srv.URL, Header: "Authorization", Value: "Bearer " + token, JSON: true}
+	return &harness{t: t, s: s, srv: srv, c: c}
 }
 
-type response struct {
-	status int
-	header http.Header
-	body   []byte
-}
 
-func (r response) decode(t *testing.T, v any) {
-	t.Helper()
-	if err := json.Unmarshal(r.body, v); err != nil {
-		t.Fatalf("decoding %s: %v", r.body, err)
-	}
-}
 
-func (h *harness) call(method, path, body string, hdr ...string) response {
-	h.t.Helper()
-	var rd io.Reader
-	if body != "" {
-		rd = strings.NewReader(body)
-	}
-	req, err := http.NewRequest(method, h.srv.URL+path, rd)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	for i := 0; i+1 < len(hdr); i += 2 {
-		if hdr[i+1] == "" {
-			req.Header.Del(hdr[i])
-		} else {
-			req.Header.Set(hdr[i], hdr[i+1])
-		}
-	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := h.srv.Client().Do(req)
-	if err != nil {
-		h.t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return response{resp.StatusCode, resp.Header, b}
-}
 
 func (h *harness) sandbox(method, path, body string, want int) Sandbox {
 	h.t.Helper()
 	r := h.call(method, path, body)
-	if r.status != want {
-		h.t.Fatalf("%s %s: status %d, want %d: %s", method, path, r.status, want, r.body)
+	if r.Status != want {
+		h.t.Fatalf("%s %s: status %d, want %d: %s", method, path, r.Status, want, r.Body)
 	}
 	var sb Sandbox
-	r.decode(h.t, &sb)
+	r.Decode(h.t, &sb)
 	return sb
 }
 
@@ -108,13 +77,13 @@ type apiError struct {
 
 func (h *harness) wantError(r response, status int, msgPart string) apiError {
 	h.t.Helper()
-	if r.status != status {
-		h.t.Fatalf("status %d, want %d: %s", r.status, status, r.body)
+	if r.Status != status {
+		h.t.Fatalf("status %d, want %d: %s", r.Status, status, r.Body)
 	}
 	var e apiError
-	r.decode(h.t, &e)
+	r.Decode(h.t, &e)
 	if e.StatusCode != status || e.Error != http.StatusText(status) || e.Path == "" || e.Timestamp == "" {
-		h.t.Fatalf("error body not in Daytona's shape: %s", r.body)
+		h.t.Fatalf("error body not in Daytona's shape: %s", r.Body)
 	}
 	if !strings.Contains(e.Message, msgPart) {
 		h.t.Fatalf("message %q does not contain %q", e.Message, msgPart)
@@ -145,8 +114,8 @@ func TestLifecycle(t *testing.T) {
 		t.Fatalf("after 2s: %s", got)
 	}
 
-	if r := h.call("POST", "/api/sandbox/"+sb.ID+"/stop", ""); r.status != 200 {
-		t.Fatalf("stop: %d %s", r.status, r.body)
+	if r := h.call("POST", "/api/sandbox/"+sb.ID+"/stop", ""); r.Status != 200 {
+		t.Fatalf("stop: %d %s", r.Status, r.Body)
 	}
 	if got := h.state(sb.ID); got != StateStopping {
 		t.Fatalf("after stop: %s", got)
@@ -156,8 +125,8 @@ func TestLifecycle(t *testing.T) {
 		t.Fatalf("stopped: %s", got)
 	}
 
-	if r := h.call("POST", "/api/sandbox/"+sb.ID+"/archive", ""); r.status != 200 {
-		t.Fatalf("archive: %d %s", r.status, r.body)
+	if r := h.call("POST", "/api/sandbox/"+sb.ID+"/archive", ""); r.Status != 200 {
+		t.Fatalf("archive: %d %s", r.Status, r.Body)
 	}
 	clock.Advance(5 * time.Second)
 	if got := h.state(sb.ID); got != StateArchived {
@@ -184,7 +153,7 @@ func TestLifecycle(t *testing.T) {
 	clock.Advance(time.Second)
 	h.wantError(h.call("GET", "/api/sandbox/"+sb.ID, ""), 404, "not found")
 	var list struct{ Items []Sandbox }
-	h.call("GET", "/api/sandbox", "").decode(t, &list)
+	h.call("GET", "/api/sandbox", "").Decode(t, &list)
 	if len(list.Items) != 0 {
 		t.Fatalf("destroyed sandbox still listed: %+v", list.Items)
 	}
@@ -203,16 +172,16 @@ func TestPagination(t *testing.T) {
 	page := func(q string) (items []Sandbox, next *string) {
 		t.Helper()
 		r := h.call("GET", "/api/sandbox?"+q, "")
-		if r.status != 200 {
-			t.Fatalf("list %s: %d %s", q, r.status, r.body)
+		if r.Status != 200 {
+			t.Fatalf("list %s: %d %s", q, r.Status, r.Body)
 		}
 		var v struct {
 			Items      []Sandbox `json:"items"`
 			NextCursor *string   `json:"nextCursor"`
 		}
-		r.decode(t, &v)
-		if !strings.Contains(string(r.body), `"nextCursor"`) {
-			t.Fatalf("nextCursor missing from %s", r.body)
+		r.Decode(t, &v)
+		if !strings.Contains(string(r.Body), `"nextCursor"`) {
+			t.Fatalf("nextCursor missing from %s", r.Body)
 		}
 		return v.Items, v.NextCursor
 	}
@@ -276,8 +245,8 @@ func TestAuth(t *testing.T) {
 	h.wantError(h.call("GET", "/api/sandbox", "", "Authorization", "Bearer nope"), 401, "Invalid API key")
 	h.wantError(h.call("GET", "/api/sandbox", "", "Authorization", "", "X-API-Key", token), 401, "Unauthorized")
 	h.wantError(h.call("GET", "/api/sandbox", "", "Authorization", "Basic "+token), 401, "Invalid API key")
-	if r := h.call("GET", "/api/sandbox", "", "Authorization", "Bearer second-key"); r.status != 200 {
-		t.Fatalf("second token: %d", r.status)
+	if r := h.call("GET", "/api/sandbox", "", "Authorization", "Bearer second-key"); r.Status != 200 {
+		t.Fatalf("second token: %d", r.Status)
 	}
 	reqs := h.s.Requests().All()
 	if len(reqs) != 5 || reqs[2].Auth[0] != "X-API-Key" || reqs[4].Result != emulator.AuthOK {
@@ -298,8 +267,8 @@ func TestAutoStopArchiveDelete(t *testing.T) {
 	}
 
 	clock.Advance(14 * time.Minute)
-	if r := h.call("POST", "/api/sandbox/"+sb.ID+"/last-activity", ""); r.status != 201 {
-		t.Fatalf("last-activity: %d", r.status)
+	if r := h.call("POST", "/api/sandbox/"+sb.ID+"/last-activity", ""); r.Status != 201 {
+		t.Fatalf("last-activity: %d", r.Status)
 	}
 	clock.Advance(14 * time.Minute)
 	got := h.sandbox("GET", "/api/sandbox/"+sb.ID, "", 200)
@@ -336,8 +305,8 @@ func TestAutoStopArchiveDelete(t *testing.T) {
 
 	// Ephemeral (autoDeleteInterval 0): stop is a delete.
 	eph := h.sandbox("POST", "/api/sandbox", `{"autoDeleteInterval":0}`, 200)
-	if r := h.call("POST", "/api/sandbox/"+eph.ID+"/stop", ""); r.status != 200 {
-		t.Fatalf("stop ephemeral: %d", r.status)
+	if r := h.call("POST", "/api/sandbox/"+eph.ID+"/stop", ""); r.Status != 200 {
+		t.Fatalf("stop ephemeral: %d", r.Status)
 	}
 	if _, ok := h.s.Sandbox(eph.ID); ok {
 		t.Fatal("ephemeral sandbox survived stop")
@@ -386,8 +355,8 @@ func TestIllegalTransitions(t *testing.T) {
 	}
 
 	vm := h.s.Seed(SeedSandbox{SandboxClass: "linux-vm"})
-	if r := h.call("POST", "/api/sandbox/"+vm.ID+"/pause", ""); r.status != 200 {
-		t.Fatalf("pause vm: %d %s", r.status, r.body)
+	if r := h.call("POST", "/api/sandbox/"+vm.ID+"/pause", ""); r.Status != 200 {
+		t.Fatalf("pause vm: %d %s", r.Status, r.Body)
 	}
 	h.s.Clock().Advance(time.Second)
 	if s := h.state(vm.ID); s != StatePaused {
@@ -424,46 +393,46 @@ func TestRateLimitFault(t *testing.T) {
 	for range 2 {
 		r := h.call("GET", "/api/sandbox", "")
 		h.wantError(r, 429, "Rate limit exceeded")
-		if r.header.Get("Retry-After-authenticated") != "30" || r.header.Get("X-RateLimit-Remaining-authenticated") != "0" {
-			t.Fatalf("429 headers: %v", r.header)
+		if r.Header.Get("Retry-After-authenticated") != "30" || r.Header.Get("X-RateLimit-Remaining-authenticated") != "0" {
+			t.Fatalf("429 headers: %v", r.Header)
 		}
 	}
 	r := h.call("GET", "/api/sandbox", "")
-	if r.status != 200 || r.header.Get("X-RateLimit-Limit-authenticated") != "10000" ||
-		r.header.Get("X-RateLimit-Remaining-authenticated") != "9999" {
-		t.Fatalf("after the faults: %d %v", r.status, r.header)
+	if r.Status != 200 || r.Header.Get("X-RateLimit-Limit-authenticated") != "10000" ||
+		r.Header.Get("X-RateLimit-Remaining-authenticated") != "9999" {
+		t.Fatalf("after the faults: %d %v", r.Status, r.Header)
 	}
 
 	h.s.Faults().RateLimit(1, 5*time.Second)
 	r = h.call("POST", "/api/sandbox", `{}`)
-	if r.status != 429 || r.header.Get("Retry-After-sandbox-create") != "5" {
-		t.Fatalf("create 429: %d %v", r.status, r.header)
+	if r.Status != 429 || r.Header.Get("Retry-After-sandbox-create") != "5" {
+		t.Fatalf("create 429: %d %v", r.Status, r.Header)
 	}
 	h.s.Faults().Add(emulator.Fault{Kind: emulator.FaultRateLimit, Throttler: "failed-auth", RetryAfter: 9 * time.Second})
 	r = h.call("GET", "/api/sandbox", "")
-	if r.status != 429 || r.header.Get("Retry-After") != "9" {
-		t.Fatalf("failed-auth 429: %d %v", r.status, r.header)
+	if r.Status != 429 || r.Header.Get("Retry-After") != "9" {
+		t.Fatalf("failed-auth 429: %d %v", r.Status, r.Header)
 	}
 }
 
 func TestEnforcedRateLimit(t *testing.T) {
 	h := newHarness(t, Options{EnforceRateLimits: true, RateLimits: map[string]int{"sandbox-create": 2}})
 	for range 2 {
-		if r := h.call("POST", "/api/sandbox", `{}`); r.status != 200 {
-			t.Fatalf("create: %d", r.status)
+		if r := h.call("POST", "/api/sandbox", `{}`); r.Status != 200 {
+			t.Fatalf("create: %d", r.Status)
 		}
 	}
 	r := h.call("POST", "/api/sandbox", `{}`)
 	h.wantError(r, 429, "Rate limit")
-	if r.header.Get("Retry-After-sandbox-create") != "60" {
-		t.Fatalf("Retry-After-sandbox-create = %q", r.header.Get("Retry-After-sandbox-create"))
+	if r.Header.Get("Retry-After-sandbox-create") != "60" {
+		t.Fatalf("Retry-After-sandbox-create = %q", r.Header.Get("Retry-After-sandbox-create"))
 	}
 	if len(h.s.Sandboxes()) != 2 {
 		t.Fatal("a throttled create made a sandbox")
 	}
 	h.s.Clock().Advance(time.Minute)
-	if r := h.call("POST", "/api/sandbox", `{}`); r.status != 200 {
-		t.Fatalf("after the window: %d", r.status)
+	if r := h.call("POST", "/api/sandbox", `{}`); r.Status != 200 {
+		t.Fatalf("after the window: %d", r.Status)
 	}
 }
 
@@ -473,32 +442,32 @@ func TestServerErrorFault(t *testing.T) {
 	h.s.Faults().Fail(1, 500)
 	h.wantError(h.call("GET", "/api/sandbox", ""), 503, "Service Unavailable")
 	h.wantError(h.call("GET", "/api/sandbox", ""), 500, "unexpected")
-	if r := h.call("GET", "/api/sandbox", ""); r.status != 200 {
-		t.Fatalf("after faults: %d", r.status)
+	if r := h.call("GET", "/api/sandbox", ""); r.Status != 200 {
+		t.Fatalf("after faults: %d", r.Status)
 	}
 }
 
 func TestAdminMounting(t *testing.T) {
 	off := newHarness(t, Options{})
-	if r := off.call("GET", "/_emulator/state", ""); r.status != 404 {
-		t.Fatalf("admin route reachable when not mounted: %d", r.status)
+	if r := off.call("GET", "/_emulator/state", ""); r.Status != 404 {
+		t.Fatalf("admin route reachable when not mounted: %d", r.Status)
 	}
 	on := newHarness(t, Options{Admin: true})
 	r := on.call("POST", "/_emulator/seed", `{"name":"adopt-me","state":"stopped","labels":{"x":"y"}}`, "Authorization", "")
-	if r.status != 201 {
-		t.Fatalf("seed: %d %s", r.status, r.body)
+	if r.Status != 201 {
+		t.Fatalf("seed: %d %s", r.Status, r.Body)
 	}
 	on.call("POST", "/_emulator/clock", `{"advance":"1h"}`)
-	if r := on.call("POST", "/_emulator/sandboxes/adopt-me/activity", ""); r.status != 204 {
-		t.Fatalf("activity: %d", r.status)
+	if r := on.call("POST", "/_emulator/sandboxes/adopt-me/activity", ""); r.Status != 204 {
+		t.Fatalf("activity: %d", r.Status)
 	}
 	var state []Sandbox
-	on.call("GET", "/_emulator/state", "").decode(t, &state)
+	on.call("GET", "/_emulator/state", "").Decode(t, &state)
 	if len(state) != 1 || state[0].Name != "adopt-me" || !state[0].LastActivityAt.Equal(t0.Add(time.Hour)) {
 		t.Fatalf("state: %+v", state)
 	}
-	if r := on.call("POST", "/_emulator/seed", `{"name":"adopt-me"}`); r.status != 400 {
-		t.Fatalf("duplicate seed: %d", r.status)
+	if r := on.call("POST", "/_emulator/seed", `{"name":"adopt-me"}`); r.Status != 400 {
+		t.Fatalf("duplicate seed: %d", r.Status)
 	}
 	if n := len(on.s.Requests().All()); n != 0 {
 		t.Fatalf("admin calls were logged as API requests: %d", n)
@@ -519,7 +488,7 @@ func TestSeededBoxFollowsNativeLifecycle(t *testing.T) {
 		t.Fatal("Update: not found")
 	}
 	var list struct{ Items []Sandbox }
-	h.call("GET", "/api/sandbox?labels="+url.QueryEscape(`{"adopted":"yes"}`), "").decode(t, &list)
+	h.call("GET", "/api/sandbox?labels="+url.QueryEscape(`{"adopted":"yes"}`), "").Decode(t, &list)
 	if len(list.Items) != 1 || list.Items[0].ID != old.ID {
 		t.Fatalf("adopted box not listed by label: %+v", list.Items)
 	}

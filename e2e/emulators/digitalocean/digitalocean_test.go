@@ -3,8 +3,6 @@ package digitalocean
 import (
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strconv"
@@ -13,6 +11,7 @@ import (
 	"time"
 
 	"companion/e2e/emulators/emulator"
+	"companion/e2e/emulators/emulator/emutest"
 )
 
 const tok = "dop_v1_testtoken"
@@ -23,6 +22,19 @@ type harness struct {
 	t   *testing.T
 	s   *Server
 	srv *httptest.Server
+	c   *emutest.Client
+}
+
+type response = emutest.Response
+
+func (h *harness) call(method, path, body string, hdr ...string) response {
+	h.t.Helper()
+	return h.c.Call(method, path, body, hdr...)
+}
+
+func (h *harness) want(r response, status int) response {
+	h.t.Helper()
+	return h.c.Want(r, status)
 }
 
 func newHarness(t *testing.T, o Options) *harness {
@@ -36,56 +48,13 @@ func newHarness(t *testing.T, o Options) *harness {
 	s := New(o)
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(func() { s.Close(); srv.Close() })
-	return &harness{t: t, s: s, srv: srv}
+	c := &emutest.Client{T: t, URL: srv.URL, Header: "Authorization", Value: "Bearer " + tok, JSON: true}
+	return &harness{t: t, s: s, srv: srv, c: c}
 }
 
-type response struct {
-	status int
-	header http.Header
-	body   []byte
-}
 
-func (r response) decode(t *testing.T, v any) {
-	t.Helper()
-	if err := json.Unmarshal(r.body, v); err != nil {
-		t.Fatalf("decoding %s: %v", r.body, err)
-	}
-}
 
-func (h *harness) call(method, path, body string, hdr ...string) response {
-	h.t.Helper()
-	var rd io.Reader
-	if body != "" {
-		rd = strings.NewReader(body)
-	}
-	req, _ := http.NewRequest(method, h.srv.URL+path, rd)
-	req.Header.Set("Authorization", "Bearer "+tok)
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	for i := 0; i+1 < len(hdr); i += 2 {
-		if hdr[i+1] == "" {
-			req.Header.Del(hdr[i])
-		} else {
-			req.Header.Set(hdr[i], hdr[i+1])
-		}
-	}
-	resp, err := h.srv.Client().Do(req)
-	if err != nil {
-		h.t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return response{resp.StatusCode, resp.Header, b}
-}
 
-func (h *harness) want(r response, status int) response {
-	h.t.Helper()
-	if r.status != status {
-		h.t.Fatalf("status %d, want %d: %s", r.status, status, r.body)
-	}
-	return r
-}
 
 // wantEnvelope checks {error: {code, message}}.
 func (h *harness) wantEnvelope(r response, status int, code, msgPart string) {
@@ -94,9 +63,9 @@ func (h *harness) wantEnvelope(r response, status int, code, msgPart string) {
 	var e struct {
 		Error struct{ Code, Message string }
 	}
-	r.decode(h.t, &e)
+	r.Decode(h.t, &e)
 	if e.Error.Code != code || !strings.Contains(e.Error.Message, msgPart) {
-		h.t.Fatalf("envelope %s: want code %s, message containing %q", r.body, code, msgPart)
+		h.t.Fatalf("envelope %s: want code %s, message containing %q", r.Body, code, msgPart)
 	}
 }
 
@@ -105,23 +74,23 @@ func (h *harness) wantClassic(r response, status int, id string) {
 	h.t.Helper()
 	h.want(r, status)
 	var raw map[string]any
-	r.decode(h.t, &raw)
+	r.Decode(h.t, &raw)
 	if raw["id"] != id || raw["message"] == "" || raw["request_id"] == "" {
-		h.t.Fatalf("classic error %s: want id %s", r.body, id)
+		h.t.Fatalf("classic error %s: want id %s", r.Body, id)
 	}
 }
 
 func (h *harness) session(id string) Session {
 	h.t.Helper()
 	var v struct{ Session Session }
-	h.want(h.call("GET", "/v2/agents/sessions/"+id, ""), 200).decode(h.t, &v)
+	h.want(h.call("GET", "/v2/agents/sessions/"+id, ""), 200).Decode(h.t, &v)
 	return v.Session
 }
 
 func (h *harness) create(body string) Session {
 	h.t.Helper()
 	var v struct{ Session Session }
-	h.want(h.call("POST", "/v2/agents/sessions", body), 201).decode(h.t, &v)
+	h.want(h.call("POST", "/v2/agents/sessions", body), 201).Decode(h.t, &v)
 	return v.Session
 }
 
@@ -134,8 +103,8 @@ func TestLifecycle(t *testing.T) {
 		t.Fatalf("created: %+v", s)
 	}
 	r := h.call("GET", "/v2/agents/sessions/"+s.SessionID, "")
-	if strings.Contains(string(r.body), "idle_timeout_seconds") || strings.Contains(string(r.body), "pause_reason") {
-		t.Fatalf("default idle timeout / empty pause_reason not omitted: %s", r.body)
+	if strings.Contains(string(r.Body), "idle_timeout_seconds") || strings.Contains(string(r.Body), "pause_reason") {
+		t.Fatalf("default idle timeout / empty pause_reason not omitted: %s", r.Body)
 	}
 	h.wantEnvelope(h.call("POST", "/v2/agents/sessions/"+s.SessionID+"/pause", ""), 409, "FAILED_PRECONDITION", "PROVISIONING")
 
@@ -172,11 +141,11 @@ func TestLifecycle(t *testing.T) {
 	}
 	h.want(h.call("DELETE", "/v2/agents/sessions/"+s.SessionID, ""), 204)
 	var page struct{ Sessions []Session }
-	h.want(h.call("GET", "/v2/agents/sessions", ""), 200).decode(t, &page)
+	h.want(h.call("GET", "/v2/agents/sessions", ""), 200).Decode(t, &page)
 	if len(page.Sessions) != 0 {
 		t.Fatalf("destroyed session in default list: %+v", page.Sessions)
 	}
-	h.want(h.call("GET", "/v2/agents/sessions?status=SESSION_STATUS_ALL", ""), 200).decode(t, &page)
+	h.want(h.call("GET", "/v2/agents/sessions?status=SESSION_STATUS_ALL", ""), 200).Decode(t, &page)
 	if len(page.Sessions) != 1 {
 		t.Fatalf("ALL: %d sessions", len(page.Sessions))
 	}
@@ -245,7 +214,7 @@ func TestConfigs(t *testing.T) {
 	h := newHarness(t, Options{KeepWarmByDefault: true})
 	manifest := "agent: openhands\ntemplate: openhands\nkeep_warm: false\nsandbox:\n  idleTimeoutSeconds: 600 # ten minutes\n"
 	var cv struct{ Config Config }
-	h.want(h.call("POST", "/v2/agents/configs", fmt.Sprintf(`{"name":"oh","manifest_yaml":%q}`, manifest)), 201).decode(t, &cv)
+	h.want(h.call("POST", "/v2/agents/configs", fmt.Sprintf(`{"name":"oh","manifest_yaml":%q}`, manifest)), 201).Decode(t, &cv)
 	if cv.Config.ConfigID == "" || cv.Config.Name != "oh" {
 		t.Fatalf("config: %+v", cv.Config)
 	}
@@ -262,12 +231,12 @@ func TestConfigs(t *testing.T) {
 	}
 
 	var cs struct{ Sessions []Session }
-	h.want(h.call("GET", "/v2/agents/configs/"+cv.Config.ConfigID+"/sessions", ""), 200).decode(t, &cs)
+	h.want(h.call("GET", "/v2/agents/configs/"+cv.Config.ConfigID+"/sessions", ""), 200).Decode(t, &cs)
 	if len(cs.Sessions) != 1 || cs.Sessions[0].SessionID != s.SessionID {
 		t.Fatalf("config sessions: %+v", cs.Sessions)
 	}
 	var list struct{ Configs []Config }
-	h.want(h.call("GET", "/v2/agents/configs", ""), 200).decode(t, &list)
+	h.want(h.call("GET", "/v2/agents/configs", ""), 200).Decode(t, &list)
 	if len(list.Configs) != 1 {
 		t.Fatalf("configs: %+v", list.Configs)
 	}
@@ -281,7 +250,7 @@ func TestConfigs(t *testing.T) {
 	// A YAML manifest body creates a session directly.
 	r := h.call("POST", "/v2/agents/sessions", "agent: claude-code\nname: yaml-one\n", "Content-Type", "application/x-yaml")
 	var v struct{ Session Session }
-	h.want(r, 201).decode(t, &v)
+	h.want(r, 201).Decode(t, &v)
 	if v.Session.AgentKind != "claude-code" || v.Session.Name != "yaml-one" {
 		t.Fatalf("yaml session: %+v", v.Session)
 	}
@@ -311,7 +280,7 @@ func TestPagination(t *testing.T) {
 			Sessions      []Session `json:"sessions"`
 			NextPageToken string    `json:"next_page_token"`
 		}
-		h.want(h.call("GET", "/v2/agents/sessions?"+q, ""), 200).decode(t, &v)
+		h.want(h.call("GET", "/v2/agents/sessions?"+q, ""), 200).Decode(t, &v)
 		pages++
 		all = append(all, v.Sessions...)
 		if v.NextPageToken == "" {
@@ -333,7 +302,7 @@ func TestPagination(t *testing.T) {
 	}
 	count := func(q string) int {
 		var v struct{ Sessions []Session }
-		h.want(h.call("GET", "/v2/agents/sessions?"+q, ""), 200).decode(t, &v)
+		h.want(h.call("GET", "/v2/agents/sessions?"+q, ""), 200).Decode(t, &v)
 		return len(v.Sessions)
 	}
 	if n := count("status=SESSION_STATUS_PAUSED"); n != 3 {
@@ -372,16 +341,16 @@ func TestAuthAndErrorStyles(t *testing.T) {
 func TestRateLimitHeadersAndFaults(t *testing.T) {
 	h := newHarness(t, Options{})
 	r := h.want(h.call("GET", "/v2/agents/sessions", ""), 200)
-	if r.header.Get("ratelimit-limit") != "5000" || r.header.Get("ratelimit-remaining") != "4999" ||
-		r.header.Get("ratelimit-reset") != strconv.FormatInt(t0.Add(time.Hour).Unix(), 10) {
-		t.Fatalf("ratelimit headers: %v", r.header)
+	if r.Header.Get("ratelimit-limit") != "5000" || r.Header.Get("ratelimit-remaining") != "4999" ||
+		r.Header.Get("ratelimit-reset") != strconv.FormatInt(t0.Add(time.Hour).Unix(), 10) {
+		t.Fatalf("ratelimit headers: %v", r.Header)
 	}
 	h.s.Faults().RateLimit(1, 20*time.Second)
 	r = h.call("GET", "/v2/agents/sessions", "")
 	h.wantClassic(r, 429, "too_many_requests")
-	if r.header.Get("Retry-After") != "20" || r.header.Get("ratelimit-remaining") != "0" ||
-		r.header.Get("ratelimit-reset") != strconv.FormatInt(t0.Add(20*time.Second).Unix(), 10) {
-		t.Fatalf("429 headers: %v", r.header)
+	if r.Header.Get("Retry-After") != "20" || r.Header.Get("ratelimit-remaining") != "0" ||
+		r.Header.Get("ratelimit-reset") != strconv.FormatInt(t0.Add(20*time.Second).Unix(), 10) {
+		t.Fatalf("429 headers: %v", r.Header)
 	}
 	h.s.Faults().Fail(1, 500)
 	h.s.Faults().Fail(1, 503)
@@ -397,8 +366,8 @@ func TestRateLimitHeadersAndFaults(t *testing.T) {
 	}
 	r = enf.call("GET", "/v2/agents/sessions", "")
 	enf.wantClassic(r, 429, "too_many_requests")
-	if r.header.Get("Retry-After") != "60" {
-		t.Fatalf("per-minute Retry-After: %q", r.header.Get("Retry-After"))
+	if r.Header.Get("Retry-After") != "60" {
+		t.Fatalf("per-minute Retry-After: %q", r.Header.Get("Retry-After"))
 	}
 	enf.s.Clock().Advance(time.Minute)
 	enf.want(enf.call("GET", "/v2/agents/sessions", ""), 200)
@@ -408,7 +377,7 @@ func TestAdmin(t *testing.T) {
 	h := newHarness(t, Options{Admin: true})
 	r := h.want(h.call("POST", "/_emulator/seed", `{"session_id":"sess_adopt","name":"old","status":"SESSION_STATUS_READY"}`, "Authorization", ""), 201)
 	var s Session
-	r.decode(t, &s)
+	r.Decode(t, &s)
 	if s.SessionID != "sess_adopt" || s.TeamID == "" {
 		t.Fatalf("seeded: %+v", s)
 	}
@@ -416,12 +385,12 @@ func TestAdmin(t *testing.T) {
 	h.want(h.call("POST", "/_emulator/sessions/sess_adopt/event", ""), 204)
 	h.want(h.call("POST", "/_emulator/clock", `{"advance":"14m"}`), 200)
 	var st struct{ Sessions []Session }
-	h.want(h.call("GET", "/_emulator/state", ""), 200).decode(t, &st)
+	h.want(h.call("GET", "/_emulator/state", ""), 200).Decode(t, &st)
 	if len(st.Sessions) != 1 || st.Sessions[0].Status != StatusReady {
 		t.Fatalf("state: %+v", st.Sessions)
 	}
 	h.want(h.call("POST", "/_emulator/clock", `{"advance":"1m"}`), 200)
-	h.want(h.call("GET", "/_emulator/state", ""), 200).decode(t, &st)
+	h.want(h.call("GET", "/_emulator/state", ""), 200).Decode(t, &st)
 	if st.Sessions[0].Status != StatusPaused {
 		t.Fatalf("not idle-paused: %s", st.Sessions[0].Status)
 	}

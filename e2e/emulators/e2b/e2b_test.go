@@ -3,8 +3,6 @@ package e2b
 import (
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
@@ -12,6 +10,7 @@ import (
 	"time"
 
 	"companion/e2e/emulators/emulator"
+	"companion/e2e/emulators/emulator/emutest"
 )
 
 const key = "e2b_test_key_abcdef"
@@ -22,6 +21,19 @@ type harness struct {
 	t   *testing.T
 	s   *Server
 	srv *httptest.Server
+	c   *emutest.Client
+}
+
+type response = emutest.Response
+
+func (h *harness) call(method, path, body string, hdr ...string) response {
+	h.t.Helper()
+	return h.c.Call(method, path, body, hdr...)
+}
+
+func (h *harness) want(r response, status int) response {
+	h.t.Helper()
+	return h.c.Want(r, status)
 }
 
 func newHarness(t *testing.T, o Options) *harness {
@@ -35,53 +47,13 @@ func newHarness(t *testing.T, o Options) *harness {
 	s := New(o)
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(func() { s.Close(); srv.Close() })
-	return &harness{t: t, s: s, srv: srv}
+	c := &emutest.Client{T: t, URL: srv.URL, Header: "X-API-Key", Value: key, JSON: false}
+	return &harness{t: t, s: s, srv: srv, c: c}
 }
 
-type response struct {
-	status int
-	header http.Header
-	body   []byte
-}
 
-func (r response) decode(t *testing.T, v any) {
-	t.Helper()
-	if err := json.Unmarshal(r.body, v); err != nil {
-		t.Fatalf("decoding %s: %v", r.body, err)
-	}
-}
 
-func (h *harness) call(method, path, body string, hdr ...string) response {
-	h.t.Helper()
-	var rd io.Reader
-	if body != "" {
-		rd = strings.NewReader(body)
-	}
-	req, _ := http.NewRequest(method, h.srv.URL+path, rd)
-	req.Header.Set("X-API-Key", key)
-	for i := 0; i+1 < len(hdr); i += 2 {
-		if hdr[i+1] == "" {
-			req.Header.Del(hdr[i])
-		} else {
-			req.Header.Set(hdr[i], hdr[i+1])
-		}
-	}
-	resp, err := h.srv.Client().Do(req)
-	if err != nil {
-		h.t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return response{resp.StatusCode, resp.Header, b}
-}
 
-func (h *harness) want(r response, status int) response {
-	h.t.Helper()
-	if r.status != status {
-		h.t.Fatalf("status %d, want %d: %s", r.status, status, r.body)
-	}
-	return r
-}
 
 func (h *harness) wantError(r response, status int, msgPart string) {
 	h.t.Helper()
@@ -90,23 +62,23 @@ func (h *harness) wantError(r response, status int, msgPart string) {
 		Code    int    `json:"code"`
 		Message string `json:"message"`
 	}
-	r.decode(h.t, &e)
+	r.Decode(h.t, &e)
 	if e.Code != status || !strings.Contains(e.Message, msgPart) {
-		h.t.Fatalf("error body %s: want code %d and message containing %q", r.body, status, msgPart)
+		h.t.Fatalf("error body %s: want code %d and message containing %q", r.Body, status, msgPart)
 	}
 }
 
 func (h *harness) create(body string) Created {
 	h.t.Helper()
 	var c Created
-	h.want(h.call("POST", "/sandboxes", body), 201).decode(h.t, &c)
+	h.want(h.call("POST", "/sandboxes", body), 201).Decode(h.t, &c)
 	return c
 }
 
 func (h *harness) detail(id string) Detail {
 	h.t.Helper()
 	var d Detail
-	h.want(h.call("GET", "/sandboxes/"+id, ""), 200).decode(h.t, &d)
+	h.want(h.call("GET", "/sandboxes/"+id, ""), 200).Decode(h.t, &d)
 	return d
 }
 
@@ -214,13 +186,13 @@ func TestPagination(t *testing.T) {
 	for {
 		r := h.want(h.call("GET", "/v2/sandboxes?"+q, ""), 200)
 		var items []Sandbox
-		r.decode(t, &items)
+		r.Decode(t, &items)
 		pages++
 		all = append(all, items...)
-		if r.header.Get("X-Total-Running") != "6" {
-			t.Fatalf("X-Total-Running = %q", r.header.Get("X-Total-Running"))
+		if r.Header.Get("X-Total-Running") != "6" {
+			t.Fatalf("X-Total-Running = %q", r.Header.Get("X-Total-Running"))
 		}
-		next := r.header.Get("X-Next-Token")
+		next := r.Header.Get("X-Next-Token")
 		if next == "" {
 			break
 		}
@@ -244,7 +216,7 @@ func TestPagination(t *testing.T) {
 
 	count := func(q string) int {
 		var items []Sandbox
-		h.want(h.call("GET", "/v2/sandboxes?"+q, ""), 200).decode(t, &items)
+		h.want(h.call("GET", "/v2/sandboxes?"+q, ""), 200).Decode(t, &items)
 		return len(items)
 	}
 	if n := count("state=paused"); n != 3 {
@@ -260,11 +232,11 @@ func TestPagination(t *testing.T) {
 		t.Fatalf("running owner=0: %d", n)
 	}
 	r := h.want(h.call("GET", "/v2/sandboxes?state=paused", ""), 200)
-	if r.header.Get("X-Total-Running") != "" {
+	if r.Header.Get("X-Total-Running") != "" {
 		t.Fatal("X-Total-Running sent when running sandboxes were not asked for")
 	}
 	var legacy []Sandbox
-	h.want(h.call("GET", "/sandboxes", ""), 200).decode(t, &legacy)
+	h.want(h.call("GET", "/sandboxes", ""), 200).Decode(t, &legacy)
 	if len(legacy) != 6 {
 		t.Fatalf("v1 list: %d running", len(legacy))
 	}
@@ -316,8 +288,8 @@ func TestFaults(t *testing.T) {
 	h.s.Faults().RateLimit(1, 12*time.Second)
 	r := h.call("GET", "/v2/sandboxes", "")
 	h.wantError(r, 429, "Rate limit exceeded")
-	if r.header.Get("Retry-After") != "12" || r.header.Get("RateLimit-Remaining") != "0" {
-		t.Fatalf("429 headers: %v", r.header)
+	if r.Header.Get("Retry-After") != "12" || r.Header.Get("RateLimit-Remaining") != "0" {
+		t.Fatalf("429 headers: %v", r.Header)
 	}
 	h.s.Faults().Fail(2, 503)
 	h.wantError(h.call("POST", "/sandboxes", `{"templateID":"base"}`), 503, "")
@@ -332,13 +304,13 @@ func TestAdmin(t *testing.T) {
 	h := newHarness(t, Options{Admin: true})
 	r := h.want(h.call("POST", "/_emulator/seed", `{"sandboxID":"adopt1","state":"running","autoPause":true,"metadata":{"k":"v"}}`, "X-API-Key", ""), 201)
 	var d Detail
-	r.decode(t, &d)
+	r.Decode(t, &d)
 	if d.SandboxID != "adopt1" || d.Lifecycle.OnTimeout != "pause" || !d.EndAt.Equal(t0.Add(time.Hour)) {
 		t.Fatalf("seeded: %+v", d)
 	}
 	h.want(h.call("POST", "/_emulator/clock", `{"advance":"2h"}`), 200)
 	var state []Detail
-	h.want(h.call("GET", "/_emulator/state", ""), 200).decode(t, &state)
+	h.want(h.call("GET", "/_emulator/state", ""), 200).Decode(t, &state)
 	if len(state) != 1 || state[0].State != StatePaused {
 		t.Fatalf("state after clock jump: %+v", state)
 	}
