@@ -199,17 +199,9 @@ func (provider) get(ctx context.Context, acct sdk.Account, id string) (sandbox, 
 	var s sandbox
 	_, err := client(acct).Call(ctx, "GET", "/sandbox/"+api.PathID(id), nil, nil, &s)
 	if err != nil {
-		return sandbox{}, notFound(err, id)
+		return sandbox{}, api.NotFound(err, "Daytona sandbox", id)
 	}
 	return s, nil
-}
-
-// notFound words a 404 for a box.
-func notFound(err error, id string) error {
-	if api.IsKind(err, sdk.NotFound) {
-		return sdk.Errorf(sdk.NotFound, "Daytona sandbox %s does not exist (any more)", id)
-	}
-	return err
 }
 
 func (p provider) Get(ctx context.Context, acct sdk.Account, id string) (sdk.Box, error) {
@@ -340,7 +332,7 @@ func (p provider) Suspend(ctx context.Context, acct sdk.Account, id string) (sdk
 	}
 	_, err = client(acct).Call(ctx, "POST", "/sandbox/"+api.PathID(id)+"/stop", nil, nil, nil)
 	if err != nil && !api.IsKind(err, sdk.Conflict) {
-		return sdk.Box{}, notFound(err, id)
+		return sdk.Box{}, api.NotFound(err, "Daytona sandbox", id)
 	}
 	// Stop answers without a body; read the state it left (stopping or
 	// stopped). After a conflict, a box that is stopping or stopped by now
@@ -373,7 +365,7 @@ func (p provider) Resume(ctx context.Context, acct sdk.Account, id string) (sdk.
 	var started sandbox
 	_, err = client(acct).Call(ctx, "POST", "/sandbox/"+api.PathID(id)+"/start", nil, nil, &started)
 	if err != nil {
-		return sdk.Box{}, notFound(err, id)
+		return sdk.Box{}, api.NotFound(err, "Daytona sandbox", id)
 	}
 	if started.ID == "" { // tolerate an empty answer: read the box
 		return p.Get(ctx, acct, id)

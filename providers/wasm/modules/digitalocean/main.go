@@ -194,19 +194,12 @@ func (provider) get(ctx context.Context, id string) (session, error) {
 	}
 	var w wrapped
 	if _, err := client.Call(ctx, "GET", "/v2/agents/sessions/"+api.PathID(id), nil, nil, &w); err != nil {
-		return session{}, notFound(err, id)
+		return session{}, api.NotFound(err, "DigitalOcean session", id)
 	}
 	if w.SessionID == "" {
 		w.SessionID = id
 	}
 	return w.session, nil
-}
-
-func notFound(err error, id string) error {
-	if api.IsKind(err, sdk.NotFound) {
-		return sdk.Errorf(sdk.NotFound, "DigitalOcean session %s does not exist (any more)", id)
-	}
-	return err
 }
 
 // Get returns destroyed sessions too (the API keeps them, status
@@ -290,7 +283,7 @@ func (p provider) Suspend(ctx context.Context, _ sdk.Account, id string) (sdk.Bo
 	}
 	_, err := client.Call(ctx, "POST", "/v2/agents/sessions/"+api.PathID(id)+"/pause", nil, nil, nil)
 	if err != nil && !api.IsKind(err, sdk.Conflict) {
-		return sdk.Box{}, notFound(err, id)
+		return sdk.Box{}, api.NotFound(err, "DigitalOcean session", id)
 	}
 	// Pause answers 204; 409 means the session is not READY or DETACHED
 	// (already paused is fine) or is keep_warm.
@@ -310,7 +303,7 @@ func (p provider) Resume(ctx context.Context, _ sdk.Account, id string) (sdk.Box
 	}
 	_, err := client.Call(ctx, "POST", "/v2/agents/sessions/"+api.PathID(id)+"/resume", nil, nil, nil)
 	if err != nil && !api.IsKind(err, sdk.Conflict) {
-		return sdk.Box{}, notFound(err, id)
+		return sdk.Box{}, api.NotFound(err, "DigitalOcean session", id)
 	}
 	// Resume answers 204, or 409 when the session is not PAUSED (a
 	// running one is what was asked for).

@@ -179,19 +179,12 @@ func (provider) get(ctx context.Context, id string) (sandbox, error) {
 	}
 	var s sandbox
 	if _, err := client.Call(ctx, "GET", "/sandboxes/"+api.PathID(id), nil, nil, &s); err != nil {
-		return sandbox{}, notFound(err, id)
+		return sandbox{}, api.NotFound(err, "E2B sandbox", id)
 	}
 	if s.SandboxID == "" {
 		s.SandboxID = id
 	}
 	return s, nil
-}
-
-func notFound(err error, id string) error {
-	if api.IsKind(err, sdk.NotFound) {
-		return sdk.Errorf(sdk.NotFound, "E2B sandbox %s does not exist (any more)", id)
-	}
-	return err
 }
 
 func (p provider) Get(ctx context.Context, _ sdk.Account, id string) (sdk.Box, error) {
@@ -262,7 +255,7 @@ func (p provider) Suspend(ctx context.Context, _ sdk.Account, id string) (sdk.Bo
 	}
 	_, err := client.Call(ctx, "POST", "/sandboxes/"+api.PathID(id)+"/pause", nil, nil, nil)
 	if err != nil && !api.IsKind(err, sdk.Conflict) {
-		return sdk.Box{}, notFound(err, id)
+		return sdk.Box{}, api.NotFound(err, "E2B sandbox", id)
 	}
 	// Pause answers 204; 409 means already paused, or in a state that
 	// cannot be paused: the box's state tells which.
@@ -295,7 +288,7 @@ func (p provider) Resume(ctx context.Context, _ sdk.Account, id string) (sdk.Box
 	// connect answers 201 after resuming a paused box, 200 if it was
 	// running after all.
 	if _, err := client.Call(ctx, "POST", "/sandboxes/"+api.PathID(id)+"/connect", nil, body, nil); err != nil {
-		return sdk.Box{}, notFound(err, id)
+		return sdk.Box{}, api.NotFound(err, "E2B sandbox", id)
 	}
 	return p.Get(ctx, sdk.Account{}, id)
 }

@@ -267,6 +267,15 @@ func seconds(v string) time.Duration {
 	return time.Duration(n * float64(time.Second))
 }
 
+// NotFound rewords a not-found error about one box, naming it as what
+// ("E2B sandbox"); other errors pass through.
+func NotFound(err error, what, id string) error {
+	if IsKind(err, sdk.NotFound) {
+		return sdk.Errorf(sdk.NotFound, "%s %s does not exist (any more)", what, id)
+	}
+	return err
+}
+
 // IsKind reports whether err is an *sdk.Error of kind k.
 func IsKind(err error, k sdk.Kind) bool {
 	e, ok := err.(*sdk.Error)
