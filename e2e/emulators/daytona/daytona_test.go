@@ -47,9 +47,6 @@ func newHarness(t *testing.T, o Options) *harness {
 	return &harness{t: t, s: s, srv: srv, c: c}
 }
 
-
-
-
 func (h *harness) sandbox(method, path, body string, want int) Sandbox {
 	h.t.Helper()
 	r := h.call(method, path, body)

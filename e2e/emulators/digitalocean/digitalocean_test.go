@@ -52,10 +52,6 @@ func newHarness(t *testing.T, o Options) *harness {
 	return &harness{t: t, s: s, srv: srv, c: c}
 }
 
-
-
-
-
 // wantEnvelope checks {error: {code, message}}.
 func (h *harness) wantEnvelope(r response, status int, code, msgPart string) {
 	h.t.Helper()

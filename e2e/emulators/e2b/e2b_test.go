@@ -51,10 +51,6 @@ func newHarness(t *testing.T, o Options) *harness {
 	return &harness{t: t, s: s, srv: srv, c: c}
 }
 
-
-
-
-
 func (h *harness) wantError(r response, status int, msgPart string) {
 	h.t.Helper()
 	h.want(r, status)
