@@ -145,15 +145,17 @@ func (s *Service) ReconcileAccount(ctx context.Context, acct Account) error {
 	if err != nil {
 		return err
 	}
-	listed := map[string]bool{}
+	listed := make(map[string]bool, len(boxes))
 	for _, box := range boxes {
 		listed[box.ID] = true
+	}
+	for _, box := range boxes {
 		ws, ok := byBox[box.ID]
 		if !ok {
 			// A box labelled with one of our workspaces but under a new id
 			// (lost create response, identity change on resume).
 			ws, ok = byID[box.Labels[LabelWorkspace]]
-			if ok && ws.BoxID != "" && containsBox(ws.BoxID, boxes) {
+			if ok && ws.BoxID != "" && listed[ws.BoxID] {
 				ok = false // that workspace already has a live box
 			}
 		}
@@ -178,15 +180,6 @@ func (s *Service) ReconcileAccount(ctx context.Context, acct Account) error {
 		}
 	}
 	return nil
-}
-
-func containsBox(boxID string, boxes []Box) bool {
-	for _, b := range boxes {
-		if b.ID == boxID {
-			return true
-		}
-	}
-	return false
 }
 
 // reconcileByGet refreshes each workspace individually, for providers

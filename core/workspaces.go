@@ -183,9 +183,7 @@ func (s *Service) refresh(ctx context.Context, ws Workspace, acct Account, p Pro
 	if ws.BoxID == "" {
 		return ws, nil
 	}
-	cctx, cancel := s.callCtx(ctx)
-	box, err := p.Get(cctx, acct, ws.BoxID)
-	cancel()
+	updated, err := s.reread(ctx, ws, acct, p)
 	if IsKind(err, KindNotFound) {
 		ws.State = StateDeleted
 		ws.Error = fmt.Sprintf("box %s no longer exists at %s; it was removed outside companion", ws.BoxID, ws.Provider)
@@ -198,7 +196,6 @@ func (s *Service) refresh(ctx context.Context, ws Workspace, acct Account, p Pro
 	if err != nil {
 		return ws, err
 	}
-	updated := s.applyBox(ws, box)
 	if changed(ws, updated) {
 		return s.feed.Save(ctx, updated)
 	}
