@@ -1,4 +1,4 @@
-module companion
+module github.com/canvasapp/companion
 
 go 1.26.0
 

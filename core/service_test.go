@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"companion/core"
-	"companion/db"
-	"companion/e2e/boximage"
-	"companion/providers/builtin/docker"
+	"github.com/canvasapp/companion/core"
+	"github.com/canvasapp/companion/db"
+	"github.com/canvasapp/companion/e2e/boximage"
+	"github.com/canvasapp/companion/providers/builtin/docker"
 )
 
 // These tests run the lifecycle service against real parts: a SQLite file

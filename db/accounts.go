@@ -5,7 +5,7 @@ import (
 	"database/sql"
 	"errors"
 
-	"companion/core"
+	"github.com/canvasapp/companion/core"
 )
 
 const (

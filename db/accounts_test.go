@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"companion/core"
+	"github.com/canvasapp/companion/core"
 )
 
 func TestAccountRoundTrip(t *testing.T) {

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"testing"
 
-	"companion/db"
+	"github.com/canvasapp/companion/db"
 )
 
 // fill saves n workspaces with realistic contents.

@@ -7,7 +7,7 @@ import (
 	"math"
 	"time"
 
-	"companion/core"
+	"github.com/canvasapp/companion/core"
 )
 
 // The range of times a unix-nanosecond int64 can hold.

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"companion/core"
+	"github.com/canvasapp/companion/core"
 )
 
 // TestFeedOnStore runs core's change feed on the real store, across a

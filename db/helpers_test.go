@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"companion/core"
-	"companion/db"
+	"github.com/canvasapp/companion/core"
+	"github.com/canvasapp/companion/db"
 )
 
 func openAt(t testing.TB, path string) *db.Store {

@@ -5,7 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 
-	"companion/core"
+	"github.com/canvasapp/companion/core"
 )
 
 const (

@@ -5,7 +5,7 @@ import (
 	"database/sql"
 	"errors"
 
-	"companion/core"
+	"github.com/canvasapp/companion/core"
 )
 
 // Module pins record, for each installed Wasm provider module, the SHA-256

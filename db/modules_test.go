@@ -6,7 +6,7 @@ import (
 	"reflect"
 	"testing"
 
-	"companion/core"
+	"github.com/canvasapp/companion/core"
 )
 
 func TestModulePins(t *testing.T) {

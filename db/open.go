@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"companion/core"
+	"github.com/canvasapp/companion/core"
 
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"

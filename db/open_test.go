@@ -12,8 +12,8 @@ import (
 	"strings"
 	"testing"
 
-	"companion/core"
-	"companion/db"
+	"github.com/canvasapp/companion/core"
+	"github.com/canvasapp/companion/db"
 )
 
 func TestOpenCreatesPrivateFileAndDir(t *testing.T) {

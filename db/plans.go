@@ -6,7 +6,7 @@ import (
 	"errors"
 	"time"
 
-	"companion/core"
+	"github.com/canvasapp/companion/core"
 )
 
 // PutPlan records a delete preview for an existing workspace (unknown

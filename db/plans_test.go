@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"companion/core"
+	"github.com/canvasapp/companion/core"
 )
 
 func TestPlanRoundTripAndSingleUse(t *testing.T) {

@@ -6,7 +6,7 @@ import (
 	"errors"
 	"time"
 
-	"companion/core"
+	"github.com/canvasapp/companion/core"
 )
 
 // workspaceCols is the column list every workspace query selects, in the

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"companion/core"
-	"companion/db"
+	"github.com/canvasapp/companion/core"
+	"github.com/canvasapp/companion/db"
 )
 
 // fullWorkspace sets every field to a non-zero value.

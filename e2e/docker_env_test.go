@@ -7,7 +7,7 @@ import (
 
 	"github.com/moby/moby/client"
 
-	"companion/e2e/boximage"
+	"github.com/canvasapp/companion/e2e/boximage"
 )
 
 // boxImage is the agent-server emulator image, built once per run.

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"companion/e2e/boximage"
+	"github.com/canvasapp/companion/e2e/boximage"
 )
 
 // TestKillNineMidDeleteRollsForward kills companion with SIGKILL while a

@@ -38,7 +38,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "e2e: building provider modules:", err)
 		os.Exit(1)
 	}
-	build := exec.Command("go", "build", "-ldflags", "-X main.version=e2e", "-o", companionBin, "companion/cmd/companion")
+	build := exec.Command("go", "build", "-ldflags", "-X main.version=e2e", "-o", companionBin, "github.com/canvasapp/companion/cmd/companion")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: building companion:", err)

@@ -21,7 +21,7 @@ func buildThirdPartyModule(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
 	raw := filepath.Join(dir, "raw.wasm")
-	build := exec.Command("go", "build", "-buildmode=c-shared", "-o", raw, "companion/providers/wasm/testdata/good")
+	build := exec.Command("go", "build", "-buildmode=c-shared", "-o", raw, "github.com/canvasapp/companion/providers/wasm/testdata/good")
 	build.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build module: %v\n%s", err, out)

@@ -13,7 +13,7 @@ import (
 	"fmt"
 	"time"
 
-	"companion/core"
+	"github.com/canvasapp/companion/core"
 
 	"github.com/zalando/go-keyring"
 )

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"companion/core"
+	"github.com/canvasapp/companion/core"
 )
 
 // newKeyring returns a Keyring with a namespace unique to the test. Tests

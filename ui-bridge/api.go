@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"companion/core"
+	"github.com/canvasapp/companion/core"
 )
 
 func (s *Server) routes(rt *router) {

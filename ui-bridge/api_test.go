@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"companion/core"
+	"github.com/canvasapp/companion/core"
 )
 
 func TestBodyErrors(t *testing.T) {

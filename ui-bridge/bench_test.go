@@ -19,8 +19,8 @@ import (
 
 	"github.com/coder/websocket"
 
-	"companion/core"
-	"companion/db"
+	"github.com/canvasapp/companion/core"
+	"github.com/canvasapp/companion/db"
 )
 
 // Environment of the idle-client helper process (see TestMain).

@@ -12,9 +12,9 @@ import (
 
 	"github.com/coder/websocket"
 
-	"companion/core"
-	"companion/e2e/boximage"
-	"companion/providers/builtin/docker"
+	"github.com/canvasapp/companion/core"
+	"github.com/canvasapp/companion/e2e/boximage"
+	"github.com/canvasapp/companion/providers/builtin/docker"
 )
 
 // dockerEnv is a test server with the real docker provider, scoped to this

@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"time"
 
-	"companion/core"
+	"github.com/canvasapp/companion/core"
 )
 
 // Error codes that are not core error kinds.

@@ -18,8 +18,8 @@ import (
 
 	"github.com/coder/websocket"
 
-	"companion/core"
-	"companion/db"
+	"github.com/canvasapp/companion/core"
+	"github.com/canvasapp/companion/db"
 )
 
 const testToken = "tok-3b7e9f0c2d4a4e6b8c1d5f7a9e0b2c4d"

@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"companion/core"
+	"github.com/canvasapp/companion/core"
 )
 
 // The hub is the stream's engine. It is the server's one subscriber to the

@@ -12,7 +12,7 @@ import (
 
 	"github.com/coder/websocket"
 
-	"companion/core"
+	"github.com/canvasapp/companion/core"
 )
 
 // Config configures a Server. Service, AllowedHosts and a way to

@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"time"
 
-	"companion/core"
+	"github.com/canvasapp/companion/core"
 )
 
 // The types in this file are the wire contract (v1) documented in API.md.

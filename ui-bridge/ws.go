@@ -15,7 +15,7 @@ import (
 
 	"github.com/coder/websocket"
 
-	"companion/core"
+	"github.com/canvasapp/companion/core"
 )
 
 // Close codes the server ends a stream with (see API.md).

@@ -14,7 +14,7 @@ import (
 
 	"github.com/coder/websocket"
 
-	"companion/core"
+	"github.com/canvasapp/companion/core"
 )
 
 // sameWire compares what the stream sent with the wire form of ws.

@@ -3,9 +3,9 @@ package main
 import (
 	"log/slog"
 
-	"companion/core"
-	"companion/providers/wasm"
-	"companion/providers/wasm/modules"
+	"github.com/canvasapp/companion/core"
+	"github.com/canvasapp/companion/providers/wasm"
+	"github.com/canvasapp/companion/providers/wasm/modules"
 )
 
 // loadFirstParty registers the first-party provider modules built into the

@@ -9,11 +9,11 @@ import (
 	"log/slog"
 	"path/filepath"
 
-	"companion/core"
-	"companion/db"
-	"companion/providers/builtin/docker"
-	"companion/providers/wasm"
-	"companion/secrets"
+	"github.com/canvasapp/companion/core"
+	"github.com/canvasapp/companion/db"
+	"github.com/canvasapp/companion/providers/builtin/docker"
+	"github.com/canvasapp/companion/providers/wasm"
+	"github.com/canvasapp/companion/secrets"
 )
 
 // localDockerAccount is the account every installation has for the local

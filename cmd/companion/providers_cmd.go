@@ -14,8 +14,8 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"companion/db"
-	"companion/providers/wasm"
+	"github.com/canvasapp/companion/db"
+	"github.com/canvasapp/companion/providers/wasm"
 )
 
 const providersUsage = `Usage:

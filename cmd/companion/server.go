@@ -20,10 +20,10 @@ import (
 	"syscall"
 	"time"
 
-	"companion/core"
-	"companion/db"
-	"companion/secrets"
-	uibridge "companion/ui-bridge"
+	"github.com/canvasapp/companion/core"
+	"github.com/canvasapp/companion/db"
+	"github.com/canvasapp/companion/secrets"
+	uibridge "github.com/canvasapp/companion/ui-bridge"
 )
 
 type mode string

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"companion/core"
-	"companion/providers/builtin/docker"
+	"github.com/canvasapp/companion/core"
+	"github.com/canvasapp/companion/providers/builtin/docker"
 )
 
 var (

@@ -22,7 +22,7 @@ func measureStartup(runs int) error {
 	defer os.RemoveAll(dir)
 	comp := filepath.Join(dir, "companion")
 	bare := filepath.Join(dir, "bare")
-	for bin, pkg := range map[string]string{comp: "companion/cmd/companion", bare: "companion/internal/benchrun/bare"} {
+	for bin, pkg := range map[string]string{comp: "github.com/canvasapp/companion/cmd/companion", bare: "github.com/canvasapp/companion/internal/benchrun/bare"} {
 		out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput()
 		if err != nil {
 			return fmt.Errorf("build %s: %v\n%s", pkg, err, out)

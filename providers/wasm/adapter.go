@@ -8,11 +8,11 @@ import (
 	"sync"
 	"time"
 
-	"companion/core"
-	"companion/providers/wasm/internal/hostcall"
-	"companion/providers/wasm/internal/manifest"
-	"companion/providers/wasm/internal/sandbox"
-	"companion/providers/wasm/internal/wire"
+	"github.com/canvasapp/companion/core"
+	"github.com/canvasapp/companion/providers/wasm/internal/hostcall"
+	"github.com/canvasapp/companion/providers/wasm/internal/manifest"
+	"github.com/canvasapp/companion/providers/wasm/internal/sandbox"
+	"github.com/canvasapp/companion/providers/wasm/internal/wire"
 )
 
 // Adapter is one loaded module as a core.Provider. Every method waits for

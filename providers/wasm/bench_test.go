@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"companion/core"
-	"companion/providers/wasm/internal/wire"
-	"companion/providers/wasm/modules"
+	"github.com/canvasapp/companion/core"
+	"github.com/canvasapp/companion/providers/wasm/internal/wire"
+	"github.com/canvasapp/companion/providers/wasm/modules"
 )
 
 // builtinStatic is the same list logic as the good module's mode=static,

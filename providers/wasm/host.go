@@ -25,9 +25,9 @@ import (
 
 	"github.com/tetratelabs/wazero"
 
-	"companion/core"
-	"companion/providers/wasm/internal/hostcall"
-	"companion/providers/wasm/internal/manifest"
+	"github.com/canvasapp/companion/core"
+	"github.com/canvasapp/companion/providers/wasm/internal/hostcall"
+	"github.com/canvasapp/companion/providers/wasm/internal/manifest"
 )
 
 // ABIVersion is the newest module ABI this host implements (ABI.md).

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"companion/core"
+	"github.com/canvasapp/companion/core"
 )
 
 const goodToken = "tok-GOOD-0123456789abcdef"

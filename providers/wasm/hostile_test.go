@@ -10,8 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"companion/core"
-	"companion/providers/wasm/internal/wasmbin"
+	"github.com/canvasapp/companion/core"
+	"github.com/canvasapp/companion/providers/wasm/internal/wasmbin"
 )
 
 func mustManifest(t testing.TB, bin []byte) []byte {

@@ -8,9 +8,9 @@ import (
 	"slices"
 	"sort"
 
-	"companion/core"
-	"companion/providers/wasm/internal/manifest"
-	"companion/providers/wasm/internal/sandbox"
+	"github.com/canvasapp/companion/core"
+	"github.com/canvasapp/companion/providers/wasm/internal/manifest"
+	"github.com/canvasapp/companion/providers/wasm/internal/sandbox"
 )
 
 // Inspect validates a module without installing it: its manifest, its

@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"companion/core"
-	"companion/providers/wasm/internal/manifest"
-	"companion/providers/wasm/sdk"
+	"github.com/canvasapp/companion/core"
+	"github.com/canvasapp/companion/providers/wasm/internal/manifest"
+	"github.com/canvasapp/companion/providers/wasm/sdk"
 )
 
 func TestInstallPinLoadRemove(t *testing.T) {

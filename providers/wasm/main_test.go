@@ -18,9 +18,9 @@ import (
 	"testing"
 	"time"
 
-	"companion/core"
-	"companion/db"
-	"companion/secrets"
+	"github.com/canvasapp/companion/core"
+	"github.com/canvasapp/companion/db"
+	"github.com/canvasapp/companion/secrets"
 )
 
 // Test modules are built from source once per test run (a Go wasm build

@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"companion/core"
+	"github.com/canvasapp/companion/core"
 )
 
 // TestMinimalWAT runs the hand-written WebAssembly text example (assembled

@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 
-	"companion/core"
-	"companion/providers/wasm/internal/manifest"
-	"companion/providers/wasm/internal/wasmbin"
+	"github.com/canvasapp/companion/core"
+	"github.com/canvasapp/companion/providers/wasm/internal/manifest"
+	"github.com/canvasapp/companion/providers/wasm/internal/wasmbin"
 )
 
 // ManifestSection is the name of the custom section that carries a

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"companion/core"
-	"companion/providers/wasm/internal/manifest"
+	"github.com/canvasapp/companion/core"
+	"github.com/canvasapp/companion/providers/wasm/internal/manifest"
 )
 
 // Summary is what a person is shown before trusting a module: who it is,

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"net/http"
 
-	"companion/e2e/emulators/emulator"
+	"github.com/canvasapp/companion/e2e/emulators/emulator"
 )
 
 // adminRoutes adds the Daytona-specific admin routes to the shared ones:

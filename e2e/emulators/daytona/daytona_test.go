@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"companion/e2e/emulators/emulator"
-	"companion/e2e/emulators/emulator/emutest"
+	"github.com/canvasapp/companion/e2e/emulators/emulator"
+	"github.com/canvasapp/companion/e2e/emulators/emulator/emutest"
 )
 
 const token = "dtn_test_key_1234567890"

@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"strings"
 
-	"companion/e2e/emulators/emulator"
+	"github.com/canvasapp/companion/e2e/emulators/emulator"
 )
 
 // Error codes the newer API attaches (apps/api/src/exceptions).

@@ -17,7 +17,7 @@ import (
 	"sync"
 	"time"
 
-	"companion/e2e/emulators/emulator"
+	"github.com/canvasapp/companion/e2e/emulators/emulator"
 )
 
 // Options configure a Server.

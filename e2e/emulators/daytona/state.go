@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"companion/e2e/emulators/emulator"
+	"github.com/canvasapp/companion/e2e/emulators/emulator"
 )
 
 func minutes(n int) time.Duration { return time.Duration(n) * time.Minute }

@@ -18,7 +18,7 @@ import (
 	"sync"
 	"time"
 
-	"companion/e2e/emulators/emulator"
+	"github.com/canvasapp/companion/e2e/emulators/emulator"
 )
 
 // ErrorStyle picks the error body shape.

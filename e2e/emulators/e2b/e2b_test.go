@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"companion/e2e/emulators/emulator"
-	"companion/e2e/emulators/emulator/emutest"
+	"github.com/canvasapp/companion/e2e/emulators/emulator"
+	"github.com/canvasapp/companion/e2e/emulators/emulator/emutest"
 )
 
 const key = "e2b_test_key_abcdef"

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"companion/e2e/emulators/emulator"
+	"github.com/canvasapp/companion/e2e/emulators/emulator"
 )
 
 // validation answers the way the API's OpenAPI request validator does

@@ -19,7 +19,7 @@ import (
 	"github.com/moby/moby/api/types/network"
 	"github.com/moby/moby/client"
 
-	"companion/core"
+	"github.com/canvasapp/companion/core"
 )
 
 // List returns every box of this provider's scope, with state, URL, key,

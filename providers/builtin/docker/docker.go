@@ -46,7 +46,7 @@ import (
 
 	"github.com/moby/moby/client"
 
-	"companion/core"
+	"github.com/canvasapp/companion/core"
 )
 
 // Labels and names companion puts on what it creates.

@@ -17,9 +17,9 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
-	"companion/core"
-	"companion/e2e/boximage"
-	"companion/providers/builtin/docker"
+	"github.com/canvasapp/companion/core"
+	"github.com/canvasapp/companion/e2e/boximage"
+	"github.com/canvasapp/companion/providers/builtin/docker"
 )
 
 // These tests drive the machine's real Docker Engine with the box image of

@@ -11,7 +11,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
 
-	"companion/core"
+	"github.com/canvasapp/companion/core"
 )
 
 // wrap turns an engine error into a *core.Error whose message says what

@@ -20,7 +20,7 @@ import (
 	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/api/types/network"
 
-	"companion/core"
+	"github.com/canvasapp/companion/core"
 )
 
 var fixedNow = time.Date(2026, 9, 1, 12, 0, 0, 0, time.UTC)

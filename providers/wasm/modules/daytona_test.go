@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"companion/core"
-	"companion/e2e/emulators/daytona"
-	"companion/e2e/emulators/emulator"
+	"github.com/canvasapp/companion/core"
+	"github.com/canvasapp/companion/e2e/emulators/daytona"
+	"github.com/canvasapp/companion/e2e/emulators/emulator"
 )
 
 const daytonaToken = "dtn_0f8c2a7e_module_test_token"

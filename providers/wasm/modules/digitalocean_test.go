@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"companion/core"
-	"companion/e2e/emulators/digitalocean"
-	"companion/e2e/emulators/emulator"
+	"github.com/canvasapp/companion/core"
+	"github.com/canvasapp/companion/e2e/emulators/digitalocean"
+	"github.com/canvasapp/companion/e2e/emulators/emulator"
 )
 
 const doToken = "dop_v1_3e7f_module_test_token"

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"companion/core"
-	"companion/e2e/emulators/e2b"
-	"companion/e2e/emulators/emulator"
+	"github.com/canvasapp/companion/core"
+	"github.com/canvasapp/companion/e2e/emulators/e2b"
+	"github.com/canvasapp/companion/e2e/emulators/emulator"
 )
 
 const e2bToken = "e2b_41c9d0_module_test_key"

@@ -20,11 +20,11 @@ import (
 	"testing"
 	"time"
 
-	"companion/core"
-	"companion/e2e/emulators/emulator"
-	"companion/providers/wasm"
-	"companion/providers/wasm/modules"
-	"companion/secrets"
+	"github.com/canvasapp/companion/core"
+	"github.com/canvasapp/companion/e2e/emulators/emulator"
+	"github.com/canvasapp/companion/providers/wasm"
+	"github.com/canvasapp/companion/providers/wasm/modules"
+	"github.com/canvasapp/companion/secrets"
 )
 
 var (

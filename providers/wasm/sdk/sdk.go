@@ -4,7 +4,7 @@
 //
 //	package main
 //
-//	import "companion/providers/wasm/sdk"
+//	import "github.com/canvasapp/companion/providers/wasm/sdk"
 //
 //	type provider struct{ sdk.Unimplemented }
 //

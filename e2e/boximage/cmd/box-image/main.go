@@ -9,7 +9,7 @@ import (
 	"os"
 	"os/signal"
 
-	"companion/e2e/boximage"
+	"github.com/canvasapp/companion/e2e/boximage"
 )
 
 func main() {

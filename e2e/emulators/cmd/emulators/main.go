@@ -22,10 +22,10 @@ import (
 	"syscall"
 	"time"
 
-	"companion/e2e/emulators/daytona"
-	"companion/e2e/emulators/digitalocean"
-	"companion/e2e/emulators/e2b"
-	"companion/e2e/emulators/emulator"
+	"github.com/canvasapp/companion/e2e/emulators/daytona"
+	"github.com/canvasapp/companion/e2e/emulators/digitalocean"
+	"github.com/canvasapp/companion/e2e/emulators/e2b"
+	"github.com/canvasapp/companion/e2e/emulators/emulator"
 )
 
 func main() {

@@ -12,7 +12,7 @@ import (
 	"fmt"
 	"os"
 
-	"companion/providers/wasm"
+	"github.com/canvasapp/companion/providers/wasm"
 )
 
 func main() {

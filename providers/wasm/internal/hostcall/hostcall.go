@@ -18,9 +18,9 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"companion/core"
-	"companion/providers/wasm/internal/manifest"
-	"companion/providers/wasm/internal/wire"
+	"github.com/canvasapp/companion/core"
+	"github.com/canvasapp/companion/providers/wasm/internal/manifest"
+	"github.com/canvasapp/companion/providers/wasm/internal/wire"
 )
 
 // Credentials fetches one credential of an account.

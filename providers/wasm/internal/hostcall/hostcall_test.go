@@ -15,11 +15,11 @@ import (
 	"testing"
 	"time"
 
-	"companion/core"
-	"companion/providers/wasm"
-	"companion/providers/wasm/internal/hostcall"
-	"companion/providers/wasm/internal/manifest"
-	"companion/secrets"
+	"github.com/canvasapp/companion/core"
+	"github.com/canvasapp/companion/providers/wasm"
+	"github.com/canvasapp/companion/providers/wasm/internal/hostcall"
+	"github.com/canvasapp/companion/providers/wasm/internal/manifest"
+	"github.com/canvasapp/companion/secrets"
 )
 
 const (

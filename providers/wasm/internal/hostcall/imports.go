@@ -6,7 +6,7 @@ import (
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 
-	"companion/providers/wasm/internal/wire"
+	"github.com/canvasapp/companion/providers/wasm/internal/wire"
 )
 
 // Return codes of the host functions (ABI.md "Imports").

@@ -19,7 +19,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"companion/core"
+	"github.com/canvasapp/companion/core"
 )
 
 // ABIVersion is the newest module ABI this host implements. A module built

@@ -11,8 +11,8 @@ import (
 
 	"github.com/tetratelabs/wazero/api"
 
-	"companion/providers/wasm/internal/hostcall"
-	"companion/providers/wasm/internal/wire"
+	"github.com/canvasapp/companion/providers/wasm/internal/hostcall"
+	"github.com/canvasapp/companion/providers/wasm/internal/wire"
 )
 
 // MaxResultBytes bounds what one op may return.

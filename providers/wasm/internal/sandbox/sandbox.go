@@ -21,10 +21,10 @@ import (
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 	"github.com/tetratelabs/wazero/sys"
 
-	"companion/core"
-	"companion/providers/wasm/internal/hostcall"
-	"companion/providers/wasm/internal/manifest"
-	"companion/providers/wasm/internal/wire"
+	"github.com/canvasapp/companion/core"
+	"github.com/canvasapp/companion/providers/wasm/internal/hostcall"
+	"github.com/canvasapp/companion/providers/wasm/internal/manifest"
+	"github.com/canvasapp/companion/providers/wasm/internal/wire"
 )
 
 // Options configure a Module.

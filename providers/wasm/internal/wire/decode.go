@@ -8,7 +8,7 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 
-	"companion/core"
+	"github.com/canvasapp/companion/core"
 )
 
 // Results are decoded by hand rather than with encoding/json: reflection

@@ -10,7 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"companion/core"
+	"github.com/canvasapp/companion/core"
 )
 
 // Export names of ABI v1.

@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"companion/providers/wasm/modules/internal/api"
-	"companion/providers/wasm/sdk"
+	"github.com/canvasapp/companion/providers/wasm/modules/internal/api"
+	"github.com/canvasapp/companion/providers/wasm/sdk"
 )
 
 func TestAdjustTurnsStateErrorsIntoConflicts(t *testing.T) {

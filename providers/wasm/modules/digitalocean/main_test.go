@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"companion/providers/wasm/sdk"
+	"github.com/canvasapp/companion/providers/wasm/sdk"
 )
 
 func TestSessionStates(t *testing.T) {

@@ -25,8 +25,8 @@ import (
 	"strconv"
 	"time"
 
-	"companion/providers/wasm/modules/internal/api"
-	"companion/providers/wasm/sdk"
+	"github.com/canvasapp/companion/providers/wasm/modules/internal/api"
+	"github.com/canvasapp/companion/providers/wasm/sdk"
 )
 
 const version = "1.0.0"

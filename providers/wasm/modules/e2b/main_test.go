@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"companion/providers/wasm/sdk"
+	"github.com/canvasapp/companion/providers/wasm/sdk"
 )
 
 func TestPausedAtOnlyWhenPlausible(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"companion/providers/wasm/sdk"
+	"github.com/canvasapp/companion/providers/wasm/sdk"
 )
 
 type provider struct{ sdk.Unimplemented }

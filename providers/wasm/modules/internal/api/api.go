@@ -16,7 +16,7 @@ import (
 	"strings"
 	"time"
 
-	"companion/providers/wasm/sdk"
+	"github.com/canvasapp/companion/providers/wasm/sdk"
 )
 
 // Upstream is the manifest upstream every first-party module calls.

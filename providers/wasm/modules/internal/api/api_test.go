@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"companion/providers/wasm/sdk"
+	"github.com/canvasapp/companion/providers/wasm/sdk"
 )
 
 func TestErrorFromStatuses(t *testing.T) {

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"companion/providers/wasm/sdk"
+	"github.com/canvasapp/companion/providers/wasm/sdk"
 )
 
 // LabelName carries the workspace's human name on providers whose box name
