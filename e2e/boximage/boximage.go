@@ -273,7 +273,7 @@ func isCompanionRoot(dir string) bool {
 	}
 	for _, line := range strings.Split(string(b), "\n") {
 		if f := strings.Fields(line); len(f) == 2 && f[0] == "module" {
-			return f[1] == "companion"
+			return f[1] == "github.com/canvasapp/companion"
 		}
 	}
 	return false
