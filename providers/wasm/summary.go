@@ -74,7 +74,7 @@ func summarize(m *manifest.Manifest, sha string, builtin bool) Summary {
 		Upstreams:    []UpstreamSummary{},
 		Credentials:  []CredentialSummary{},
 		Config:       providerInfo(m).Config,
-		Capabilities: m.Capabilities,
+		Capabilities: core.Capabilities(m.Capabilities),
 		Limits: Limits{
 			MemoryMiB:       m.Limits.MemoryMiB,
 			CallTimeout:     m.Limits.CallTimeout(),
