@@ -1,0 +1,240 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+const (
+	sdkPath      = "github.com/canvasapp/companion/providers/wasm/sdk"
+	boxyardToken = "byd-e2e-7c2e90f1a4"
+)
+
+// TestThirdPartyModuleFromSDK is a provider author's whole path, outside
+// this repository: the example adapter copied into a temp dir with its own
+// go.mod requiring the SDK module (a replace to the local SDK stands in
+// for the published version, and GOPROXY=off proves nothing else is
+// fetched), a wasip1 reactor build, `companion providers pack` and
+// `providers install` with the built binary, then an account and
+// create/list/pause/resume/delete through companion desktop's HTTP API
+// against the made-up provider's API served on loopback.
+func TestThirdPartyModuleFromSDK(t *testing.T) {
+	root, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo := strings.TrimSpace(string(root))
+	author := t.TempDir()
+	if strings.HasPrefix(author, repo+string(filepath.Separator)) {
+		t.Fatalf("temp dir %s is inside the repository", author)
+	}
+	for _, f := range []string{"main.go", "manifest.json"} {
+		b, err := os.ReadFile(filepath.Join(repo, "providers/wasm/examples/boxyard", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(author, f), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env := append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod", "GOPROXY=off")
+	run := func(extraEnv []string, name string, args ...string) {
+		t.Helper()
+		cmd := exec.Command(name, args...)
+		cmd.Dir, cmd.Env = author, append(env, extraEnv...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+		}
+	}
+	run(nil, "go", "mod", "init", "example.com/boxyard")
+	run(nil, "go", "mod", "edit", "-replace", sdkPath+"="+filepath.Join(repo, "providers/wasm/sdk"))
+	run(nil, "go", "get", sdkPath+"@v0.0.0-00010101000000-000000000000")
+	gomod, _ := os.ReadFile(filepath.Join(author, "go.mod"))
+	if !bytes.Contains(gomod, []byte("require "+sdkPath)) || bytes.Contains(gomod, []byte("canvasapp/companion ")) {
+		t.Fatalf("the author's go.mod should require the SDK module and nothing of the server:\n%s", gomod)
+	}
+	run([]string{"GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0"}, "go", "build", "-buildmode=c-shared", "-o", "boxyard.raw.wasm", ".")
+	run(nil, companionBin, "providers", "pack", "--manifest", "manifest.json", "-o", "boxyard.wasm", "boxyard.raw.wasm")
+
+	data := t.TempDir()
+	install := exec.Command(companionBin, "providers", "install", "--yes", "--data-dir", data, filepath.Join(author, "boxyard.wasm"))
+	if out, err := install.CombinedOutput(); err != nil || !strings.Contains(string(out), "Installed boxyard") {
+		t.Fatalf("install: %v\n%s", err, out)
+	}
+
+	api := newBoxyard(boxyardToken)
+	srv := httptest.NewServer(api)
+	t.Cleanup(srv.Close)
+	apiURL := srv.URL + "/v1"
+
+	p := start(t, options{dataDir: data, args: []string{"--docker-scope", "unused"}})
+	s := p.dial(-1)
+	s.next(10 * time.Second)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var provs providerList
+		p.must(200, "GET", "/v1/providers", nil, &provs)
+		if provs.available("boxyard") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("boxyard not available within a minute: %+v", provs)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	var e apiError
+	p.must(502, "POST", "/v1/accounts", map[string]any{
+		"provider": "boxyard", "label": "wrong", "config": map[string]string{"api_url": apiURL},
+		"credentials": map[string]string{"token": "not-the-token"},
+	}, &e)
+	if e.Error.Code != "provider_unauthorized" {
+		t.Fatalf("wrong token: %+v", e)
+	}
+	var acct struct {
+		Account struct{ ID string } `json:"account"`
+	}
+	p.must(201, "POST", "/v1/accounts", map[string]any{
+		"provider": "boxyard", "label": "Boxyard", "config": map[string]string{"api_url": apiURL},
+		"credentials": map[string]string{"token": boxyardToken},
+	}, &acct)
+
+	var created struct{ Workspace workspace }
+	p.must(202, "POST", "/v1/workspaces", map[string]any{
+		"account_id": acct.Account.ID, "name": "from-the-sdk",
+		"lifecycle": map[string]int{"idle_pause_after_seconds": 900},
+	}, &created)
+	id := created.Workspace.ID
+	w := s.waitFor("running", time.Minute, upsertOf(id, "running")).Workspace
+	b, ok := api.get(w.BoxID)
+	if !ok || b.Name != "from-the-sdk" || b.Labels["companion.workspace"] != id || b.IdleTimeoutSeconds != 900 {
+		t.Fatalf("box at the provider: %+v (found %v), want name, workspace label and idle timeout", b, ok)
+	}
+
+	var list struct{ Workspaces []workspace }
+	p.must(200, "GET", "/v1/workspaces", nil, &list)
+	if len(list.Workspaces) != 1 || list.Workspaces[0].ID != id || list.Workspaces[0].Provider != "boxyard" {
+		t.Fatalf("workspaces: %+v", list.Workspaces)
+	}
+
+	p.must(202, "POST", "/v1/workspaces/"+id+"/pause", nil, nil)
+	if paused := s.waitFor("paused", time.Minute, upsertOf(id, "paused")); paused.Workspace.PausedAt == nil {
+		t.Fatalf("paused without paused_at: %s", paused.Raw)
+	}
+	if b, _ := api.get(w.BoxID); b.Status != "stopped" {
+		t.Fatalf("box is %q at the provider after pause", b.Status)
+	}
+	p.must(202, "POST", "/v1/workspaces/"+id+"/resume", nil, nil)
+	s.waitFor("running again", time.Minute, upsertOf(id, "running"))
+	if b, _ := api.get(w.BoxID); b.Status != "running" {
+		t.Fatalf("box is %q at the provider after resume", b.Status)
+	}
+
+	var preview struct {
+		Token string `json:"token"`
+	}
+	p.must(200, "POST", "/v1/workspaces/"+id+"/delete-preview", nil, &preview)
+	p.must(202, "POST", "/v1/workspaces/"+id+"/delete", map[string]string{"token": preview.Token}, nil)
+	s.waitFor("remove", time.Minute, func(m wsMsg) bool { return m.Type == "remove" && m.ID == id })
+	if _, ok := api.get(w.BoxID); ok {
+		t.Fatalf("box %s still exists at the provider after delete", w.BoxID)
+	}
+
+	p.stop()
+	if strings.Contains(p.stderr.String(), boxyardToken) || strings.Contains(s.seen.String(), boxyardToken) {
+		t.Fatal("the token reached companion's logs or the stream")
+	}
+}
+
+// boxyard serves the made-up API the example adapter speaks
+// (providers/wasm/examples/boxyard), in memory, under /v1.
+type boxyard struct {
+	token string
+	mu    sync.Mutex
+	boxes map[string]*boxyardBox
+	next  int
+}
+
+type boxyardBox struct {
+	ID                 string            `json:"id"`
+	Name               string            `json:"name"`
+	Status             string            `json:"status"`
+	Labels             map[string]string `json:"labels"`
+	CreatedAt          time.Time         `json:"created_at"`
+	IdleTimeoutSeconds int64             `json:"idle_timeout_seconds"`
+}
+
+func newBoxyard(token string) *boxyard {
+	return &boxyard{token: token, boxes: map[string]*boxyardBox{}}
+}
+
+func (a *boxyard) get(id string) (boxyardBox, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	b, ok := a.boxes[id]
+	if !ok {
+		return boxyardBox{}, false
+	}
+	return *b, true
+}
+
+func (a *boxyard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get("Authorization") != "Bearer "+a.token {
+		http.Error(w, `{"message":"bad token"}`, http.StatusUnauthorized)
+		return
+	}
+	reply := func(status int, v any) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		json.NewEncoder(w).Encode(v)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	path, _ := strings.CutPrefix(r.URL.Path, "/v1/boxes")
+	parts := strings.Split(strings.TrimPrefix(path, "/"), "/")
+	var b *boxyardBox
+	if parts[0] != "" {
+		if b = a.boxes[parts[0]]; b == nil {
+			reply(404, map[string]string{"message": "no such box"})
+			return
+		}
+	}
+	switch {
+	case r.Method == "GET" && path == "":
+		out := []boxyardBox{}
+		for _, b := range a.boxes {
+			out = append(out, *b)
+		}
+		reply(200, map[string]any{"boxes": out})
+	case r.Method == "POST" && path == "":
+		var in boxyardBox
+		if err := json.NewDecoder(r.Body).Decode(&in); err != nil || in.Name == "" {
+			reply(400, map[string]string{"message": "name is required"})
+			return
+		}
+		a.next++
+		in.ID, in.Status, in.CreatedAt = fmt.Sprintf("byd-%d", a.next), "running", time.Now().UTC()
+		a.boxes[in.ID] = &in
+		reply(201, in)
+	case r.Method == "GET" && len(parts) == 1:
+		reply(200, b)
+	case r.Method == "DELETE" && len(parts) == 1:
+		delete(a.boxes, b.ID)
+		w.WriteHeader(204)
+	case r.Method == "POST" && len(parts) == 2 && (parts[1] == "stop" || parts[1] == "start"):
+		b.Status = map[string]string{"stop": "stopped", "start": "running"}[parts[1]]
+		reply(200, b)
+	default:
+		reply(404, map[string]string{"message": "no such route"})
+	}
+}
