@@ -93,6 +93,30 @@ func TestThirdPartyModuleFromSDK(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 
+	// The inspect answer states the limits in the API's units.
+	bin, err := os.ReadFile(filepath.Join(author, "boxyard.wasm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest("POST", p.ready.URL+"/v1/providers/inspect", bytes.NewReader(bin))
+	req.Header.Set("Content-Type", "application/wasm")
+	req.Header.Set("Authorization", "Bearer "+p.ready.Token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inspected struct {
+		Module struct {
+			Limits map[string]any `json:"limits"`
+		} `json:"module"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&inspected)
+	resp.Body.Close()
+	lim := inspected.Module.Limits
+	if err != nil || resp.StatusCode != 200 || lim["call_timeout_seconds"] != 10.0 || lim["memory_mib"] != 32.0 || lim["call_timeout"] != nil {
+		t.Fatalf("inspect: %d %v, limits %v; want call_timeout_seconds 10 and memory_mib 32 from the manifest", resp.StatusCode, err, lim)
+	}
+
 	var e apiError
 	p.must(502, "POST", "/v1/accounts", map[string]any{
 		"provider": "boxyard", "label": "wrong", "config": map[string]string{"api_url": apiURL},
