@@ -29,45 +29,19 @@ const (
 // create/list/pause/resume/delete through companion desktop's HTTP API
 // against the made-up provider's API served on loopback.
 func TestThirdPartyModuleFromSDK(t *testing.T) {
-	root, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	repo := strings.TrimSpace(string(root))
-	author := t.TempDir()
-	if strings.HasPrefix(author, repo+string(filepath.Separator)) {
-		t.Fatalf("temp dir %s is inside the repository", author)
-	}
+	repo := repoRoot(t)
+	files := map[string][]byte{}
 	for _, f := range []string{"main.go", "manifest.json"} {
 		b, err := os.ReadFile(filepath.Join(repo, "providers/wasm/examples/boxyard", f))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(author, f), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		files[f] = b
 	}
-	env := append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod", "GOPROXY=off")
-	run := func(extraEnv []string, name string, args ...string) {
-		t.Helper()
-		cmd := exec.Command(name, args...)
-		cmd.Dir, cmd.Env = author, append(env, extraEnv...)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
-		}
-	}
-	run(nil, "go", "mod", "init", "example.com/boxyard")
-	run(nil, "go", "mod", "edit", "-replace", sdkPath+"="+filepath.Join(repo, "providers/wasm/sdk"))
-	run(nil, "go", "get", sdkPath+"@v0.0.0-00010101000000-000000000000")
-	gomod, _ := os.ReadFile(filepath.Join(author, "go.mod"))
-	if !bytes.Contains(gomod, []byte("require "+sdkPath)) || bytes.Contains(gomod, []byte("canvasapp/companion ")) {
-		t.Fatalf("the author's go.mod should require the SDK module and nothing of the server:\n%s", gomod)
-	}
-	run([]string{"GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0"}, "go", "build", "-buildmode=c-shared", "-o", "boxyard.raw.wasm", ".")
-	run(nil, companionBin, "providers", "pack", "--manifest", "manifest.json", "-o", "boxyard.wasm", "boxyard.raw.wasm")
+	module := buildAsAuthor(t, repo, "example.com/boxyard", files)
 
 	data := t.TempDir()
-	install := exec.Command(companionBin, "providers", "install", "--yes", "--data-dir", data, filepath.Join(author, "boxyard.wasm"))
+	install := exec.Command(companionBin, "providers", "install", "--yes", "--data-dir", data, module)
 	if out, err := install.CombinedOutput(); err != nil || !strings.Contains(string(out), "Installed boxyard") {
 		t.Fatalf("install: %v\n%s", err, out)
 	}
@@ -94,7 +68,7 @@ func TestThirdPartyModuleFromSDK(t *testing.T) {
 	}
 
 	// The inspect answer states the limits in the API's units.
-	bin, err := os.ReadFile(filepath.Join(author, "boxyard.wasm"))
+	bin, err := os.ReadFile(module)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,6 +152,79 @@ func TestThirdPartyModuleFromSDK(t *testing.T) {
 	if strings.Contains(p.stderr.String(), boxyardToken) || strings.Contains(s.seen.String(), boxyardToken) {
 		t.Fatal("the token reached companion's logs or the stream")
 	}
+}
+
+// TestABIQuickStart builds, packs and inspects the module of ABI.md §0,
+// taken from the document itself, as its reader would: so the quick start
+// cannot drift from what the SDK and companion accept.
+func TestABIQuickStart(t *testing.T) {
+	repo := repoRoot(t)
+	doc, err := os.ReadFile(filepath.Join(repo, "providers/wasm/ABI.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string][]byte{}
+	for _, f := range []string{"main.go", "manifest.json"} {
+		_, rest, ok := bytes.Cut(doc, []byte("<!-- quickstart:"+f+" -->\n```"))
+		_, rest, _ = bytes.Cut(rest, []byte("\n"))
+		block, _, closed := bytes.Cut(rest, []byte("\n```\n"))
+		if !ok || !closed {
+			t.Fatalf("ABI.md has no quickstart block for %s", f)
+		}
+		files[f] = block
+	}
+	module := buildAsAuthor(t, repo, "example.com/acme", files)
+	out, err := exec.Command(companionBin, "providers", "inspect", module).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "acme 0.1.0") || !strings.Contains(string(out), "https://api.acme.example:443") {
+		t.Fatalf("inspect of the quick-start module: %v\n%s", err, out)
+	}
+}
+
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	root, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(root))
+}
+
+// buildAsAuthor writes files into a temp dir outside the repository and
+// follows ABI.md §0 there: a go.mod of its own requiring only the SDK
+// module (a replace to the local SDK stands in for the published version;
+// GOPROXY=off proves nothing else is fetched), a wasip1 reactor build, and
+// `companion providers pack` with the built binary. It returns the packed
+// module.
+func buildAsAuthor(t *testing.T, repo, modPath string, files map[string][]byte) string {
+	t.Helper()
+	dir := t.TempDir()
+	if strings.HasPrefix(dir, repo+string(filepath.Separator)) {
+		t.Fatalf("temp dir %s is inside the repository", dir)
+	}
+	for name, b := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env := append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod", "GOPROXY=off")
+	run := func(extraEnv []string, name string, args ...string) {
+		t.Helper()
+		cmd := exec.Command(name, args...)
+		cmd.Dir, cmd.Env = dir, append(env, extraEnv...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+		}
+	}
+	run(nil, "go", "mod", "init", modPath)
+	run(nil, "go", "mod", "edit", "-replace", sdkPath+"="+filepath.Join(repo, "providers/wasm/sdk"))
+	run(nil, "go", "get", sdkPath+"@v0.0.0-00010101000000-000000000000")
+	gomod, _ := os.ReadFile(filepath.Join(dir, "go.mod"))
+	if !bytes.Contains(gomod, []byte("require "+sdkPath)) || bytes.Contains(gomod, []byte("canvasapp/companion ")) {
+		t.Fatalf("the author's go.mod should require the SDK module and nothing of the server:\n%s", gomod)
+	}
+	run([]string{"GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0"}, "go", "build", "-buildmode=c-shared", "-o", "raw.wasm", ".")
+	run(nil, companionBin, "providers", "pack", "--manifest", "manifest.json", "-o", "packed.wasm", "raw.wasm")
+	return filepath.Join(dir, "packed.wasm")
 }
 
 // boxyard serves the made-up API the example adapter speaks
