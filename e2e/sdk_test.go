@@ -80,15 +80,28 @@ func TestThirdPartyModuleFromSDK(t *testing.T) {
 		t.Fatal(err)
 	}
 	var inspected struct {
-		Module struct {
-			Limits map[string]any `json:"limits"`
-		} `json:"module"`
+		Module map[string]any `json:"module"`
 	}
 	err = json.NewDecoder(resp.Body).Decode(&inspected)
 	resp.Body.Close()
-	lim := inspected.Module.Limits
+	lim, _ := inspected.Module["limits"].(map[string]any)
 	if err != nil || resp.StatusCode != 200 || lim["call_timeout_seconds"] != 10.0 || lim["memory_mib"] != 32.0 || lim["call_timeout"] != nil {
 		t.Fatalf("inspect: %d %v, limits %v; want call_timeout_seconds 10 and memory_mib 32 from the manifest", resp.StatusCode, err, lim)
+	}
+	// Every field of the answer is documented in API.md's table.
+	apiDoc, err := os.ReadFile(filepath.Join(repo, "ui-bridge/API.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range inspected.Module {
+		if !bytes.Contains(apiDoc, []byte("`"+k+"`")) && !bytes.Contains(apiDoc, []byte("`"+k+".")) {
+			t.Errorf("inspect answer field %q is not in ui-bridge/API.md", k)
+		}
+	}
+	for k := range lim {
+		if !bytes.Contains(apiDoc, []byte("`limits."+k+"`")) {
+			t.Errorf("inspect answer field limits.%s is not in ui-bridge/API.md", k)
+		}
 	}
 
 	var e apiError
