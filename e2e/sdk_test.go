@@ -168,8 +168,10 @@ func TestThirdPartyModuleFromSDK(t *testing.T) {
 }
 
 // TestABIQuickStart builds, packs and inspects the module of ABI.md §0,
-// taken from the document itself, as its reader would: so the quick start
-// cannot drift from what the SDK and companion accept.
+// taken from the document itself, as its reader would, so the quick start
+// cannot drift from what the SDK and companion accept. It also checks the
+// two packers ABI.md offers write the same bytes, and that a manifest
+// mistake is named and leaves no output.
 func TestABIQuickStart(t *testing.T) {
 	repo := repoRoot(t)
 	doc, err := os.ReadFile(filepath.Join(repo, "providers/wasm/ABI.md"))
@@ -190,6 +192,39 @@ func TestABIQuickStart(t *testing.T) {
 	out, err := exec.Command(companionBin, "providers", "inspect", module).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "acme 0.1.0") || !strings.Contains(string(out), "https://api.acme.example:443") {
 		t.Fatalf("inspect of the quick-start module: %v\n%s", err, out)
+	}
+
+	// The SDK module's own packer writes the same bytes as companion's.
+	dir := filepath.Dir(module)
+	wasmpack := filepath.Join(t.TempDir(), "wasmpack")
+	build := exec.Command("go", "build", "-o", wasmpack, "./cmd/wasmpack")
+	build.Dir, build.Env = filepath.Join(repo, "providers/wasm/sdk"), append(os.Environ(), "GOWORK=off", "GOPROXY=off")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building wasmpack in the SDK module alone: %v\n%s", err, out)
+	}
+	other := filepath.Join(dir, "wasmpack.wasm")
+	if out, err := exec.Command(wasmpack, "-manifest", filepath.Join(dir, "manifest.json"), "-o", other, filepath.Join(dir, "raw.wasm")).CombinedOutput(); err != nil {
+		t.Fatalf("wasmpack: %v\n%s", err, out)
+	}
+	a, _ := os.ReadFile(module)
+	b, _ := os.ReadFile(other)
+	if !bytes.Equal(a, b) {
+		t.Fatal("companion providers pack and wasmpack wrote different modules")
+	}
+
+	// A manifest mistake is named, and nothing is written.
+	bad := filepath.Join(dir, "bad.json")
+	badJSON := bytes.Replace(files["manifest.json"], []byte(`"https://api.acme.example/v2"`), []byte(`"http://api.acme.example/v2"`), 1)
+	if err := os.WriteFile(bad, badJSON, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	badOut := filepath.Join(dir, "bad.wasm")
+	out, err = exec.Command(companionBin, "providers", "pack", "--manifest", bad, "-o", badOut, filepath.Join(dir, "raw.wasm")).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "upstreams.api.base_url: must be an https:// URL") {
+		t.Fatalf("pack with an http base_url: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(badOut); !os.IsNotExist(err) {
+		t.Fatalf("a refused pack wrote %s: %v", badOut, err)
 	}
 }
 
