@@ -3,6 +3,7 @@ module github.com/canvasapp/companion
 go 1.26.0
 
 require (
+	github.com/canvasapp/companion/providers/wasm/sdk v0.0.0
 	github.com/chromedp/chromedp v0.23.0
 	github.com/coder/websocket v1.8.15
 	github.com/containerd/errdefs v1.0.0
@@ -15,7 +16,6 @@ require (
 
 require (
 	github.com/Microsoft/go-winio v0.6.2 // indirect
-	github.com/canvasapp/companion/providers/wasm/sdk v0.0.0
 	github.com/chromedp/cdproto v0.159.0 // indirect
 	github.com/containerd/errdefs/pkg v0.3.0 // indirect
 	github.com/danieljoos/wincred v1.2.3 // indirect
@@ -46,4 +46,6 @@ require (
 	modernc.org/memory v1.12.1 // indirect
 )
 
+// The guest SDK is its own module (authors go get it alone); first-party
+// modules and the host build against the copy in this tree.
 replace github.com/canvasapp/companion/providers/wasm/sdk => ./providers/wasm/sdk
