@@ -212,14 +212,15 @@ func TestABIQuickStart(t *testing.T) {
 		t.Fatal("companion providers pack and wasmpack wrote different modules")
 	}
 
-	// A manifest mistake is named, and nothing is written.
+	// A manifest mistake is named, and nothing is written (flags may
+	// follow the input file).
 	bad := filepath.Join(dir, "bad.json")
 	badJSON := bytes.Replace(files["manifest.json"], []byte(`"https://api.acme.example/v2"`), []byte(`"http://api.acme.example/v2"`), 1)
 	if err := os.WriteFile(bad, badJSON, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	badOut := filepath.Join(dir, "bad.wasm")
-	out, err = exec.Command(companionBin, "providers", "pack", "--manifest", bad, "-o", badOut, filepath.Join(dir, "raw.wasm")).CombinedOutput()
+	out, err = exec.Command(companionBin, "providers", "pack", filepath.Join(dir, "raw.wasm"), "--manifest", bad, "-o", badOut).CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "upstreams.api.base_url: must be an https:// URL") {
 		t.Fatalf("pack with an http base_url: %v\n%s", err, out)
 	}
