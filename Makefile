@@ -6,6 +6,9 @@ VERSION   ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -X main.version=$(VERSION)
 DATA_DIR  ?= $(CURDIR)/.data
 BIN       := bin/companion
+# The guest SDK and packer are a module of their own (so authors outside
+# this repository can go get them); ./... does not reach into it.
+SDK       := providers/wasm/sdk
 
 .PHONY: all build run test bench lint setup modules box-image clean
 
@@ -34,6 +37,7 @@ run: setup build box-image
 
 test: modules
 	@scripts/setup.sh --test
+	cd $(SDK) && $(GO) test -count=1 ./...
 	scripts/with-keyring.sh --private env COMPANION_REQUIRE_KEYRING=1 \
 		$(GO) test -count=1 -timeout 40m ./...
 
@@ -43,7 +47,9 @@ bench: setup modules
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	cd $(SDK) && $(GO) vet ./...
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
+	cd $(SDK) && $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 
 clean:
 	rm -rf bin .box-image

@@ -3,6 +3,7 @@ module github.com/canvasapp/companion
 go 1.26.0
 
 require (
+	github.com/canvasapp/companion/providers/wasm/sdk v0.0.0
 	github.com/chromedp/chromedp v0.23.0
 	github.com/coder/websocket v1.8.15
 	github.com/containerd/errdefs v1.0.0
@@ -44,3 +45,7 @@ require (
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
 )
+
+// The guest SDK is its own module (authors go get it alone); first-party
+// modules and the host build against the copy in this tree.
+replace github.com/canvasapp/companion/providers/wasm/sdk => ./providers/wasm/sdk

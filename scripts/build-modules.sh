@@ -2,7 +2,8 @@
 # Builds the first-party Wasm provider modules the way a third party builds
 # theirs: each providers/wasm/modules/<name> is compiled for wasip1/wasm as
 # a reactor (-buildmode=c-shared) and packed with its manifest.json by
-# wasmpack, into providers/wasm/modules/dist/<name>.wasm, which the binary
+# wasmpack (the SDK module's packer, which needs nothing of the server),
+# into providers/wasm/modules/dist/<name>.wasm, which the binary
 # embeds (providers/wasm/modules/embed.go).
 #
 #   scripts/build-modules.sh [-f]
@@ -18,6 +19,7 @@ cd "$root"
 GO="${GO:-go}"
 modules=(daytona e2b digitalocean)
 src=providers/wasm/modules
+sdk=providers/wasm/sdk
 dist="$src/dist"
 force=0
 if [ "${1:-}" = "-f" ]; then force=1; shift; fi
@@ -32,15 +34,15 @@ command -v "$GO" >/dev/null || fail "'$GO' not found on PATH; install Go (see go
 goversion="$("$GO" env GOVERSION)" || fail "'$GO env GOVERSION' failed"
 
 # Everything a module's bytes depend on: its own code and manifest, the
-# shared helpers, the SDK, the packer (and the manifest validation it
-# runs), go.mod/go.sum, and this script. Directories are listed too: a
-# removed file shows only in its directory's mtime.
+# shared helpers, the SDK module (guest SDK, manifest validation, packer,
+# its go.mod), the main go.mod/go.sum that the modules build with, and
+# this script. Directories are listed too: a removed file shows only in
+# its directory's mtime.
 inputs() {
 	local m=$1
 	printf '%s\n' scripts/build-modules.sh go.mod go.sum
-	find "$src/$m" "$src/internal" providers/wasm/sdk providers/wasm/cmd/wasmpack providers/wasm/internal/manifest \
-		\( -type d -o -type f \( -name '*.go' -o -name '*.json' \) ! -name '*_test.go' \)
-	find providers/wasm -maxdepth 1 -type f -name '*.go' ! -name '*_test.go'
+	find "$src/$m" "$src/internal" "$sdk" \
+		\( -type d -o -type f \( -name '*.go' -o -name '*.json' -o -name go.mod -o -name go.sum \) ! -name '*_test.go' \)
 }
 
 stale() {
@@ -65,11 +67,11 @@ done
 mkdir -p "$dist"
 # Build next to the outputs so the final rename is atomic: a concurrent
 # build or test never reads a half-written module.
-tmp="$(mktemp -d "$dist/.build.XXXXXX")"
+tmp="$(mktemp -d "$root/$dist/.build.XXXXXX")"
 trap 'rm -rf "$tmp"' EXIT
 
-"$GO" build -trimpath -o "$tmp/wasmpack" ./providers/wasm/cmd/wasmpack ||
-	fail "building the packer (providers/wasm/cmd/wasmpack) failed"
+(cd "$sdk" && "$GO" build -trimpath -o "$tmp/wasmpack" ./cmd/wasmpack) ||
+	fail "building the packer ($sdk/cmd/wasmpack) failed"
 
 for m in "${todo[@]}"; do
 	echo "build-modules: $m" >&2

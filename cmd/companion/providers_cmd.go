@@ -52,25 +52,35 @@ func runProviders(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 	asJSON := fs.Bool("json", false, "print JSON")
 	manifestPath := fs.String("manifest", "", "manifest JSON `file` (pack)")
 	out := fs.String("o", "", "output `file` (pack)")
-	if err := fs.Parse(rest); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
+	// Flags may come after the file too ("pack in.wasm --manifest m.json
+	// -o out.wasm"): the flag package stops at the first argument.
+	var files []string
+	for {
+		if err := fs.Parse(rest); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return 0
+			}
+			return 2
 		}
-		return 2
+		if fs.NArg() == 0 {
+			break
+		}
+		files = append(files, fs.Arg(0))
+		rest = fs.Args()[1:]
 	}
 	ctx := context.Background()
 	var err error
 	switch sub {
 	case "inspect":
-		err = providersInspect(ctx, fs.Args(), stdout)
+		err = providersInspect(ctx, files, stdout)
 	case "install":
-		err = providersInstall(ctx, *dataDir, fs.Args(), *yes, stdin, stdout)
+		err = providersInstall(ctx, *dataDir, files, *yes, stdin, stdout)
 	case "list":
 		err = providersList(ctx, *dataDir, *asJSON, stdout)
 	case "remove":
-		err = providersRemove(ctx, *dataDir, fs.Args(), stdout)
+		err = providersRemove(ctx, *dataDir, files, stdout)
 	case "pack":
-		err = providersPack(*manifestPath, *out, fs.Args(), stdout)
+		err = providersPack(*manifestPath, *out, files, stdout)
 	default:
 		fmt.Fprintf(stderr, "companion providers: unknown subcommand %q\n\n%s", sub, providersUsage)
 		return 2

@@ -111,7 +111,7 @@ func (a *Adapter) load(ctx context.Context, read func() ([]byte, error)) {
 	a.info = LoadInfo{Name: a.name, Version: a.man.Version, SHA256: a.sha256(), CompileCache: "off"}
 	mod, err := a.h.compile(ctx, a.name, a.man, a.bin, &a.info)
 	if err == nil {
-		if err = mod.CheckCapabilities(a.man.Capabilities); err == nil {
+		if err = mod.CheckCapabilities(core.Capabilities(a.man.Capabilities)); err == nil {
 			err = mod.Warm(ctx, a.man.ABIVersion)
 		}
 		if err != nil {
@@ -341,7 +341,7 @@ func (a *Adapter) Describe(ctx context.Context) (core.ProviderInfo, error) {
 		return core.ProviderInfo{}, core.Errorf(core.KindInternal, "provider module describes itself as %s %s but its manifest says %s %s",
 			wire.CleanMessage(d.Name), wire.CleanMessage(d.Version), a.man.Name, a.man.Version)
 	}
-	if d.Capabilities != nil && *d.Capabilities != a.man.Capabilities {
+	if d.Capabilities != nil && *d.Capabilities != core.Capabilities(a.man.Capabilities) {
 		return core.ProviderInfo{}, core.Errorf(core.KindInternal, "provider module %s reports capabilities that differ from its manifest", a.name)
 	}
 	info := providerInfo(a.man)
@@ -355,7 +355,7 @@ func providerInfo(m *manifest.Manifest) core.ProviderInfo {
 		Version:      m.Version,
 		Description:  m.Description,
 		Kind:         "wasm",
-		Capabilities: m.Capabilities,
+		Capabilities: core.Capabilities(m.Capabilities),
 		Credentials:  []core.CredentialSpec{},
 		Config:       []core.ConfigField{},
 	}

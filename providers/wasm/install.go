@@ -37,7 +37,7 @@ func (h *Host) validate(ctx context.Context, bin []byte, keep bool) (Summary, er
 		mod, drop, err = h.compileThrowaway(ctx, m, bin)
 	}
 	if err == nil {
-		if err = mod.CheckCapabilities(m.Capabilities); err == nil {
+		if err = mod.CheckCapabilities(core.Capabilities(m.Capabilities)); err == nil {
 			err = mod.Warm(ctx, m.ABIVersion)
 		}
 		_ = mod.Close(context.Background())

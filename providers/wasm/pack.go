@@ -1,53 +1,45 @@
 package wasm
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 
 	"github.com/canvasapp/companion/core"
 	"github.com/canvasapp/companion/providers/wasm/internal/manifest"
-	"github.com/canvasapp/companion/providers/wasm/internal/wasmbin"
 )
 
 // ManifestSection is the name of the custom section that carries a
 // module's manifest JSON.
-const ManifestSection = "companion.manifest"
+const ManifestSection = manifest.Section
 
 // MaxModuleBytes bounds a module file.
-const MaxModuleBytes = 64 << 20
+const MaxModuleBytes = manifest.MaxModuleBytes
 
 // Pack validates manifestJSON and returns module with it embedded as the
 // companion.manifest custom section, replacing any earlier manifest. The
-// manifest is stored compacted, exactly as given otherwise.
+// manifest is stored compacted, exactly as given otherwise. It is the SDK's
+// packer (providers/wasm/sdk/manifest), so `companion providers pack` and
+// wasmpack write the same bytes.
 func Pack(module, manifestJSON []byte) ([]byte, error) {
-	if _, err := manifest.Parse(manifestJSON); err != nil {
-		return nil, core.Errorf(core.KindInvalid, "%v", err)
-	}
-	var buf bytes.Buffer
-	if err := json.Compact(&buf, manifestJSON); err != nil {
-		return nil, core.Errorf(core.KindInvalid, "manifest: %v", err)
-	}
-	out, err := wasmbin.SetCustomSection(module, ManifestSection, buf.Bytes())
+	out, err := manifest.Pack(module, manifestJSON)
 	if err != nil {
-		return nil, core.Errorf(core.KindInvalid, "module %v", err)
+		return nil, invalid(err)
 	}
 	return out, nil
 }
 
 // ManifestJSON returns the manifest embedded in module, unvalidated.
 func ManifestJSON(module []byte) ([]byte, error) {
-	secs, err := wasmbin.CustomSections(module, ManifestSection)
+	b, err := manifest.Extract(module)
 	if err != nil {
-		return nil, core.Errorf(core.KindInvalid, "module %v", err)
+		return nil, invalid(err)
 	}
-	switch len(secs) {
-	case 0:
-		return nil, core.Errorf(core.KindInvalid, "module has no %s section: embed its manifest with companion providers pack (see ABI.md)", ManifestSection)
-	case 1:
-		return bytes.Clone(secs[0]), nil
-	}
-	return nil, core.Errorf(core.KindInvalid, "module has %d %s sections; it must have exactly one", len(secs), ManifestSection)
+	return b, nil
+}
+
+// invalid marks a format error as the user's: a field error keeps its
+// message, which names the field.
+func invalid(err error) error {
+	return &core.Error{Kind: core.KindInvalid, Message: err.Error(), Err: err}
 }
 
 // parseModule extracts and validates a module's manifest.
@@ -74,7 +66,7 @@ func parseModule(bin []byte) (*manifest.Manifest, []byte, error) {
 // report problems before packing. The error names the offending field.
 func ValidateManifest(manifestJSON []byte) error {
 	if _, err := manifest.Parse(manifestJSON); err != nil {
-		return core.Errorf(core.KindInvalid, "%v", err)
+		return invalid(err)
 	}
 	return nil
 }

@@ -54,12 +54,20 @@ type CredentialSummary struct {
 	OverrideFields []string `json:"override_fields,omitempty"`
 }
 
-// Limits are the module's effective limits (defaults filled in).
+// Limits are the module's effective limits (defaults filled in). Like
+// every duration in the HTTP API (ui-bridge/API.md) the call timeout is in
+// seconds; it may have a fraction because the manifest sets it in
+// milliseconds (limits.call_timeout_ms).
 type Limits struct {
-	MemoryMiB       int           `json:"memory_mib"`
-	CallTimeout     time.Duration `json:"call_timeout"`
-	ResponseBytes   int64         `json:"response_bytes"`
-	RequestsPerCall int           `json:"requests_per_call"`
+	MemoryMiB          int     `json:"memory_mib"`
+	CallTimeoutSeconds float64 `json:"call_timeout_seconds"`
+	ResponseBytes      int64   `json:"response_bytes"`
+	RequestsPerCall    int     `json:"requests_per_call"`
+}
+
+// CallTimeout returns the call timeout as a duration.
+func (l Limits) CallTimeout() time.Duration {
+	return time.Duration(l.CallTimeoutSeconds * float64(time.Second)).Round(time.Millisecond)
 }
 
 func summarize(m *manifest.Manifest, sha string, builtin bool) Summary {
@@ -74,12 +82,12 @@ func summarize(m *manifest.Manifest, sha string, builtin bool) Summary {
 		Upstreams:    []UpstreamSummary{},
 		Credentials:  []CredentialSummary{},
 		Config:       providerInfo(m).Config,
-		Capabilities: m.Capabilities,
+		Capabilities: core.Capabilities(m.Capabilities),
 		Limits: Limits{
-			MemoryMiB:       m.Limits.MemoryMiB,
-			CallTimeout:     m.Limits.CallTimeout(),
-			ResponseBytes:   m.Limits.ResponseBytes,
-			RequestsPerCall: m.Limits.RequestsPerCall,
+			MemoryMiB:          m.Limits.MemoryMiB,
+			CallTimeoutSeconds: float64(m.Limits.CallTimeoutMS) / 1000,
+			ResponseBytes:      m.Limits.ResponseBytes,
+			RequestsPerCall:    m.Limits.RequestsPerCall,
 		},
 	}
 	for _, name := range m.UpstreamNames() {
@@ -127,7 +135,7 @@ func (s Summary) String() string {
 		b.WriteString("\n")
 	}
 	fmt.Fprintf(&b, "  Limits: %d MiB memory, %s per call, %d response bytes, %d requests per call\n",
-		s.Limits.MemoryMiB, s.Limits.CallTimeout, s.Limits.ResponseBytes, s.Limits.RequestsPerCall)
+		s.Limits.MemoryMiB, s.Limits.CallTimeout(), s.Limits.ResponseBytes, s.Limits.RequestsPerCall)
 	return b.String()
 }
 

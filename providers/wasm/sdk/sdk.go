@@ -14,7 +14,13 @@
 //	func init() { sdk.Register(provider{}) }
 //	func main() {}
 //
-//	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o mod.wasm .
+//	go get github.com/canvasapp/companion/providers/wasm/sdk@latest
+//	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o mod.raw.wasm .
+//	companion providers pack --manifest manifest.json -o mod.wasm mod.raw.wasm
+//
+// This module depends on the standard library only. Its manifest package
+// validates and embeds manifests exactly as companion does, and
+// cmd/wasmpack packs without a companion binary.
 //
 // The SDK owns the module's exports, its memory handed to and from the
 // host, the JSON and the error envelope. Modules reach the network only

@@ -5,7 +5,7 @@
 ;; error if the host reports one.
 ;;
 ;;   wat2wasm minimal.wat -o minimal.raw.wasm
-;;   go run ./providers/wasm/cmd/wasmpack -manifest manifest.json -o minimal.wasm minimal.raw.wasm
+;;   companion providers pack --manifest manifest.json -o minimal.wasm minimal.raw.wasm
 ;;
 ;; Memory layout: static JSON in page 0; the host's input buffer and the
 ;; HTTP result live from page 1 up (a bump allocator that starts over at

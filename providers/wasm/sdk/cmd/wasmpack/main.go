@@ -1,22 +1,27 @@
 // Command wasmpack embeds a manifest into a provider module as its
-// companion.manifest custom section, after validating it:
+// companion.manifest custom section, after validating it exactly as
+// companion does at install:
 //
 //	wasmpack -manifest manifest.json -o provider.wasm build.wasm
 //
 // With -check it only validates the manifest (or, given a packed module,
-// the manifest inside it) and prints nothing on success.
+// the manifest inside it) and prints nothing on success. It does the same
+// as `companion providers pack` without needing companion itself:
+//
+//	go run github.com/canvasapp/companion/providers/wasm/sdk/cmd/wasmpack@latest ...
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 
-	"github.com/canvasapp/companion/providers/wasm"
+	"github.com/canvasapp/companion/providers/wasm/sdk/manifest"
 )
 
 func main() {
-	manifest := flag.String("manifest", "", "manifest JSON file")
+	manifestPath := flag.String("manifest", "", "manifest JSON file")
 	out := flag.String("o", "", "output .wasm (default: overwrite the input)")
 	check := flag.Bool("check", false, "only validate")
 	flag.Usage = func() {
@@ -25,11 +30,18 @@ func main() {
 		flag.PrintDefaults()
 	}
 	flag.Parse()
-	if err := run(*manifest, *out, *check, flag.Args()); err != nil {
+	err := run(*manifestPath, *out, *check, flag.Args())
+	if errors.Is(err, errUsage) {
+		flag.Usage()
+		os.Exit(2)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "wasmpack:", err)
 		os.Exit(1)
 	}
 }
+
+var errUsage = errors.New("usage")
 
 func run(manifestPath, out string, check bool, args []string) error {
 	var mjson []byte
@@ -43,27 +55,27 @@ func run(manifestPath, out string, check bool, args []string) error {
 	if check {
 		if mjson == nil {
 			if len(args) != 1 {
-				return fmt.Errorf("-check needs -manifest or one module")
+				return errUsage
 			}
 			bin, err := os.ReadFile(args[0])
 			if err != nil {
 				return err
 			}
-			if mjson, err = wasm.ManifestJSON(bin); err != nil {
-				return err
+			if mjson, err = manifest.Extract(bin); err != nil {
+				return fmt.Errorf("%s: %w", args[0], err)
 			}
 		}
-		return wasm.ValidateManifest(mjson)
+		_, err := manifest.Parse(mjson)
+		return err
 	}
 	if mjson == nil || len(args) != 1 {
-		flag.Usage()
-		os.Exit(2)
+		return errUsage
 	}
 	bin, err := os.ReadFile(args[0])
 	if err != nil {
 		return err
 	}
-	packed, err := wasm.Pack(bin, mjson)
+	packed, err := manifest.Pack(bin, mjson)
 	if err != nil {
 		return err
 	}

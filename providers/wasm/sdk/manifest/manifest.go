@@ -3,6 +3,9 @@
 // injects toward which of them, its account settings, limits and
 // capabilities. Validation is strict: anything the host does not understand
 // is refused, and every error names the offending field.
+//
+// It lives in the SDK module so that an author's packer validates exactly
+// as companion does at install, without depending on the server.
 package manifest
 
 import (
@@ -18,8 +21,6 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
-
-	"github.com/canvasapp/companion/core"
 )
 
 // ABIVersion is the newest module ABI this host implements. A module built
@@ -39,7 +40,22 @@ type Manifest struct {
 	Credentials  []Credential        `json:"credentials"`
 	Config       []ConfigField       `json:"config"`
 	Limits       Limits              `json:"limits"`
-	Capabilities core.Capabilities   `json:"capabilities"`
+	Capabilities Capabilities        `json:"capabilities"`
+}
+
+// Capabilities are the module's capability flags (ABI.md §8). The server
+// converts them to core.Capabilities, which has the same fields: this
+// package is part of the SDK module and must not import the server.
+type Capabilities struct {
+	List               bool `json:"list"`
+	LastActivity       bool `json:"last_activity"`
+	Suspend            bool `json:"suspend"`
+	SuspendKeepsFiles  bool `json:"suspend_keeps_files"`
+	SuspendKeepsMemory bool `json:"suspend_keeps_memory"`
+	ResumeSameIdentity bool `json:"resume_same_identity"`
+	Delete             bool `json:"delete"`
+	NativeIdlePause    bool `json:"native_idle_pause"`
+	NativePausedTTL    bool `json:"native_paused_ttl"`
 }
 
 // Upstream is one API the module may call, named by the module in each
@@ -455,7 +471,7 @@ func (l *Limits) validate() error {
 	return nil
 }
 
-func validateCapabilities(c core.Capabilities) error {
+func validateCapabilities(c Capabilities) error {
 	if c.LastActivity && !c.List {
 		return fieldErr("capabilities.last_activity", "needs capabilities.list")
 	}
