@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
@@ -15,6 +16,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/canvasapp/companion/e2e/emulators/e2b"
+	"github.com/canvasapp/companion/e2e/emulators/emulator"
 )
 
 // slowConn opens a raw connection to companion and writes the head of a
@@ -244,5 +248,60 @@ func TestAllowOriginIsNormalised(t *testing.T) {
 		if !errors.As(err, &exit) || exit.ExitCode() != 2 || !strings.Contains(string(out), "--allow-origin") || !strings.Contains(string(out), why) {
 			t.Fatalf("--allow-origin %q: %v\n%s", origin, err, out)
 		}
+	}
+}
+
+// TestBodyTimeoutSparesSlowAnswers: the body timeout bounds the arrival of
+// a body, not the work done after it (a timeout on the request as a whole
+// would cancel it). An account add whose provider check is held past the
+// body timeout still succeeds. The test releases the
+// provider only once a slow-body probe, started after the account's body
+// was in, has been cut off by the timeout: so the timeout has passed on
+// companion's side by then.
+func TestBodyTimeoutSparesSlowAnswers(t *testing.T) {
+	emu := e2b.New(e2b.Options{Token: cloudToken, Clock: emulator.NewWallClock()})
+	held, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		first := false
+		once.Do(func() { first = true })
+		if first {
+			close(held)
+			<-release
+		}
+		emu.Handler().ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() { emu.Close(); srv.Close() })
+	p := start(t, options{dataDir: t.TempDir(), args: []string{"--docker-scope", "unused", "--body-timeout", "1s"}})
+
+	type result struct {
+		status int
+		raw    []byte
+	}
+	added := make(chan result, 1)
+	go func() {
+		status, raw := p.call("POST", "/v1/accounts", map[string]any{
+			"provider": "e2b", "label": "slow check", "config": map[string]string{"api_url": srv.URL},
+			"credentials": map[string]string{"token": cloudToken},
+		}, nil)
+		added <- result{status, raw}
+	}()
+	select {
+	case <-held:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the account's provider check never reached the provider")
+	}
+	probe := slowConn(t, p, "Authorization: Bearer "+p.ready.Token)
+	if status, err := closedBy(probe, time.Now().Add(20*time.Second)); err != nil || status != http.StatusRequestTimeout {
+		t.Fatalf("probe: status %d, %v; want 408", status, err)
+	}
+	close(release)
+	select {
+	case r := <-added:
+		if r.status != http.StatusCreated {
+			t.Fatalf("account add held past the body timeout: %d %s", r.status, r.raw)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("account add did not answer")
 	}
 }

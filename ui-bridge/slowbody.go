@@ -2,7 +2,6 @@ package uibridge
 
 import (
 	"errors"
-	"io"
 	"net"
 	"net/http"
 	"time"
@@ -18,36 +17,19 @@ func hasBody(r *http.Request) bool {
 
 // armBodyDeadline bounds the time r's body may take to arrive: a client
 // that trickles a body (slowloris) is cut off at the deadline instead of
-// holding its connection for ever. The deadline is lifted once the body
-// has been read to its end, so that it cannot cut the connection's idle
-// read that the server starts after the body (a timeout there would
-// cancel a request that is still being answered). Requests without a
+// holding its connection for ever. net/http lifts the deadline itself once
+// the body has been read to its end (it then starts its own idle read), so
+// the work done after the body is not bound by it. Requests without a
 // body, WebSocket handshakes included, are left alone: their headers are
-// bounded by the http.Server's ReadHeaderTimeout.
+// bounded by the http.Server's ReadHeaderTimeout, and a deadline set on
+// them would cut the idle read net/http has already started, cancelling
+// the request.
 func armBodyDeadline(w http.ResponseWriter, r *http.Request, d time.Duration) {
 	if !hasBody(r) {
 		return
 	}
-	rc := http.NewResponseController(w)
-	if err := rc.SetReadDeadline(time.Now().Add(d)); err != nil {
-		return // not a real connection (a test recorder)
-	}
-	r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc}
-}
-
-type deadlineBody struct {
-	io.ReadCloser
-	rc   *http.ResponseController
-	done bool
-}
-
-func (b *deadlineBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	if errors.Is(err, io.EOF) && !b.done {
-		b.done = true
-		_ = b.rc.SetReadDeadline(time.Time{})
-	}
-	return n, err
+	// An error means no real connection underneath (a test recorder).
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(d))
 }
 
 // dropBody makes a refused request's answer go out at once and closes the
