@@ -73,7 +73,13 @@ func (s *Service) runCreate(ctx context.Context, op Op, ws Workspace, acct Accou
 		box = b
 		return err
 	})
+	if err == nil {
+		box, err = s.startFoundBox(ctx, &op, box, acct, p, info)
+	}
 	if err != nil {
+		if box.ID != "" {
+			ws.BoxID, ws.BoxURL = box.ID, box.URL // so that delete finds it
+		}
 		ws.Error = "create failed: " + messageOf(err)
 		ws.State = StateError
 		s.finish(ctx, op, ws, err)
@@ -144,6 +150,9 @@ func (s *Service) runDelete(ctx context.Context, op Op, ws Workspace, acct Accou
 	})
 	if err != nil {
 		ws.Error = "delete failed, the box still exists: " + messageOf(err)
+		if ws.BoxID == "" {
+			ws.Error = "delete failed: could not look for a box left by the failed create: " + messageOf(err)
+		}
 		if cur, rerr := s.reread(ctx, ws, acct, p); rerr == nil {
 			ws.State = cur.State
 		} else {

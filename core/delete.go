@@ -25,16 +25,18 @@ const activityTolerance = 2 * time.Second
 // PreviewDelete plans the delete of a workspace: it re-reads the box's real
 // state and records it, so that Delete can refuse if anything changed.
 func (s *Service) PreviewDelete(ctx context.Context, owner, id string) (DeletePreview, error) {
-	ws, acct, p, info, unlock, err := s.acquire(ctx, owner, id)
+	ws, acct, p, info, unlock, err := s.acquireForDelete(ctx, owner, id)
 	if err != nil {
 		return DeletePreview{}, err
 	}
 	defer unlock()
-	if ws.State != StateDeleted && !info.Capabilities.Delete {
-		return DeletePreview{}, Errorf(KindInvalid, "provider %s cannot delete boxes; delete it at the provider, then here", info.Name)
-	}
-	if ws, err = s.refresh(ctx, ws, acct, p); err != nil {
-		return DeletePreview{}, err
+	if ws.BoxID != "" {
+		if ws.State != StateDeleted && !info.Capabilities.Delete {
+			return DeletePreview{}, Errorf(KindInvalid, "provider %s cannot delete boxes; delete it at the provider, then here", info.Name)
+		}
+		if ws, err = s.refresh(ctx, ws, acct, p); err != nil {
+			return DeletePreview{}, err
+		}
 	}
 	if !ws.State.canDelete() {
 		return DeletePreview{}, illegal(ws, "delete")
@@ -61,6 +63,9 @@ func (s *Service) PreviewDelete(ctx context.Context, owner, id string) (DeletePr
 func consequences(ws Workspace, info ProviderInfo) (lost, survives []string) {
 	if ws.State == StateDeleted {
 		return []string{"companion's record of this workspace (the box is already gone)"}, nil
+	}
+	if ws.BoxID == "" {
+		return noBoxConsequences(ws)
 	}
 	files := fmt.Sprintf("the box %s at %s and every file in it, including uncommitted work, installed dependencies and caches", ws.BoxID, ws.Provider)
 	if ws.Size != nil {
@@ -99,7 +104,7 @@ func (s *Service) Delete(ctx context.Context, owner, id, token string) (Workspac
 	if token == "" {
 		return Workspace{}, Errorf(KindInvalid, "a confirmation token is required: ask for a delete preview first")
 	}
-	ws, acct, p, _, unlock, err := s.acquire(ctx, owner, id)
+	ws, acct, p, info, unlock, err := s.acquireForDelete(ctx, owner, id)
 	if err != nil {
 		return Workspace{}, err
 	}
@@ -115,6 +120,24 @@ func (s *Service) Delete(ctx context.Context, owner, id, token string) (Workspac
 	}
 	if err != nil {
 		return Workspace{}, err
+	}
+	if ws.BoxID == "" && ws.State != StateDeleted {
+		if reason := changedSince(plan, ws); reason != "" {
+			return Workspace{}, &Error{Kind: KindConflict, Message: fmt.Sprintf("workspace %s changed since the delete preview (%s); nothing was deleted: preview again", id, reason), State: ws.State}
+		}
+		box, found := s.leftoverBox(ctx, ws, acct, p, info)
+		if !found {
+			s.log.Info("workspace without a box removed", "workspace", ws.ID, "state", ws.State)
+			ws.State, ws.Removed = StateDeleted, true
+			return s.feed.Save(ctx, ws)
+		}
+		// The failed create did make a box: delete it like any other.
+		ws.BoxID, ws.BoxURL = box.ID, box.URL
+		if ws, err = s.launch(ctx, ws, acct, OpDelete, StateDeleting, unlock); err != nil {
+			return Workspace{}, err
+		}
+		release = false
+		return ws, nil
 	}
 	if ws, err = s.refresh(ctx, ws, acct, p); err != nil {
 		return Workspace{}, err

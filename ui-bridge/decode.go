@@ -35,6 +35,10 @@ func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any, optio
 			writeErrorCode(w, http.StatusRequestEntityTooLarge, codeBodyTooLarge, fmt.Sprintf("the request body is larger than %d bytes", tooBig.Limit))
 			return false
 		}
+		if isTimeout(err) {
+			writeBodyTimeout(w)
+			return false
+		}
 		writeErrorCode(w, http.StatusBadRequest, codeInvalidJSON, "could not read the request body")
 		return false
 	}
@@ -54,6 +58,13 @@ func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any, optio
 		return false
 	}
 	return true
+}
+
+// writeBodyTimeout answers a request whose body did not arrive in time;
+// the connection is closed after it.
+func writeBodyTimeout(w http.ResponseWriter) {
+	w.Header().Set("Connection", "close")
+	writeErrorCode(w, http.StatusRequestTimeout, codeBodyTimeout, "the request body did not arrive in time; send it at once")
 }
 
 func isJSON(contentType string) bool {

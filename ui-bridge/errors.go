@@ -18,6 +18,7 @@ import (
 const (
 	codeInvalidJSON          = "invalid_json"
 	codeBodyTooLarge         = "body_too_large"
+	codeBodyTimeout          = "body_timeout"
 	codeUnsupportedMedia     = "unsupported_media_type"
 	codeMethodNotAllowed     = "method_not_allowed"
 	codeRouteNotFound        = "not_found"

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Subprotocols of the WebSocket stream.
@@ -129,17 +130,41 @@ func LoopbackHosts(port int) []string {
 	return []string{net.JoinHostPort("127.0.0.1", p), net.JoinHostPort("localhost", p), net.JoinHostPort("::1", p)}
 }
 
+// ListenerHosts are the Host header values under which a server listening
+// on addr is reached: the address actually bound (127.0.0.2:PORT or
+// [::1]:PORT as well as 127.0.0.1:PORT), and for a loopback address also
+// LoopbackHosts(port), localhost:PORT among them.
+func ListenerHosts(addr net.Addr) []string {
+	ta, ok := addr.(*net.TCPAddr)
+	if !ok {
+		return nil
+	}
+	hosts := []string{net.JoinHostPort(ta.IP.String(), strconv.Itoa(ta.Port))}
+	if ta.IP.IsLoopback() {
+		for _, h := range LoopbackHosts(ta.Port) {
+			if h != hosts[0] {
+				hosts = append(hosts, h)
+			}
+		}
+	}
+	return hosts
+}
+
 // gate is the route gate, the first handler every request meets.
 type gate struct {
-	hosts   map[string]bool
-	origins map[string]bool
-	auth    []Authenticator
-	cop     *http.CrossOriginProtection
-	next    http.Handler
+	hosts       map[string]bool
+	origins     map[string]bool
+	auth        []Authenticator
+	cop         *http.CrossOriginProtection
+	bodyTimeout time.Duration
+	next        http.Handler
 }
 
 func newGate(cfg Config, next http.Handler) (*gate, error) {
-	g := &gate{hosts: map[string]bool{}, origins: map[string]bool{}, cop: http.NewCrossOriginProtection(), next: next}
+	g := &gate{hosts: map[string]bool{}, origins: map[string]bool{}, cop: http.NewCrossOriginProtection(), bodyTimeout: cfg.BodyTimeout, next: next}
+	if g.bodyTimeout <= 0 {
+		g.bodyTimeout = DefaultBodyTimeout
+	}
 	if len(cfg.AllowedHosts) == 0 {
 		return nil, fmt.Errorf("uibridge: Config.AllowedHosts is empty; pass LoopbackHosts(port) of the bound listener")
 	}
@@ -162,11 +187,11 @@ func newGate(cfg Config, next http.Handler) (*gate, error) {
 		g.origins["http://"+h] = true
 	}
 	for _, o := range cfg.AllowedOrigins {
-		o = strings.TrimSpace(o)
-		if o == "" || o == "*" || strings.HasSuffix(o, "/") {
-			return nil, fmt.Errorf("uibridge: allowed origin %q must be exactly scheme://host[:port] as a browser sends it", o)
+		n, err := NormalizeOrigin(o)
+		if err != nil {
+			return nil, fmt.Errorf("uibridge: allowed origin %q: %w", o, err)
 		}
-		g.origins[o] = true
+		g.origins[n] = true
 	}
 	for o := range g.origins {
 		if err := g.cop.AddTrustedOrigin(o); err != nil {
@@ -184,16 +209,18 @@ func newGate(cfg Config, next http.Handler) (*gate, error) {
 }
 
 func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	armBodyDeadline(w, r, g.bodyTimeout)
+	// Every refusal below is answered before the body is read.
 	// The Host allowlist is what stops DNS rebinding: a rebound page is
 	// same-origin with itself, so Origin checks pass, but its requests
 	// name the attacker's host.
 	if !g.hosts[strings.ToLower(r.Host)] {
-		writeErrorCode(w, http.StatusForbidden, codeForbiddenHost, "the Host header does not name this server's address")
+		refuse(w, r, http.StatusForbidden, codeForbiddenHost, "the Host header does not name this server's address")
 		return
 	}
 	origin, hasOrigin := r.Header["Origin"]
 	if hasOrigin && (len(origin) != 1 || !g.origins[origin[0]]) {
-		writeErrorCode(w, http.StatusForbidden, codeForbiddenOrigin, "requests from this origin are not allowed; add it to the allowed origins if it is your app")
+		refuse(w, r, http.StatusForbidden, codeForbiddenOrigin, "requests from this origin are not allowed; add it to the allowed origins if it is your app")
 		return
 	}
 	if hasOrigin {
@@ -216,7 +243,7 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if err := g.cop.Check(r); err != nil {
-		writeErrorCode(w, http.StatusForbidden, codeCrossSite, "cross-site requests that change state are not allowed")
+		refuse(w, r, http.StatusForbidden, codeCrossSite, "cross-site requests that change state are not allowed")
 		return
 	}
 	// CrossOriginProtection lets GET through, and a WebSocket handshake is
@@ -224,7 +251,7 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// send Origin on a handshake, so this is defence in depth.
 	if isWebSocketUpgrade(r) && !hasOrigin {
 		if site := r.Header.Get("Sec-Fetch-Site"); site == "cross-site" || site == "same-site" {
-			writeErrorCode(w, http.StatusForbidden, codeCrossSite, "cross-site WebSocket handshakes are not allowed")
+			refuse(w, r, http.StatusForbidden, codeCrossSite, "cross-site WebSocket handshakes are not allowed")
 			return
 		}
 	}
@@ -232,12 +259,18 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		id, ok := g.authenticate(r)
 		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="companion"`)
-			writeErrorCode(w, http.StatusUnauthorized, codeUnauthorized, "a valid token is required: send Authorization: Bearer <token>, or on a WebSocket the subprotocol companion.bearer.<token>")
+			refuse(w, r, http.StatusUnauthorized, codeUnauthorized, "a valid token is required: send Authorization: Bearer <token>, or on a WebSocket the subprotocol companion.bearer.<token>")
 			return
 		}
 		r = r.WithContext(withIdentity(r.Context(), id))
 	}
 	g.next.ServeHTTP(w, r)
+}
+
+// refuse answers a request the gate turns away, without reading its body.
+func refuse(w http.ResponseWriter, r *http.Request, status int, code, message string) {
+	dropBody(w, r)
+	writeErrorCode(w, status, code, message)
 }
 
 func (g *gate) authenticate(r *http.Request) (Identity, bool) {

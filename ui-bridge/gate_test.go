@@ -228,7 +228,7 @@ func TestNewRefusesUnsafeConfig(t *testing.T) {
 		"host with a user": func(c *Config) { c.AllowedHosts = []string{"me@localhost:80"} },
 		"no auth":          func(c *Config) { c.Token = "" },
 		"wildcard origin":  func(c *Config) { c.AllowedOrigins = []string{"*"} },
-		"origin path":      func(c *Config) { c.AllowedOrigins = []string{"app://canvas/"} },
+		"origin path":      func(c *Config) { c.AllowedOrigins = []string{"app://canvas/x"} },
 	} {
 		cfg := base
 		mod(&cfg)

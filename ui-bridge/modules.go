@@ -83,6 +83,10 @@ func (s *Server) readModule(w http.ResponseWriter, r *http.Request) ([]byte, boo
 			writeErrorCode(w, http.StatusRequestEntityTooLarge, codeBodyTooLarge, fmt.Sprintf("a module may be at most %d bytes", tooBig.Limit))
 			return nil, false
 		}
+		if isTimeout(err) {
+			writeBodyTimeout(w)
+			return nil, false
+		}
 		writeErrorCode(w, http.StatusBadRequest, "invalid", "could not read the module")
 		return nil, false
 	}

@@ -28,9 +28,10 @@ type Config struct {
 	// bare host name for the default port) the server answers to; anything else gets 403, which is what stops DNS
 	// rebinding. For a loopback listener use LoopbackHosts(port).
 	AllowedHosts []string
-	// AllowedOrigins are browser origins ("scheme://host[:port]", exactly
-	// as sent) allowed besides the server's own http://<allowed host>,
-	// such as the desktop app's.
+	// AllowedOrigins are browser origins ("scheme://host[:port]") allowed
+	// besides the server's own http://<allowed host>, such as the desktop
+	// app's. Each is normalised as NormalizeOrigin does; one that cannot
+	// be an origin makes New fail.
 	AllowedOrigins []string
 	// Version is reported by GET /healthz.
 	Version string
@@ -38,6 +39,11 @@ type Config struct {
 
 	// MaxBodyBytes limits request bodies; 0 means DefaultMaxBodyBytes.
 	MaxBodyBytes int64
+	// BodyTimeout bounds the time a request body may take to arrive,
+	// counted from when its headers were read; 0 means
+	// DefaultBodyTimeout. Header read time and idle keep-alive time are
+	// the http.Server's (ReadHeaderTimeout, IdleTimeout).
+	BodyTimeout time.Duration
 	// PingInterval is how often a stream client is pinged; 0 means 30 s.
 	PingInterval time.Duration
 	// PongTimeout is how long a ping waits for its pong before the

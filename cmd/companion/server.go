@@ -45,6 +45,7 @@ type serverFlags struct {
 	logLevel          string
 	logFormat         string
 	exitOnStdinClose  bool
+	timeouts          httpTimeouts
 }
 
 type stringList []string
@@ -76,6 +77,7 @@ func parseServerFlags(m mode, args []string, stderr io.Writer) (*serverFlags, er
 	fs.DurationVar(&f.reconcileInterval, "reconcile-interval", 15*time.Second, "how often each account's boxes are listed at the provider")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log `level`: debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log `format` on stderr: text or json")
+	f.timeouts.addFlags(fs)
 	if m == modeServe {
 		fs.Var(&f.hosts, "allow-host", "extra `host[:port]` the server answers to, e.g. the name your ingress forwards (repeatable)")
 	}
@@ -116,6 +118,14 @@ Flags:
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q (see --help)", fs.Arg(0))
 	}
+	if err := f.timeouts.check(); err != nil {
+		return nil, err
+	}
+	origins, err := normalizeOrigins(f.origins)
+	if err != nil {
+		return nil, err
+	}
+	f.origins = origins
 	return f, nil
 }
 
@@ -263,13 +273,15 @@ func serve(ctx context.Context, m mode, f *serverFlags, log *slog.Logger, stdout
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", f.listen, err)
 	}
-	port := ln.Addr().(*net.TCPAddr).Port
 	token := newToken()
 	bridge, err := uibridge.New(uibridge.Config{
-		Service:        svc,
-		Token:          token,
-		AllowedHosts:   append(uibridge.LoopbackHosts(port), f.hosts...),
+		Service: svc,
+		Token:   token,
+		// Whatever address was bound (127.0.0.2, [::1]) is the one the
+		// ready URL names, so it must be allowed.
+		AllowedHosts:   append(uibridge.ListenerHosts(ln.Addr()), f.hosts...),
 		AllowedOrigins: f.origins,
+		BodyTimeout:    f.timeouts.body,
 		Version:        version,
 		Logger:         log,
 		Modules:        provs,
@@ -278,12 +290,7 @@ func serve(ctx context.Context, m mode, f *serverFlags, log *slog.Logger, stdout
 		ln.Close()
 		return err
 	}
-	srv := &http.Server{
-		Handler:           bridge.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
+	srv := newHTTPServer(bridge.Handler(), f.timeouts, log)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 
