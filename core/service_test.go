@@ -13,7 +13,7 @@ import (
 
 	"github.com/canvasapp/companion/core"
 	"github.com/canvasapp/companion/db"
-	"github.com/canvasapp/companion/e2e/boximage"
+	"github.com/canvasapp/companion/internal/testsupport/dockertest"
 	"github.com/canvasapp/companion/providers/builtin/docker"
 )
 
@@ -35,8 +35,8 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	imageTag := boximage.ForTest(t)
-	scope := boximage.TestScope(t)
+	imageTag := dockertest.BoxImage(t)
+	scope := dockertest.Scope(t)
 	prov, err := docker.New(docker.Config{Image: imageTag, Scope: scope, StopTimeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -373,7 +373,7 @@ func TestActionsOnUnknownOrForeignWorkspaces(t *testing.T) {
 func TestEngineUnreachableFailsCleanly(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	dead, err := docker.New(docker.Config{Image: boximage.ForTest(t), Scope: "unreachable", Host: "unix:///nonexistent/docker.sock"})
+	dead, err := docker.New(docker.Config{Image: dockertest.BoxImage(t), Scope: "unreachable", Host: "unix:///nonexistent/docker.sock"})
 	if err != nil {
 		t.Fatal(err)
 	}

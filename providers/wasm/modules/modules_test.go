@@ -22,6 +22,7 @@ import (
 
 	"github.com/canvasapp/companion/core"
 	"github.com/canvasapp/companion/e2e/emulators/emulator"
+	"github.com/canvasapp/companion/internal/testsupport"
 	"github.com/canvasapp/companion/providers/wasm"
 	"github.com/canvasapp/companion/providers/wasm/modules"
 	"github.com/canvasapp/companion/secrets"
@@ -89,12 +90,7 @@ func (l *logBuf) String() string {
 func newKeyring(t *testing.T) *secrets.Keyring {
 	t.Helper()
 	k := &secrets.Keyring{Namespace: core.NewID("test")}
-	if err := k.Check(context.Background()); err != nil {
-		if os.Getenv("COMPANION_REQUIRE_KEYRING") == "1" {
-			t.Fatalf("OS keyring unavailable: %v", err)
-		}
-		t.Skipf("OS keyring unavailable (run `make test` or scripts/with-keyring.sh): %v", err)
-	}
+	testsupport.NeedKeyring(t, k)
 	return k
 }
 
