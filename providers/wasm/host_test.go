@@ -9,7 +9,9 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/canvasapp/companion/core"
@@ -368,18 +370,42 @@ func TestDescribeChecksManifest(t *testing.T) {
 }
 
 func TestDeferredLazyLoadReadsNothingBeforeStart(t *testing.T) {
+	// In a synctest bubble, Wait returns only once every goroutine of the
+	// bubble is durably blocked: had the loader been going to read the
+	// module before Start, it would have done so by then.
+	synctest.Test(t, func(t *testing.T) {
+		h, err := New(Config{DeferCompile: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Closing ends the loader goroutine, which the bubble needs before
+		// it returns, also when the test fails.
+		defer h.Close(context.Background())
+		var reads atomic.Int32
+		a, err := h.LoadEmbeddedLazy("good", func() ([]byte, error) {
+			reads.Add(1)
+			return goodWasm, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if n := reads.Load(); n != 0 {
+			t.Fatalf("module read %d times before Start", n)
+		}
+		select {
+		case <-a.ready:
+			t.Fatal("module loaded before Start")
+		default:
+		}
+	})
+
 	e := newEnv(t, func(c *Config) { c.DeferCompile = true })
 	var reads sync.WaitGroup
 	reads.Add(1)
-	readCount := 0
-	var mu sync.Mutex
+	var once sync.Once
 	a, err := e.host.LoadEmbeddedLazy("good", func() ([]byte, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		readCount++
-		if readCount == 1 {
-			reads.Done()
-		}
+		once.Do(reads.Done)
 		return goodWasm, nil
 	})
 	if err != nil {
@@ -387,18 +413,6 @@ func TestDeferredLazyLoadReadsNothingBeforeStart(t *testing.T) {
 	}
 	if a.Name() != "good" || !a.Builtin() {
 		t.Fatalf("lazy adapter: name %q builtin %v", a.Name(), a.Builtin())
-	}
-	// Nothing is read or compiled until the host starts or a caller waits.
-	time.Sleep(100 * time.Millisecond)
-	mu.Lock()
-	if readCount != 0 {
-		t.Fatal("module read before Start")
-	}
-	mu.Unlock()
-	select {
-	case <-a.ready:
-		t.Fatal("module loaded before Start")
-	default:
 	}
 	// A caller that waits lets compilation begin.
 	info, err := a.Describe(context.Background())
