@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/canvasapp/companion/core"
+	"github.com/canvasapp/companion/internal/testsupport"
 )
 
 const goodToken = "tok-GOOD-0123456789abcdef"
@@ -309,7 +310,17 @@ func TestCloseOnContextDone(t *testing.T) {
 	// The caller gives up: the spinning guest is stopped at once, not at
 	// its own deadline.
 	ctx, cancel := context.WithCancel(context.Background())
-	go func() { time.Sleep(50 * time.Millisecond); cancel() }()
+	before := hm.Stats().Calls
+	go func() {
+		// Cancel once the call has reached an instance (the guest spins).
+		_ = testsupport.PollErr(30*time.Second, func() error {
+			if hm.Stats().Calls > before {
+				return nil
+			}
+			return errors.New("the call has not reached an instance")
+		})
+		cancel()
+	}()
 	_, err := hm.List(ctx, loop)
 	ce := mustKind(t, err, core.KindUnavailable, "cancelled")
 	if !errors.Is(ce, context.Canceled) {
