@@ -38,7 +38,7 @@ run: setup build box-image
 test: modules
 	@scripts/setup.sh --test
 	cd $(SDK) && $(GO) test -count=1 ./...
-	scripts/with-keyring.sh --private env COMPANION_REQUIRE_KEYRING=1 \
+	scripts/with-keyring.sh --private env COMPANION_REQUIRE_KEYRING=1 COMPANION_REQUIRE_MODULES=1 \
 		$(GO) test -count=1 -timeout 40m ./...
 
 bench: setup modules

@@ -18,10 +18,6 @@ type Change struct {
 // filled because the subscriber did not keep up.
 var errSlowSubscriber = errors.New("subscriber fell behind the change feed")
 
-// IsSlowSubscriber reports whether err ended a subscription because the
-// subscriber did not keep up; it may resubscribe from its last revision.
-func IsSlowSubscriber(err error) bool { return errors.Is(err, errSlowSubscriber) }
-
 // Feed is the single path by which workspaces change. Save writes through
 // the store (which assigns the next revision) and tells every subscriber, in
 // revision order, under one lock, so a subscriber that has seen revision N

@@ -61,7 +61,7 @@ type Service struct {
 }
 
 // NewService loads the feed from the store and returns a ready service.
-// Call Recover to resume journaled actions and Run to start the reconciler.
+// Call Recover to resume journaled actions and RunReconciler to start the reconciler.
 func NewService(ctx context.Context, cfg Config) (*Service, error) {
 	if cfg.Store == nil || cfg.Providers == nil {
 		return nil, fmt.Errorf("core: Config.Store and Config.Providers are required")

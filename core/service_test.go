@@ -3,6 +3,7 @@ package core_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -13,7 +14,8 @@ import (
 
 	"github.com/canvasapp/companion/core"
 	"github.com/canvasapp/companion/db"
-	"github.com/canvasapp/companion/e2e/boximage"
+	"github.com/canvasapp/companion/internal/testsupport"
+	"github.com/canvasapp/companion/internal/testsupport/dockertest"
 	"github.com/canvasapp/companion/providers/builtin/docker"
 )
 
@@ -35,8 +37,8 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	imageTag := boximage.ForTest(t)
-	scope := boximage.TestScope(t)
+	imageTag := dockertest.BoxImage(t)
+	scope := dockertest.Scope(t)
 	prov, err := docker.New(docker.Config{Image: imageTag, Scope: scope, StopTimeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -84,29 +86,31 @@ func (e *env) close() {
 // core.StateDeleted with removed=true).
 func (e *env) waitState(id string, state core.State) core.Workspace {
 	e.t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
-	for time.Now().Before(deadline) {
-		ws, err := e.svc.Workspace("", id)
-		if err == nil && ws.State == state {
-			return ws
+	var ws core.Workspace
+	var err error
+	if testsupport.PollErr(90*time.Second, func() error {
+		if ws, err = e.svc.Workspace("", id); err == nil && ws.State == state {
+			return nil
 		}
-		time.Sleep(50 * time.Millisecond)
+		return errNotYet
+	}) != nil {
+		e.t.Fatalf("workspace %s did not reach %s: now %+v, %v\nlogs:\n%s", id, state, ws, err, e.logs)
 	}
-	ws, err := e.svc.Workspace("", id)
-	e.t.Fatalf("workspace %s did not reach %s: now %+v, %v\nlogs:\n%s", id, state, ws, err, e.logs)
-	return core.Workspace{}
+	return ws
 }
+
+var errNotYet = errors.New("not yet")
 
 func (e *env) waitRemoved(id string) {
 	e.t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
-	for time.Now().Before(deadline) {
+	if testsupport.PollErr(90*time.Second, func() error {
 		if _, err := e.svc.Workspace("", id); core.IsKind(err, core.KindNotFound) {
-			return
+			return nil
 		}
-		time.Sleep(50 * time.Millisecond)
+		return errNotYet
+	}) != nil {
+		e.t.Fatalf("workspace %s was not removed\nlogs:\n%s", id, e.logs)
 	}
-	e.t.Fatalf("workspace %s was not removed\nlogs:\n%s", id, e.logs)
 }
 
 func (e *env) create(name string) core.Workspace {
@@ -373,7 +377,7 @@ func TestActionsOnUnknownOrForeignWorkspaces(t *testing.T) {
 func TestEngineUnreachableFailsCleanly(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	dead, err := docker.New(docker.Config{Image: boximage.ForTest(t), Scope: "unreachable", Host: "unix:///nonexistent/docker.sock"})
+	dead, err := docker.New(docker.Config{Image: dockertest.BoxImage(t), Scope: "unreachable", Host: "unix:///nonexistent/docker.sock"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"github.com/canvasapp/companion/e2e/emulators/digitalocean"
 	"github.com/canvasapp/companion/e2e/emulators/e2b"
 	"github.com/canvasapp/companion/e2e/emulators/emulator"
+	"github.com/canvasapp/companion/internal/testsupport"
 )
 
 // emulated is what the cloud tests need from an emulator.
@@ -30,6 +32,7 @@ type cloudCase struct {
 	provider string
 	srv      emulated
 	base     string // the API's path under the server, for the api_url override
+	listPath string // the path of the list call a reconcile pass makes
 	// seedForeign makes a box at the provider that companion did not create.
 	seedForeign func(name string) string
 	// native asserts the box got the idle setting asked at creation.
@@ -46,7 +49,7 @@ func cloudCases() []cloudCase {
 	do := digitalocean.New(digitalocean.Options{Token: cloudToken, Clock: emulator.NewWallClock(), Delays: &digitalocean.Delays{}})
 	return []cloudCase{
 		{
-			provider: "daytona", srv: dt, base: "/api",
+			provider: "daytona", srv: dt, base: "/api", listPath: "/api/sandbox",
 			seedForeign: func(name string) string { return dt.Seed(daytona.SeedSandbox{Name: name}).ID },
 			native: func(t *testing.T, id string) {
 				sb, ok := dt.Sandbox(id)
@@ -60,7 +63,7 @@ func cloudCases() []cloudCase {
 			},
 		},
 		{
-			provider: "e2b", srv: eb,
+			provider: "e2b", srv: eb, listPath: "/v2/sandboxes",
 			seedForeign: func(name string) string {
 				return eb.Seed(e2b.Sandbox{TemplateID: "base", Metadata: map[string]string{"name": name}}).SandboxID
 			},
@@ -73,7 +76,7 @@ func cloudCases() []cloudCase {
 			gone: func(id string) bool { _, ok := eb.Sandbox(id); return !ok },
 		},
 		{
-			provider: "digitalocean", srv: do,
+			provider: "digitalocean", srv: do, listPath: "/v2/agents/sessions",
 			seedForeign: func(name string) string {
 				return do.Seed(digitalocean.Session{Name: name, AgentKind: "openhands"}).SessionID
 			},
@@ -163,7 +166,14 @@ func testCloudProvider(t *testing.T, c cloudCase, apiURL string) {
 		t.Fatalf("paused without paused_at: %s", paused.Raw)
 	}
 	c.srv.Requests().Reset()
-	time.Sleep(3 * time.Second) // a few reconcile passes
+	// Two list calls after the reset mean at least one whole reconcile
+	// pass ran while the box was paused.
+	testsupport.Poll(t, 30*time.Second, func() error {
+		if n := len(listCalls(c.srv.Requests(), c.listPath)); n < 2 {
+			return fmt.Errorf("%d list calls since pausing, want 2 (no reconcile pass ran)", n)
+		}
+		return nil
+	})
 	for _, r := range c.srv.Requests().All() {
 		if strings.Contains(r.Path, box) && r.Method != "GET" {
 			t.Fatalf("paused box was acted on by bookkeeping: %s %s", r.Method, r.Path)
@@ -238,6 +248,17 @@ func testCloudProvider(t *testing.T, c cloudCase, apiURL string) {
 	if len(files) == 0 {
 		t.Fatal("no database files to check")
 	}
+}
+
+// listCalls returns the logged list calls (GET of the list path).
+func listCalls(l *emulator.Log, path string) []emulator.Request {
+	var out []emulator.Request
+	for _, r := range l.All() {
+		if r.Method == "GET" && r.Path == path && r.Status == 200 {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 func countFaults(l *emulator.Log, kind string) int {

@@ -4,6 +4,7 @@
 // Engine, Wasm modules built from this repository) and emulators of the
 // services that cannot run here (cloud provider APIs, the agent-server).
 //
-// Subpackages hold the emulators (agentserver, emulators/...) and test
-// helpers (boximage).
+// Subpackages hold the emulators (agentserver, emulators/...) and the box
+// image builder (boximage; tests get it through
+// internal/testsupport/dockertest).
 package e2e

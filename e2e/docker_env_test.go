@@ -7,14 +7,14 @@ import (
 
 	"github.com/moby/moby/client"
 
-	"github.com/canvasapp/companion/e2e/boximage"
+	"github.com/canvasapp/companion/internal/testsupport/dockertest"
 )
 
 // boxImage is the agent-server emulator image, built once per run.
-func boxImage(t *testing.T) string { return boximage.ForTest(t) }
+func boxImage(t *testing.T) string { return dockertest.BoxImage(t) }
 
 // dockerScope is a docker scope of the test's own, emptied when it ends.
-func dockerScope(t *testing.T) string { return boximage.TestScope(t) }
+func dockerScope(t *testing.T) string { return dockertest.Scope(t) }
 
 // containerExists asks the Docker Engine directly, bypassing companion.
 func containerExists(t *testing.T, id string) bool {

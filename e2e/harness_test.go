@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/canvasapp/companion/internal/testsupport"
 )
 
 // companionBin is the binary under test, built once by TestMain.
@@ -364,16 +366,13 @@ func upsertOf(id, state string) func(wsMsg) bool {
 // waitState polls GET /v1/workspaces/{id} until the workspace is in state.
 func (p *proc) waitState(id, state string, timeout time.Duration) workspace {
 	p.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		var got struct{ Workspace workspace }
+	var got struct{ Workspace workspace }
+	testsupport.Poll(p.t, timeout, func() error {
 		status, raw := p.call("GET", "/v1/workspaces/"+id, nil, &got)
 		if status == 200 && got.Workspace.State == state {
-			return got.Workspace
+			return nil
 		}
-		if time.Now().After(deadline) {
-			p.t.Fatalf("workspace %s not %s within %v: %d %s", id, state, timeout, status, raw)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return fmt.Errorf("workspace %s not %s: %d %s", id, state, status, raw)
+	})
+	return got.Workspace
 }

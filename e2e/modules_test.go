@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -12,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/canvasapp/companion/internal/testsupport"
 )
 
 // buildThirdPartyModule builds the well-behaved test module from source the
@@ -42,8 +45,8 @@ func buildThirdPartyModule(t *testing.T) string {
 // every given attribute.
 func (p *proc) waitLog(msg string, attrs map[string]string, timeout time.Duration) map[string]any {
 	p.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
+	var found map[string]any
+	testsupport.Poll(p.t, timeout, func() error {
 		for _, line := range strings.Split(p.stderr.String(), "\n") {
 			var rec map[string]any
 			if json.Unmarshal([]byte(line), &rec) != nil || rec["msg"] != msg {
@@ -56,14 +59,13 @@ func (p *proc) waitLog(msg string, attrs map[string]string, timeout time.Duratio
 				}
 			}
 			if ok {
-				return rec
+				found = rec
+				return nil
 			}
 		}
-		if time.Now().After(deadline) {
-			p.t.Fatalf("no log %q with %v within %v", msg, attrs, timeout)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return fmt.Errorf("no log %q with %v", msg, attrs)
+	})
+	return found
 }
 
 type providerList struct {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/canvasapp/companion/core"
+	"github.com/canvasapp/companion/internal/testsupport"
 )
 
 // newKeyring returns a Keyring with a namespace unique to the test. Tests
@@ -17,12 +18,7 @@ import (
 func newKeyring(t *testing.T) *Keyring {
 	t.Helper()
 	k := &Keyring{Namespace: core.NewID("test")}
-	if err := k.Check(context.Background()); err != nil {
-		if os.Getenv("COMPANION_REQUIRE_KEYRING") == "1" {
-			t.Fatalf("OS keyring unavailable: %v", err)
-		}
-		t.Skipf("OS keyring unavailable (run `make test`): %v", err)
-	}
+	testsupport.NeedKeyring(t, k)
 	return k
 }
 

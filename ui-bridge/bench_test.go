@@ -21,6 +21,7 @@ import (
 
 	"github.com/canvasapp/companion/core"
 	"github.com/canvasapp/companion/db"
+	"github.com/canvasapp/companion/internal/testsupport"
 )
 
 // Environment of the idle-client helper process (see TestMain).
@@ -294,13 +295,7 @@ func percentile(ds []time.Duration, p int) time.Duration {
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 func eventually2(b *testing.B, cond func() bool) {
-	deadline := time.Now().Add(60 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			b.Fatal("timed out")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testsupport.Until(b, 60*time.Second, "the clients to settle", cond)
 }
 
 // BenchmarkIdleClientMemory measures the server's memory per idle stream

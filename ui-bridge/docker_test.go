@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +12,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/canvasapp/companion/core"
-	"github.com/canvasapp/companion/e2e/boximage"
+	"github.com/canvasapp/companion/internal/testsupport/dockertest"
 	"github.com/canvasapp/companion/providers/builtin/docker"
 )
 
@@ -24,17 +23,9 @@ func dockerEnv(t *testing.T, host string) *testEnv {
 	ctx := context.Background()
 	img := "companion-e2e-box:unused"
 	if host == "" {
-		var err error
-		if img, err = boximage.Ensure(ctx); err != nil {
-			t.Fatalf("build the box image: %v", err)
-		}
+		img = dockertest.BoxImage(t)
 	}
-	scope := "uibridge-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	t.Cleanup(func() {
-		if err := boximage.Cleanup(context.Background(), docker.LabelScope, scope); err != nil {
-			t.Errorf("cleanup: %v", err)
-		}
-	})
+	scope := dockertest.Scope(t)
 	p, err := docker.New(docker.Config{Image: img, Scope: scope, Host: host, Logger: slogTo(io.Discard)})
 	if err != nil {
 		t.Fatal(err)

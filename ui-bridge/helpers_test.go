@@ -20,6 +20,7 @@ import (
 
 	"github.com/canvasapp/companion/core"
 	"github.com/canvasapp/companion/db"
+	"github.com/canvasapp/companion/internal/testsupport"
 )
 
 const testToken = "tok-3b7e9f0c2d4a4e6b8c1d5f7a9e0b2c4d"
@@ -269,13 +270,7 @@ func testWorkspace(name string) core.Workspace {
 // eventually polls cond until it holds, failing the test after 20 s.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testsupport.Until(t, 20*time.Second, what, cond)
 }
 
 func slogTo(w io.Writer) *slog.Logger {

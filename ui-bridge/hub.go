@@ -357,17 +357,6 @@ func (h *hub) killAllLocked(code int, reason string) {
 	h.clients = map[string]map[*client]struct{}{}
 }
 
-// clientCount is the number of attached clients.
-func (h *hub) clientCount() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	n := 0
-	for _, set := range h.clients {
-		n += len(set)
-	}
-	return n
-}
-
 // close detaches every client, asking each to close with code 1001, and
 // stops following the feed.
 func (h *hub) close() {

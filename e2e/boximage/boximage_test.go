@@ -15,6 +15,8 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/network"
 	"github.com/moby/moby/client"
+
+	"github.com/canvasapp/companion/internal/testsupport"
 )
 
 func dockerClient(t *testing.T) *client.Client {
@@ -186,17 +188,7 @@ func TestModuleRoot(t *testing.T) {
 
 func waitFor(t *testing.T, f func() error) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testsupport.Poll(t, 30*time.Second, f)
 }
 
 func getJSON(url, key string, out any) error {

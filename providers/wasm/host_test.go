@@ -9,10 +9,13 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/canvasapp/companion/core"
+	"github.com/canvasapp/companion/internal/testsupport"
 )
 
 const goodToken = "tok-GOOD-0123456789abcdef"
@@ -307,7 +310,17 @@ func TestCloseOnContextDone(t *testing.T) {
 	// The caller gives up: the spinning guest is stopped at once, not at
 	// its own deadline.
 	ctx, cancel := context.WithCancel(context.Background())
-	go func() { time.Sleep(50 * time.Millisecond); cancel() }()
+	before := hm.Stats().Calls
+	go func() {
+		// Cancel once the call has reached an instance (the guest spins).
+		_ = testsupport.PollErr(30*time.Second, func() error {
+			if hm.Stats().Calls > before {
+				return nil
+			}
+			return errors.New("the call has not reached an instance")
+		})
+		cancel()
+	}()
 	_, err := hm.List(ctx, loop)
 	ce := mustKind(t, err, core.KindUnavailable, "cancelled")
 	if !errors.Is(ce, context.Canceled) {
@@ -368,18 +381,42 @@ func TestDescribeChecksManifest(t *testing.T) {
 }
 
 func TestDeferredLazyLoadReadsNothingBeforeStart(t *testing.T) {
+	// In a synctest bubble, Wait returns only once every goroutine of the
+	// bubble is durably blocked: had the loader been going to read the
+	// module before Start, it would have done so by then.
+	synctest.Test(t, func(t *testing.T) {
+		h, err := New(Config{DeferCompile: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Closing ends the loader goroutine, which the bubble needs before
+		// it returns, also when the test fails.
+		defer h.Close(context.Background())
+		var reads atomic.Int32
+		a, err := h.LoadEmbeddedLazy("good", func() ([]byte, error) {
+			reads.Add(1)
+			return goodWasm, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if n := reads.Load(); n != 0 {
+			t.Fatalf("module read %d times before Start", n)
+		}
+		select {
+		case <-a.ready:
+			t.Fatal("module loaded before Start")
+		default:
+		}
+	})
+
 	e := newEnv(t, func(c *Config) { c.DeferCompile = true })
 	var reads sync.WaitGroup
 	reads.Add(1)
-	readCount := 0
-	var mu sync.Mutex
+	var once sync.Once
 	a, err := e.host.LoadEmbeddedLazy("good", func() ([]byte, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		readCount++
-		if readCount == 1 {
-			reads.Done()
-		}
+		once.Do(reads.Done)
 		return goodWasm, nil
 	})
 	if err != nil {
@@ -387,18 +424,6 @@ func TestDeferredLazyLoadReadsNothingBeforeStart(t *testing.T) {
 	}
 	if a.Name() != "good" || !a.Builtin() {
 		t.Fatalf("lazy adapter: name %q builtin %v", a.Name(), a.Builtin())
-	}
-	// Nothing is read or compiled until the host starts or a caller waits.
-	time.Sleep(100 * time.Millisecond)
-	mu.Lock()
-	if readCount != 0 {
-		t.Fatal("module read before Start")
-	}
-	mu.Unlock()
-	select {
-	case <-a.ready:
-		t.Fatal("module loaded before Start")
-	default:
 	}
 	// A caller that waits lets compilation begin.
 	info, err := a.Describe(context.Background())

@@ -20,6 +20,7 @@ import (
 
 	"github.com/canvasapp/companion/core"
 	"github.com/canvasapp/companion/db"
+	"github.com/canvasapp/companion/internal/testsupport"
 	"github.com/canvasapp/companion/secrets"
 )
 
@@ -262,12 +263,7 @@ func mustKind(t testing.TB, err error, kind core.ErrorKind, contains ...string) 
 // (make test and CI start a private one: scripts/with-keyring.sh).
 func needKeyring(t testing.TB, k *secrets.Keyring) {
 	t.Helper()
-	if err := k.Check(context.Background()); err != nil {
-		if os.Getenv("COMPANION_REQUIRE_KEYRING") == "1" {
-			t.Fatalf("OS keyring unavailable: %v", err)
-		}
-		t.Skipf("OS keyring unavailable (run under scripts/with-keyring.sh): %v", err)
-	}
+	testsupport.NeedKeyring(t, k)
 }
 
 // setCred stores a credential of an account in the real keyring, where the

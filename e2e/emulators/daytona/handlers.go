@@ -153,9 +153,18 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 
 	s.mu.Lock()
 	s.settleLocked()
-	var items []Sandbox
+	now := s.Clock().Now()
+	var listed []Sandbox
 	for _, b := range s.boxes {
-		sb := b.sb
+		if sb, ok := s.listedLocked(b, now); ok {
+			listed = append(listed, sb)
+		}
+	}
+	for _, g := range s.ghosts {
+		listed = append(listed, g.sb)
+	}
+	var items []Sandbox
+	for _, sb := range listed {
 		if len(states) > 0 && !slices.Contains(states, sb.State) {
 			continue
 		}
@@ -318,7 +327,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	if req.AutoDeleteInterval != nil {
 		sb.AutoDeleteInterval = *req.AutoDeleteInterval
 	}
-	b := &box{sb: sb}
+	b := &box{sb: sb, listedFrom: now.Add(s.opts.ListLag)}
 	s.begin(b, now, StateCreating, s.delays.Create)
 	s.boxes[sb.ID] = b
 	s.advance(b, now)
@@ -341,7 +350,7 @@ func (s *Server) withBox(w http.ResponseWriter, r *http.Request, fn func(b *box)
 	}
 	fn(b)
 	if b.sb.State == StateDestroyed {
-		delete(s.boxes, b.sb.ID)
+		s.removeLocked(b)
 	}
 }
 

@@ -153,6 +153,3 @@ type SeedSandbox struct {
 	LastActivityAt      time.Time         `json:"lastActivityAt,omitzero"`
 	ErrorReason         string            `json:"errorReason,omitempty"`
 }
-
-// Int returns a pointer to n, for SeedSandbox intervals.
-func Int(n int) *int { return &n }

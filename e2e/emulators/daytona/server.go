@@ -43,8 +43,14 @@ type Options struct {
 	// 429s deterministically from fault injection instead.
 	EnforceRateLimits bool
 	// RateLimits overrides the per-minute throttler limits (keys:
-	// authenticated, sandbox-create, sandbox-lifecycle).
+	// authenticated, sandbox-create, sandbox-lifecycle, failed-auth).
 	RateLimits map[string]int
+	// ListLag makes GET /sandbox eventually consistent, as the spec marks
+	// it: a box created through the API is missing from the list for
+	// ListLag, and a deleted one is still listed, as it was when the
+	// delete began, for ListLag after that. Get is always current. Zero
+	// means the list is current too.
+	ListLag time.Duration
 }
 
 // Delays are the durations of Daytona's asynchronous transitions.
@@ -61,11 +67,13 @@ func DefaultDelays() Delays {
 	}
 }
 
-// Tier 1 per-minute limits from Daytona's limits.mdx.
+// Tier 1 per-minute limits from Daytona's limits.mdx. failed-auth counts
+// refused credentials; its limit is not documented [uncertain: 100 chosen].
 var defaultLimits = map[string]int{
 	"authenticated":     10000,
 	"sandbox-create":    300,
 	"sandbox-lifecycle": 10000,
+	"failed-auth":       100,
 }
 
 // Server is a Daytona API emulator. It embeds emulator.Base, so Clock,
@@ -79,13 +87,26 @@ type Server struct {
 	limits  map[string]*emulator.Window
 	handler http.Handler
 
-	mu    sync.Mutex
-	boxes map[string]*box // by id
+	mu     sync.Mutex
+	boxes  map[string]*box   // by id
+	ghosts map[string]*ghost // destroyed boxes still listed (ListLag), by id
 }
 
 type box struct {
 	sb    Sandbox
 	until time.Time // when a transitional state settles; zero when settled
+	// listedFrom is when the list starts showing the box (ListLag).
+	listedFrom time.Time
+	// deleting is the box as listed from the moment its delete began until
+	// ListLag after; nil when it is not being deleted or there is no lag.
+	deleting   *Sandbox
+	deletingAt time.Time
+}
+
+// ghost is a destroyed box the lagging list still shows.
+type ghost struct {
+	sb    Sandbox
+	until time.Time
 }
 
 // New returns an emulator configured by o.
@@ -98,6 +119,7 @@ func New(o Options) *Server {
 		base:   strings.TrimSuffix(o.BasePath, "/"),
 		limits: map[string]*emulator.Window{},
 		boxes:  map[string]*box{},
+		ghosts: map[string]*ghost{},
 	}
 	if o.BasePath == "" {
 		s.base = "/api"
@@ -214,7 +236,20 @@ func (d dialect) Unauthorized(w http.ResponseWriter, r *http.Request, outcome em
 	if outcome == emulator.AuthInvalid {
 		msg = "Invalid API key"
 	}
-	d.s.fail(w, r, http.StatusUnauthorized, msg, "")
+	// Refused credentials go through the failed-auth throttler; once its
+	// window is used up the answer is 429 with a plain Retry-After (the
+	// API's rate-limit-headers util).
+	s := d.s
+	now := s.Clock().Now()
+	win := s.limits["failed-auth"]
+	remaining, reset, ok := win.Hit(now)
+	setLimitHeaders(w.Header(), "failed-auth", win.Limit, remaining, emulator.SecondsUntil(now, reset))
+	if !ok && s.opts.EnforceRateLimits {
+		w.Header().Set("Retry-After", fmt.Sprint(max(emulator.SecondsUntil(now, reset), 1)))
+		s.fail(w, r, http.StatusTooManyRequests, "Rate limit exceeded", "")
+		return
+	}
+	s.fail(w, r, http.StatusUnauthorized, msg, "")
 }
 
 func (d dialect) Fault(w http.ResponseWriter, r *http.Request, f emulator.Fault) {

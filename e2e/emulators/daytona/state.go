@@ -18,12 +18,38 @@ func minutes(n int) time.Duration { return time.Duration(n) * time.Minute }
 // the exact due time, which is within that slack. Callers hold s.mu.
 func (s *Server) settleLocked() {
 	now := s.Clock().Now()
-	for id, b := range s.boxes {
+	for _, b := range s.boxes {
 		s.advance(b, now)
 		if b.sb.State == StateDestroyed {
-			delete(s.boxes, id)
+			s.removeLocked(b)
 		}
 	}
+	for id, g := range s.ghosts {
+		if !now.Before(g.until) {
+			delete(s.ghosts, id)
+		}
+	}
+}
+
+// removeLocked forgets a destroyed box; with ListLag the list keeps
+// showing it, as it was when its delete began, until the lag has passed.
+func (s *Server) removeLocked(b *box) {
+	delete(s.boxes, b.sb.ID)
+	if b.deleting != nil {
+		s.ghosts[b.sb.ID] = &ghost{sb: *b.deleting, until: b.deletingAt.Add(s.opts.ListLag)}
+	}
+}
+
+// listedLocked is the box as the lagging list shows it at now, or false
+// when the list does not show it (yet).
+func (s *Server) listedLocked(b *box, now time.Time) (Sandbox, bool) {
+	if now.Before(b.listedFrom) {
+		return Sandbox{}, false
+	}
+	if b.deleting != nil && now.Before(b.deletingAt.Add(s.opts.ListLag)) {
+		return *b.deleting, true
+	}
+	return b.sb, true
 }
 
 // advance applies b's due events up to now, in time order.
@@ -75,6 +101,10 @@ func (s *Server) next(b *box) (time.Time, func(time.Time)) {
 
 // begin moves b into an in-progress state at time at.
 func (s *Server) begin(b *box, at time.Time, state string, d time.Duration) {
+	if state == StateDestroying && s.opts.ListLag > 0 && b.deleting == nil {
+		listed := b.sb.clone()
+		b.deleting, b.deletingAt = &listed, at
+	}
 	b.sb.State = state
 	b.sb.DesiredState = transitional[state]
 	b.sb.UpdatedAt = at

@@ -287,9 +287,19 @@ func (s *Server) resume(w http.ResponseWriter, r *http.Request) {
 }
 
 // delete serves DELETE /v2/agents/sessions/{id} → 204: DESTROYING, then
-// DESTROYED. Deleting a session already on its way out is a no-op 204.
+// DESTROYED. Deleting a session already on its way out is a no-op 204; a
+// staff-locked session is 423 and one held by a checkpoint, fork or
+// rollback 409 (mars-api.mjs).
 func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
 	s.withSession(w, r, func(e *entry) {
+		if e.s.Status == StatusLocked {
+			s.fail(w, http.StatusLocked, "session is locked by DigitalOcean staff; it cannot be deleted")
+			return
+		}
+		if e.hold != "" && e.s.Status != StatusDestroying && e.s.Status != StatusDestroyed {
+			s.fail(w, http.StatusConflict, fmt.Sprintf("session is held by a %s in progress; delete it once that finishes", e.hold))
+			return
+		}
 		if e.s.Status != StatusDestroying && e.s.Status != StatusDestroyed {
 			s.begin(e, s.Clock().Now(), StatusDestroying, s.delays.Destroy)
 			s.settleLocked()

@@ -10,6 +10,7 @@
 package digitalocean
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"net/http"
@@ -91,9 +92,10 @@ type Server struct {
 	tokens  emulator.Tokens
 	delays  Delays
 	idle    time.Duration
-	hourly  *emulator.Window
-	minute  *emulator.Window
 	handler http.Handler
+
+	limitsMu sync.Mutex
+	limits   map[[32]byte]*budget // per token (by SHA-256): DO's limits are per token
 
 	mu       sync.Mutex
 	sessions map[string]*entry
@@ -103,6 +105,12 @@ type Server struct {
 type entry struct {
 	s     Session
 	until time.Time // when PROVISIONING or DESTROYING settles
+	hold  string    // a checkpoint, fork or rollback holding the session; "" when none
+}
+
+// budget is one token's rate-limit windows.
+type budget struct {
+	hourly, minute *emulator.Window
 }
 
 type configEntry struct {
@@ -119,8 +127,7 @@ func New(o Options) *Server {
 		tokens:   append(emulator.Tokens{o.Token}, o.Tokens...),
 		delays:   DefaultDelays(),
 		idle:     o.DefaultIdleTimeout,
-		hourly:   &emulator.Window{Limit: 5000, Period: time.Hour},
-		minute:   &emulator.Window{Limit: 250, Period: time.Minute},
+		limits:   map[[32]byte]*budget{},
 		sessions: map[string]*entry{},
 		configs:  map[string]*configEntry{},
 	}
@@ -163,14 +170,32 @@ func New(o Options) *Server {
 // when Options.Admin is set).
 func (s *Server) Handler() http.Handler { return s.handler }
 
-// route counts the request against the token's rate-limit windows and
+// budgetFor returns the rate-limit windows of the request's token.
+func (s *Server) budgetFor(r *http.Request) *budget {
+	_, tok, _ := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
+	key := sha256.Sum256([]byte(strings.TrimSpace(tok)))
+	s.limitsMu.Lock()
+	defer s.limitsMu.Unlock()
+	b, ok := s.limits[key]
+	if !ok {
+		b = &budget{
+			hourly: &emulator.Window{Limit: 5000, Period: time.Hour},
+			minute: &emulator.Window{Limit: 250, Period: time.Minute},
+		}
+		s.limits[key] = b
+	}
+	return b
+}
+
+// route counts the request against its token's rate-limit windows and
 // sends the classic ratelimit-* headers (reset is an epoch time).
 func (s *Server) route(mux *http.ServeMux, pattern string, h http.HandlerFunc) {
 	mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		now := s.Clock().Now()
-		remaining, reset, okHour := s.hourly.Hit(now)
-		_, minuteReset, okMinute := s.minute.Hit(now)
-		setLimitHeaders(w.Header(), s.hourly.Limit, remaining, reset)
+		b := s.budgetFor(r)
+		remaining, reset, okHour := b.hourly.Hit(now)
+		_, minuteReset, okMinute := b.minute.Hit(now)
+		setLimitHeaders(w.Header(), b.hourly.Limit, remaining, reset)
 		if s.opts.EnforceRateLimits && (!okHour || !okMinute) {
 			until := reset
 			if okHour {
@@ -202,6 +227,8 @@ func envelopeCode(status int) string {
 		return "NOT_FOUND"
 	case http.StatusConflict:
 		return "FAILED_PRECONDITION"
+	case http.StatusLocked:
+		return "LOCKED"
 	case http.StatusUnsupportedMediaType:
 		return "UNSUPPORTED_MEDIA_TYPE"
 	case http.StatusTooManyRequests:
@@ -227,6 +254,8 @@ func classicID(status int) string {
 		return "not_found"
 	case http.StatusConflict:
 		return "conflict"
+	case http.StatusLocked:
+		return "locked"
 	case http.StatusTooManyRequests:
 		return "too_many_requests"
 	case http.StatusServiceUnavailable:
@@ -276,7 +305,7 @@ func (d dialect) Fault(w http.ResponseWriter, r *http.Request, f emulator.Fault)
 	if f.Kind == emulator.FaultRateLimit {
 		now := s.Clock().Now()
 		secs := emulator.Seconds(f.RetryAfter)
-		setLimitHeaders(w.Header(), s.hourly.Limit, 0, now.Add(time.Duration(secs)*time.Second))
+		setLimitHeaders(w.Header(), 5000, 0, now.Add(time.Duration(secs)*time.Second))
 		w.Header().Set("Retry-After", fmt.Sprint(secs))
 		s.gatewayFail(w, http.StatusTooManyRequests, "too_many_requests", "API Rate limit exceeded.")
 		return
@@ -439,6 +468,24 @@ func (s *Server) Sessions() []Session {
 	}
 	slices.SortFunc(out, newestFirst)
 	return out
+}
+
+// Hold marks a session as held by a checkpoint, fork or rollback in
+// progress (what names it); deleting it answers 409 until Release. It
+// reports whether the session exists.
+func (s *Server) Hold(id, what string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.sessions[id]
+	if ok {
+		e.hold = what
+	}
+	return ok
+}
+
+// Release ends a Hold.
+func (s *Server) Release(id string) {
+	s.Hold(id, "")
 }
 
 // ErrNotRunning is returned by Touch for a session that cannot have events.

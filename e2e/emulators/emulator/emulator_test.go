@@ -4,12 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/canvasapp/companion/internal/testsupport"
 )
 
 // toy is a minimal dialect: bearer auth, faults as {"status":N}.
@@ -165,17 +168,13 @@ func TestHangUntilClientGivesUp(t *testing.T) {
 	if resp, _ := do(t, srv.Client(), "GET", srv.URL+"/slow", secret, ""); resp.StatusCode != 200 {
 		t.Fatalf("after hang: %d", resp.StatusCode)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	testsupport.Poll(t, 5*time.Second, func() error {
 		got := b.Requests().Matching("GET", "/slow")
 		if len(got) == 2 && got[0].Fault == FaultHang && got[0].Status == 0 {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("hang not logged with status 0: %+v", got)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return fmt.Errorf("hang not logged with status 0: %+v", got)
+	})
 }
 
 func TestReleaseHangs(t *testing.T) {
@@ -186,9 +185,7 @@ func TestReleaseHangs(t *testing.T) {
 		resp, _ := do(t, srv.Client(), "GET", srv.URL+"/slow", secret, "")
 		done <- resp.StatusCode
 	}()
-	for len(b.Faults().Pending()) != 0 {
-		time.Sleep(5 * time.Millisecond)
-	}
+	testsupport.Until(t, 5*time.Second, "the hang fault to be taken", func() bool { return len(b.Faults().Pending()) == 0 })
 	b.Close()
 	if got := <-done; got != 503 {
 		t.Fatalf("released hang answered %d, want 503", got)

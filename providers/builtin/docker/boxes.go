@@ -462,6 +462,13 @@ func (p *Provider) Delete(ctx context.Context, acct core.Account, boxID string) 
 		return p.setup
 	}
 	ins, err := p.inspect(ctx, boxID)
+	if core.IsKind(err, core.KindNotFound) {
+		// core.Provider: deleting a box that is already gone succeeds. A
+		// container outside this scope is no box of ours either, and is
+		// left alone.
+		p.log.Debug("box already gone", "box", boxID)
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -471,7 +478,7 @@ func (p *Provider) Delete(ctx context.Context, acct core.Account, boxID string) 
 	_, err = p.cli.ContainerRemove(ctx, ins.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
 	switch {
 	case cerrdefs.IsNotFound(err):
-		return p.wrap(err, "remove", ins.ID)
+		// Removed by someone else since the inspect; its volume may remain.
 	case cerrdefs.IsConflict(err) && strings.Contains(err.Error(), "already in progress"):
 		// The engine is removing it already; a retry will find it gone.
 		return &core.Error{Kind: core.KindUnavailable, Message: "box " + ins.ID + " is being removed; try again shortly", Err: err}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/canvasapp/companion/core"
 	"github.com/canvasapp/companion/e2e/emulators/emulator"
+	"github.com/canvasapp/companion/internal/testsupport"
 	"github.com/canvasapp/companion/providers/wasm"
 	"github.com/canvasapp/companion/providers/wasm/modules"
 	"github.com/canvasapp/companion/secrets"
@@ -89,12 +90,7 @@ func (l *logBuf) String() string {
 func newKeyring(t *testing.T) *secrets.Keyring {
 	t.Helper()
 	k := &secrets.Keyring{Namespace: core.NewID("test")}
-	if err := k.Check(context.Background()); err != nil {
-		if os.Getenv("COMPANION_REQUIRE_KEYRING") == "1" {
-			t.Fatalf("OS keyring unavailable: %v", err)
-		}
-		t.Skipf("OS keyring unavailable (run `make test` or scripts/with-keyring.sh): %v", err)
-	}
+	testsupport.NeedKeyring(t, k)
 	return k
 }
 
@@ -299,7 +295,10 @@ func since(all []emulator.Request, n int) []emulator.Request { return all[n:] }
 func TestEmbeddedModulesLoad(t *testing.T) {
 	emb := modules.Embedded()
 	if len(emb) == 0 {
-		t.Skip("this test binary was compiled before scripts/build-modules.sh built dist/")
+		// go test compiles before TestMain runs the build script; make
+		// test builds the modules first and requires them here.
+		testsupport.SkipUnlessRequired(t, testsupport.RequireModules,
+			"this test binary was compiled before scripts/build-modules.sh built dist/ (make test builds them first)")
 	}
 	host, err := wasm.New(wasm.Config{CacheDir: cacheDir})
 	if err != nil {
@@ -320,6 +319,13 @@ func TestEmbeddedModulesLoad(t *testing.T) {
 	}
 	if got := strings.Join(names, ","); got != "daytona,digitalocean,e2b" {
 		t.Fatalf("embedded modules %s, want daytona,digitalocean,e2b", got)
+	}
+	// What the binary embeds is what the build script makes from today's
+	// source, not a stale copy.
+	for _, m := range emb {
+		if !bytes.Equal(m.Wasm, built[m.Name]) {
+			t.Errorf("embedded %s differs from dist/%s.wasm as built now: the test binary predates the module's source", m.Name, m.Name)
+		}
 	}
 }
 

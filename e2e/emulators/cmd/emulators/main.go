@@ -43,6 +43,7 @@ func run() error {
 	fake := flag.Bool("fake-clock", false, "freeze the clock; it then moves only through POST /_emulator/clock")
 	start := flag.String("start", "", "with -fake-clock, the starting time (RFC 3339; default now)")
 	instant := flag.Bool("instant", false, "make every asynchronous transition instant")
+	listLag := flag.Duration("daytona-list-lag", 0, "how long Daytona's list lags behind creates and deletes (eventual consistency)")
 	flag.Parse()
 	if *dtAddr == "" && *e2bAddr == "" && *doAddr == "" {
 		flag.Usage()
@@ -86,7 +87,7 @@ func run() error {
 		if err != nil {
 			return err
 		}
-		o := daytona.Options{Token: token, Clock: c, Admin: true}
+		o := daytona.Options{Token: token, Clock: c, Admin: true, ListLag: *listLag}
 		if *instant {
 			o.Delays = &daytona.Delays{}
 		}

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/canvasapp/companion/core"
+	"github.com/canvasapp/companion/internal/testsupport"
 	"github.com/canvasapp/companion/providers/wasm"
 	"github.com/canvasapp/companion/providers/wasm/internal/hostcall"
 	"github.com/canvasapp/companion/providers/wasm/internal/manifest"
@@ -37,12 +37,7 @@ func keyring(t *testing.T, creds map[string]string) hostcall.Credentials {
 	t.Helper()
 	ctx := context.Background()
 	k := &secrets.Keyring{Namespace: core.NewID("test")}
-	if err := k.Check(ctx); err != nil {
-		if os.Getenv("COMPANION_REQUIRE_KEYRING") == "1" {
-			t.Fatalf("OS keyring unavailable: %v", err)
-		}
-		t.Skipf("OS keyring unavailable (run under scripts/with-keyring.sh): %v", err)
-	}
+	testsupport.NeedKeyring(t, k)
 	for name, v := range creds {
 		key := core.CredentialKey(testAccount, name)
 		if err := k.Set(ctx, key, v); err != nil {
