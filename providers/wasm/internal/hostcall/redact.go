@@ -23,6 +23,9 @@ type needle struct {
 // scrubber finds any of a set of secrets in any supported encoding.
 type scrubber struct {
 	needles []needle
+	// first marks the bytes a match can start with: a needle's first
+	// byte (both cases when folded) or an escape's first byte.
+	first [256]bool
 }
 
 // newScrubber derives the encoded forms of the secrets; secrets shorter
@@ -36,6 +39,14 @@ func newScrubber(secrets []string) *scrubber {
 		}
 		seen[b] = true
 		s.needles = append(s.needles, needle{b: []byte(b), fold: fold})
+		s.first[b[0]] = true
+		if fold {
+			s.first[lower(b[0])] = true
+			s.first[upper(b[0])] = true
+		}
+	}
+	for _, c := range []byte{'\\', '%', '&', '+'} {
+		s.first[c] = true
 	}
 	for _, v := range secrets {
 		if len(v) < minRedact {
@@ -77,6 +88,9 @@ func (s *scrubber) next(b []byte, from int) (int, int, bool) {
 	}
 	for i := from; i < len(b); i++ {
 		c := b[i]
+		if !s.first[c] {
+			continue
+		}
 		esc := c == '\\' || c == '%' || c == '&' || c == '+'
 		for _, n := range s.needles {
 			if !esc && !eqByte(c, n.b[0], n.fold) {
@@ -116,6 +130,13 @@ func eqByte(a, b byte, fold bool) bool {
 		return true
 	}
 	return fold && lower(a) == lower(b)
+}
+
+func upper(c byte) byte {
+	if c >= 'a' && c <= 'z' {
+		return c - ('a' - 'A')
+	}
+	return c
 }
 
 func lower(c byte) byte {
