@@ -1,6 +1,7 @@
 package wasm
 
 import (
+	"strings"
 	"time"
 
 	"github.com/canvasapp/companion/core"
@@ -46,11 +47,11 @@ func (a *Adapter) CheckConfig(cfg map[string]string) error {
 }
 
 // checkBox applies the credential rule to a box a module returned: an id
-// that carries a credential of the account is refused (ids are stored and
-// sent back in later calls, so they cannot be rewritten), and every other
-// text field is redacted.
+// that carries a credential of the account, or was built from an echo the
+// host redacted, is refused (ids are stored and sent back in later calls,
+// so they cannot be rewritten); every other text field is redacted.
 func checkBox(hc *hostcall.Call, module, op string, b *core.Box) error {
-	if hc.Leaks(b.ID) {
+	if hc.Leaks(b.ID) || hc.Echoed() && strings.Contains(b.ID, hostcall.Redacted) {
 		return core.Errorf(core.KindInternal, "provider module %s returned from %s a box id that carries the account's credential; the result was dropped", module, op)
 	}
 	b.Name = hc.Redact(b.Name)

@@ -99,6 +99,7 @@ type Call struct {
 	violation error
 	secrets   map[string]string // credential name -> value
 	scrub     *scrubber         // finds secrets; nil until needed
+	echoed    bool              // a response carried a secret
 	pending   []byte
 }
 
@@ -166,8 +167,17 @@ func (c *Call) redactBytes(b []byte) []byte {
 	if len(b) == 0 {
 		return b
 	}
-	return c.scrubber().redact(b)
+	out := c.scrubber().redact(b)
+	if len(out) != len(b) || len(out) > 0 && &out[0] != &b[0] {
+		c.echoed = true
+	}
+	return out
 }
+
+// Echoed reports whether an upstream sent back a credential of this call
+// (which was redacted before the module saw it). A module result then
+// holding Redacted was built from that echo.
+func (c *Call) Echoed() bool { return c != nil && c.echoed }
 
 // scrubber is built once per set of fetched secrets.
 func (c *Call) scrubber() *scrubber {
@@ -649,7 +659,11 @@ func (c *Call) read(upstream string, resp *http.Response) (*Result, error) {
 		if k == "Set-Cookie" || k == "Set-Cookie2" {
 			continue
 		}
-		res.Headers[k] = c.Redact(strings.Join(vs, ", "))
+		v := strings.Join(vs, ", ")
+		if r := c.Redact(v); r != v {
+			v, c.echoed = r, true
+		}
+		res.Headers[k] = v
 	}
 	if utf8.Valid(b) {
 		s := string(b)
