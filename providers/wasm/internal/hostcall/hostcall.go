@@ -181,6 +181,9 @@ func (c *Call) Echoed() bool { return c != nil && c.echoed }
 
 // scrubber is built once per set of fetched secrets.
 func (c *Call) scrubber() *scrubber {
+	if len(c.secrets) == 0 {
+		return nil // nothing to find: the common case of a call without requests
+	}
 	if c.scrub == nil {
 		vals := make([]string, 0, len(c.secrets))
 		for _, v := range c.secrets {
