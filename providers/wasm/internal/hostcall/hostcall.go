@@ -53,6 +53,7 @@ type Policy struct {
 	maxRequests int
 	creds       Credentials
 	transports  *Transports
+	known       known // every credential value handed to a call, to scrub
 }
 
 // NewPolicy builds the policy of a validated manifest.
@@ -145,8 +146,9 @@ func (c *Call) Violate(format string, args ...any) error {
 	return err
 }
 
-// Redact replaces every credential value fetched during the call by
-// Redacted, in any encoding the scrubber knows (see redact.go).
+// Redact replaces by Redacted every credential value fetched during this
+// call or an earlier one of this module (any account), in any encoding
+// the scrubber knows (see redact.go).
 func (c *Call) Redact(s string) string {
 	if c == nil || s == "" {
 		return s
@@ -154,8 +156,9 @@ func (c *Call) Redact(s string) string {
 	return c.scrubber().redactString(s)
 }
 
-// Leaks reports whether s carries a credential fetched during the call, in
-// any encoding the scrubber knows.
+// Leaks reports whether s carries a credential value fetched during this
+// call or an earlier one of this module, in any encoding the scrubber
+// knows.
 func (c *Call) Leaks(s string) bool {
 	if c == nil || s == "" {
 		return false
@@ -179,17 +182,11 @@ func (c *Call) redactBytes(b []byte) []byte {
 // holding Redacted was built from that echo.
 func (c *Call) Echoed() bool { return c != nil && c.echoed }
 
-// scrubber is built once per set of fetched secrets.
+// scrubber finds every credential this module's calls were given, this
+// call's included (see known); nil when there are none.
 func (c *Call) scrubber() *scrubber {
-	if len(c.secrets) == 0 {
-		return nil // nothing to find: the common case of a call without requests
-	}
 	if c.scrub == nil {
-		vals := make([]string, 0, len(c.secrets))
-		for _, v := range c.secrets {
-			vals = append(vals, v)
-		}
-		c.scrub = newScrubber(vals)
+		c.scrub = c.p.known.scrubber()
 	}
 	return c.scrub
 }
@@ -606,6 +603,7 @@ func (c *Call) secret(ctx context.Context, name string) (string, error) {
 		c.secrets = map[string]string{}
 	}
 	c.secrets[name] = v // remember before validating so it is scrubbed either way
+	c.p.known.add(c.accountID, name, v)
 	c.scrub = nil
 	if v == "" {
 		return "", refuse(string(core.KindUnauthorized), "credential %q of account %s is empty", name, c.accountID)

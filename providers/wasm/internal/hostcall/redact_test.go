@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/canvasapp/companion/core"
 	"github.com/canvasapp/companion/providers/wasm/internal/hostcall"
 )
 
@@ -143,5 +144,23 @@ func TestPlainHTTPOverrideOnlyTowardLoopback(t *testing.T) {
 		if !strings.Contains(r.Error.Message, "use https://") {
 			t.Fatalf("%s: %q does not say what to do", u, r.Error.Message)
 		}
+	}
+}
+
+// TestOutputCheckedAgainstEarlierCalls: instances are shared by accounts,
+// so a module could keep what one call received and return it in another
+// call, for another account, that made no request. That later call's
+// checks still know the credential.
+func TestOutputCheckedAgainstEarlierCalls(t *testing.T) {
+	api := newRecorder(t, nil)
+	p := policy(t, nil, keyring(t, map[string]string{"token": apiToken}))
+	if c := p.NewCall(acct(nil)); c.Leaks(apiToken) {
+		t.Fatal("a module that never had a credential cannot leak one")
+	}
+	do(t, p.NewCall(acct(map[string]string{"api_url": api.URL})), map[string]any{"upstream": "api", "path": "/"})
+	other := p.NewCall(&core.Account{ID: "acc-2"})
+	stashed := "n-" + hex.EncodeToString([]byte(apiToken))
+	if !other.Leaks(stashed) || other.Redact(stashed) != "n-"+hostcall.Redacted {
+		t.Fatalf("a credential of an earlier call was not recognised: %q", other.Redact(stashed))
 	}
 }
