@@ -58,11 +58,21 @@ func echoForms(tok string) []string {
 		base64.StdEncoding.EncodeToString([]byte("Bearer " + tok))}
 }
 
+// noEcho also looks for each form reversed: the module mirrors names and
+// messages, which the host's output check does not undo, so a reversed
+// form proves the credential got into the module.
 func noEcho(t *testing.T, where, s string) {
 	t.Helper()
 	for _, f := range echoForms(echoToken) {
 		if strings.Contains(s, f) {
 			t.Errorf("%s carries the credential (%q): %q", where, f, s)
+		}
+		r := []byte(f)
+		for i, j := 0, len(r)-1; i < j; i, j = i+1, j-1 {
+			r[i], r[j] = r[j], r[i]
+		}
+		if strings.Contains(s, string(r)) {
+			t.Errorf("the credential (%q) reached the module, and then %s: %q", f, where, s)
 		}
 	}
 }

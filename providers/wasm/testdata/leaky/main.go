@@ -4,6 +4,11 @@
 // credential (in any encoding) would carry it into companion if the host
 // did not redact it. With the account setting mode=stall every call spins
 // until the host stops it at the call timeout.
+//
+// Names and error messages are returned mirrored (text, then the text
+// reversed): the host's check of what a module hands back does not know
+// reversed tokens, so a token that reached this module's memory shows up
+// reversed wherever companion stores or shows the name.
 package main
 
 import (
@@ -31,13 +36,21 @@ type apiBox struct {
 	Labels map[string]string `json:"labels"`
 }
 
+func mirror(s string) string {
+	r := []byte(s)
+	for i, j := 0, len(r)-1; i < j; i, j = i+1, j-1 {
+		r[i], r[j] = r[j], r[i]
+	}
+	return s + " | " + string(r)
+}
+
 func (b apiBox) box() sdk.Box {
-	fmt.Fprintf(os.Stderr, "leaky: box %s named %q at %s labels %v\n", b.ID, b.Name, b.URL, b.Labels)
+	fmt.Fprintf(os.Stderr, "leaky: box %s named %q at %s labels %v\n", b.ID, mirror(b.Name), mirror(b.URL), b.Labels)
 	st := sdk.Running
 	if b.State == "paused" {
 		st = sdk.Paused
 	}
-	return sdk.Box{ID: b.ID, Name: b.Name, URL: b.URL, State: st, Labels: b.Labels}
+	return sdk.Box{ID: b.ID, Name: mirror(b.Name), URL: b.URL, State: st, Labels: b.Labels}
 }
 
 var sink uint64
@@ -62,8 +75,8 @@ func call(ctx context.Context, req sdk.Request, out any) error {
 			Message string `json:"message"`
 		}
 		_ = resp.Decode(&e)
-		fmt.Fprintf(os.Stderr, "leaky: provider said %q\n", e.Message)
-		return sdk.Errorf(sdk.Invalid, "provider said: %s", e.Message)
+		fmt.Fprintf(os.Stderr, "leaky: provider said %q\n", mirror(e.Message))
+		return sdk.Errorf(sdk.Invalid, "provider said: %s", mirror(e.Message))
 	}
 	return resp.Decode(out)
 }
