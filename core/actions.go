@@ -225,7 +225,9 @@ func (s *Service) retry(ctx context.Context, op *Op, b budget, step string, f fu
 			return ctx.Err()
 		}
 		op.LastError = messageOf(err)
-		if bctx.Err() != nil {
+		if bctx.Err() != nil && transient(err) {
+			// The attempt was cut by the action's deadline (a definite
+			// answer that arrived just then is reported as itself).
 			return budgetError(b, step, tries, err, "")
 		}
 		if !transient(err) || op.Attempts >= s.cfg.MaxAttempts {
