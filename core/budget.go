@@ -15,14 +15,6 @@ type Budgeter interface {
 	ActionBudget() time.Duration
 }
 
-// ConfigChecker is implemented by adapters that check an account's
-// settings beyond the declared fields (a base URL override, say).
-// AddAccount calls it before anything is stored; its error should be a
-// KindInvalid *Error naming the field.
-type ConfigChecker interface {
-	CheckConfig(config map[string]string) error
-}
-
 // budget is the deadline one action's attempts share.
 type budget struct {
 	provider string
