@@ -1,6 +1,7 @@
 package hostcall
 
 import (
+	"encoding/base32"
 	"encoding/base64"
 	"encoding/hex"
 	"strings"
@@ -8,7 +9,7 @@ import (
 
 // Redaction works on what text means, not on its bytes. A secret is found
 // when it appears raw, as hex (any case), or inside a base64 (standard or
-// URL alphabet, any alignment) text; and in each of those forms every
+// URL alphabet) or base32 (any case) text at any alignment; and in each of those forms every
 // character may also be written as an escape: JSON/JS (\u0074, \x74, \/),
 // URL percent-encoding (%74, + for a space) or an HTML character reference
 // (&#116;, &#x74;, &amp;). Hex digits of escapes match in any case.
@@ -23,9 +24,11 @@ type needle struct {
 // scrubber finds any of a set of secrets in any supported encoding.
 type scrubber struct {
 	needles []needle
-	// first marks the bytes a match can start with: a needle's first
-	// byte (both cases when folded) or an escape's first byte.
-	first [256]bool
+	// byFirst lists, for each byte, the needles that may start with it
+	// unescaped (both cases when folded); a byte that starts an escape
+	// may begin any needle.
+	byFirst [256][]int
+	escape  [256]bool
 }
 
 // newScrubber derives the encoded forms of the secrets; secrets shorter
@@ -38,15 +41,18 @@ func newScrubber(secrets []string) *scrubber {
 			return
 		}
 		seen[b] = true
+		i := len(s.needles)
 		s.needles = append(s.needles, needle{b: []byte(b), fold: fold})
-		s.first[b[0]] = true
-		if fold {
-			s.first[lower(b[0])] = true
-			s.first[upper(b[0])] = true
+		firsts := []byte{b[0]}
+		if fold && lower(b[0]) != upper(b[0]) {
+			firsts = []byte{lower(b[0]), upper(b[0])}
+		}
+		for _, c := range firsts {
+			s.byFirst[c] = append(s.byFirst[c], i)
 		}
 	}
 	for _, c := range []byte{'\\', '%', '&', '+'} {
-		s.first[c] = true
+		s.escape[c] = true
 	}
 	for _, v := range secrets {
 		if len(v) < minRedact {
@@ -58,6 +64,9 @@ func newScrubber(secrets []string) *scrubber {
 			for k := 0; k < 3; k++ {
 				add(base64Core(enc, v, k), false)
 			}
+		}
+		for k := 0; k < 5; k++ {
+			add(base32Core(v, k), true)
 		}
 	}
 	return s
@@ -79,6 +88,17 @@ func base64Core(enc *base64.Encoding, v string, k int) string {
 	return strings.TrimRight(full[start:end], "=")
 }
 
+// base32Core is base64Core for base32 (5 bits a character).
+func base32Core(v string, k int) string {
+	full := base32.StdEncoding.EncodeToString(append(make([]byte, k), v...))
+	start := (8*k + 4) / 5
+	end := min(8*(k+len(v))/5, len(full))
+	if start >= end {
+		return ""
+	}
+	return strings.TrimRight(full[start:end], "=")
+}
+
 func (s *scrubber) empty() bool { return s == nil || len(s.needles) == 0 }
 
 // next returns the first match at or after from, as [start, end).
@@ -88,15 +108,16 @@ func (s *scrubber) next(b []byte, from int) (int, int, bool) {
 	}
 	for i := from; i < len(b); i++ {
 		c := b[i]
-		if !s.first[c] {
+		if s.escape[c] {
+			for _, n := range s.needles {
+				if end, ok := n.matchAt(b, i); ok {
+					return i, end, true
+				}
+			}
 			continue
 		}
-		esc := c == '\\' || c == '%' || c == '&' || c == '+'
-		for _, n := range s.needles {
-			if !esc && !eqByte(c, n.b[0], n.fold) {
-				continue
-			}
-			if end, ok := n.matchAt(b, i); ok {
+		for _, k := range s.byFirst[c] {
+			if end, ok := s.needles[k].matchAt(b, i); ok {
 				return i, end, true
 			}
 		}

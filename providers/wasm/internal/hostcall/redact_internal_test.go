@@ -1,6 +1,7 @@
 package hostcall
 
 import (
+	"encoding/base32"
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
@@ -112,6 +113,9 @@ func encodings() []struct {
 		{"base64 std json-escaped", func(s string) string {
 			return strings.ReplaceAll(base64.StdEncoding.EncodeToString([]byte("u:"+s)), "/", `\/`)
 		}},
+		{"base32", func(s string) string { return base32.StdEncoding.EncodeToString([]byte("ab" + s)) }},
+		{"base32 lower +3", func(s string) string { return strings.ToLower(base32.StdEncoding.EncodeToString([]byte("abc" + s))) }},
+		{"base32 +1 +4", func(s string) string { return base32.StdEncoding.EncodeToString([]byte("a" + s + "wxyz")) }},
 		{"base64 std percent-encoded", func(s string) string {
 			return url.QueryEscape(base64.StdEncoding.EncodeToString([]byte(s)))
 		}},
