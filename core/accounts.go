@@ -82,6 +82,11 @@ func (s *Service) AddAccount(ctx context.Context, owner string, req AddAccountRe
 	if err := validateAccount(info, req); err != nil {
 		return Account{}, err
 	}
+	if cc, ok := p.(ConfigChecker); ok {
+		if err := cc.CheckConfig(req.Config); err != nil {
+			return Account{}, err
+		}
+	}
 	acct := Account{
 		ID:        NewID("acc"),
 		Owner:     owner,

@@ -54,7 +54,7 @@ func opState(k OpKind) State {
 func (s *Service) runCreate(ctx context.Context, op Op, ws Workspace, acct Account, p Provider, info ProviderInfo) {
 	spec := CreateSpec{WorkspaceID: ws.ID, Name: ws.Name, Lifecycle: ws.Lifecycle, Options: ws.Options}
 	var box Box
-	err := s.retry(ctx, &op, "provider_create", func(ctx context.Context) error {
+	err := s.retry(ctx, &op, s.budgetFor(acct, p), "provider_create", func(ctx context.Context) error {
 		// After a crash or a lost response the box may already exist.
 		if op.Attempts > 1 && info.Capabilities.List {
 			if b, ok, err := findByLabel(ctx, p, acct, ws.ID); err != nil {
@@ -96,7 +96,7 @@ func (s *Service) runSuspendResume(ctx context.Context, op Op, ws Workspace, acc
 		verb, call = "resume", p.Resume
 	}
 	var box Box
-	err := s.retry(ctx, &op, "provider_"+verb, func(ctx context.Context) error {
+	err := s.retry(ctx, &op, s.budgetFor(acct, p), "provider_"+verb, func(ctx context.Context) error {
 		b, err := call(ctx, acct, ws.BoxID)
 		if IsKind(err, KindNotFound) && op.Kind == OpResume && !info.Capabilities.ResumeSameIdentity && info.Capabilities.List {
 			// A snapshot-and-restore provider may already have replaced the
@@ -129,7 +129,7 @@ func (s *Service) runSuspendResume(ctx context.Context, op Op, ws Workspace, acc
 }
 
 func (s *Service) runDelete(ctx context.Context, op Op, ws Workspace, acct Account, p Provider, info ProviderInfo) {
-	err := s.retry(ctx, &op, "provider_delete", func(ctx context.Context) error {
+	err := s.retry(ctx, &op, s.budgetFor(acct, p), "provider_delete", func(ctx context.Context) error {
 		if ws.BoxID == "" {
 			// A create that failed may still have made a box (its answer
 			// was lost): find it by its label so it does not keep billing.
@@ -210,18 +210,23 @@ func (s *Service) dropOp(op Op) {
 
 // retry runs one journaled step, recording it before each attempt, and
 // retries transient failures (rate limits, unavailability, timeouts) with
-// backoff that honours Retry-After, up to MaxAttempts per action.
-func (s *Service) retry(ctx context.Context, op *Op, step string, f func(ctx context.Context) error) error {
-	for {
+// backoff that honours Retry-After, up to MaxAttempts per action. Every
+// attempt and wait shares one deadline, the action's budget (budgetFor):
+// a call timeout is never multiplied by the number of retries.
+func (s *Service) retry(ctx context.Context, op *Op, b budget, step string, f func(ctx context.Context) error) error {
+	deadline := time.Now().Add(b.limit)
+	bctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	for tries := 1; ; tries++ {
 		op.Step = step
 		op.Attempts++
 		op.UpdatedAt = s.now()
 		if _, err := s.cfg.Store.PutOp(ctx, *op); err != nil {
 			return fmt.Errorf("journal step %s: %w", step, err)
 		}
-		cctx, cancel := s.callCtx(ctx)
-		err := f(cctx)
-		cancel()
+		actx, acancel := s.attemptCtx(bctx, b)
+		err := f(actx)
+		acancel()
 		if err == nil {
 			return nil
 		}
@@ -229,10 +234,20 @@ func (s *Service) retry(ctx context.Context, op *Op, step string, f func(ctx con
 			return ctx.Err()
 		}
 		op.LastError = messageOf(err)
+		if bctx.Err() != nil && transient(err) {
+			// The attempt was cut by the action's deadline (a definite
+			// answer that arrived just then is reported as itself).
+			return budgetError(b, step, tries, err, "")
+		}
 		if !transient(err) || op.Attempts >= s.cfg.MaxAttempts {
 			return err
 		}
 		wait := backoff(op.Attempts, RetryAfterOf(err))
+		if left := time.Until(deadline); wait >= left {
+			// Waiting would end past the deadline: say so now rather
+			// than sleep until it passes.
+			return budgetError(b, step, tries, err, fmt.Sprintf("(the next attempt was due in %s, %s left)", wait.Round(time.Millisecond), left.Round(time.Millisecond)))
+		}
 		s.log.Warn("provider call failed; retrying", "workspace", op.WorkspaceID, "step", step, "attempt", op.Attempts, "wait", wait, "err", op.LastError)
 		select {
 		case <-time.After(wait):

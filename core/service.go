@@ -29,8 +29,13 @@ type Config struct {
 	// minutes.
 	PlanTTL time.Duration
 	// ActionTimeout bounds one provider call made by an action; 0 means 2
-	// minutes.
+	// minutes. An adapter that declares its own budget (Budgeter) bounds
+	// its calls itself.
 	ActionTimeout time.Duration
+	// ActionBudget bounds one action as a whole: all its attempts and the
+	// waits between them share this deadline; 0 means 5 minutes. An
+	// adapter may declare a shorter one (Budgeter).
+	ActionBudget time.Duration
 	// MaxAttempts is how often a failing step of a journaled action is
 	// tried (across restarts) before the action gives up; 0 means 5.
 	MaxAttempts int
@@ -77,6 +82,9 @@ func NewService(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	if cfg.ActionTimeout == 0 {
 		cfg.ActionTimeout = 2 * time.Minute
+	}
+	if cfg.ActionBudget == 0 {
+		cfg.ActionBudget = 5 * time.Minute
 	}
 	if cfg.MaxAttempts == 0 {
 		cfg.MaxAttempts = 5

@@ -278,7 +278,11 @@ var inputBufs = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &
 // invoke runs op for acct (nil for describe) with the box id or spec the
 // op takes; decode reads the module's result, filling the caller's output
 // and returning the error member.
-func (a *Adapter) invoke(ctx context.Context, op string, acct *core.Account, boxID string, spec *core.CreateSpec, decode func([]byte) (*wire.ErrorBody, error)) error {
+//
+// check, when set, runs on a successful result with the call's
+// credentials at hand, to apply the credential rule to what the module
+// returned (see checkBox).
+func (a *Adapter) invoke(ctx context.Context, op string, acct *core.Account, boxID string, spec *core.CreateSpec, decode func([]byte) (*wire.ErrorBody, error), check func(*hostcall.Call) error) error {
 	if _, err := a.Wait(ctx); err != nil {
 		return err
 	}
@@ -315,11 +319,15 @@ func (a *Adapter) invoke(ctx context.Context, op string, acct *core.Account, box
 	case errors.Is(err, wire.ErrSyntax):
 		return core.Errorf(core.KindInternal, "provider module %s returned a malformed result from %s (want {\"ok\":…} or {\"error\":…})", a.name, op)
 	case err != nil:
-		return core.Errorf(core.KindInternal, "provider module %s returned a malformed %s result: %s", a.name, op, wire.CleanMessage(err.Error()))
+		return core.Errorf(core.KindInternal, "provider module %s returned a malformed %s result: %s", a.name, op, wire.CleanMessage(hc.Redact(err.Error())))
 	case eb != nil:
-		e := eb.ToCore(a.name)
-		e.Message = wire.CleanMessage(hc.Redact(e.Message))
-		return e
+		// Redact before ToCore shortens the message: a cut secret would
+		// no longer be recognised.
+		eb.Message = hc.Redact(eb.Message)
+		return eb.ToCore(a.name)
+	}
+	if check != nil {
+		return check(hc)
 	}
 	return nil
 }
@@ -334,7 +342,7 @@ func (a *Adapter) Describe(ctx context.Context) (core.ProviderInfo, error) {
 		return *a.desc, nil
 	}
 	var d wire.DescribeOut
-	if err := a.invoke(ctx, wire.OpDescribe, nil, "", nil, func(b []byte) (*wire.ErrorBody, error) { return wire.DecodeDescribe(b, &d) }); err != nil {
+	if err := a.invoke(ctx, wire.OpDescribe, nil, "", nil, func(b []byte) (*wire.ErrorBody, error) { return wire.DecodeDescribe(b, &d) }, nil); err != nil {
 		return core.ProviderInfo{}, err
 	}
 	if d.Name != a.man.Name || d.Version != a.man.Version {
@@ -371,30 +379,45 @@ func providerInfo(m *manifest.Manifest) core.ProviderInfo {
 // List implements core.Provider.
 func (a *Adapter) List(ctx context.Context, acct core.Account) ([]core.Box, error) {
 	var out wire.ListOut
-	if err := a.invoke(ctx, wire.OpList, &acct, "", nil, func(b []byte) (*wire.ErrorBody, error) { return wire.DecodeList(b, &out) }); err != nil {
-		return nil, err
-	}
-	boxes := make([]core.Box, 0, len(out.Boxes))
-	for i := range out.Boxes {
-		b, err := out.Boxes[i].ToCore()
-		if err != nil {
-			return nil, core.Errorf(core.KindInternal, "provider module %s returned an invalid box from list: %s", a.name, wire.CleanMessage(err.Error()))
+	var boxes []core.Box
+	err := a.invoke(ctx, wire.OpList, &acct, "", nil, func(b []byte) (*wire.ErrorBody, error) { return wire.DecodeList(b, &out) }, func(hc *hostcall.Call) error {
+		boxes = make([]core.Box, 0, len(out.Boxes))
+		for i := range out.Boxes {
+			b, err := out.Boxes[i].ToCore()
+			if err != nil {
+				return core.Errorf(core.KindInternal, "provider module %s returned an invalid box from list: %s", a.name, wire.CleanMessage(hc.Redact(err.Error())))
+			}
+			if err := checkBox(hc, a.name, wire.OpList, &b); err != nil {
+				return err
+			}
+			boxes = append(boxes, b)
 		}
-		boxes = append(boxes, b)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return boxes, nil
 }
 
 func (a *Adapter) boxOp(ctx context.Context, op string, acct core.Account, boxID string, spec *core.CreateSpec) (core.Box, error) {
 	var out wire.BoxOut
-	if err := a.invoke(ctx, op, &acct, boxID, spec, func(b []byte) (*wire.ErrorBody, error) { return wire.DecodeBox(b, &out) }); err != nil {
+	var box core.Box
+	err := a.invoke(ctx, op, &acct, boxID, spec, func(b []byte) (*wire.ErrorBody, error) { return wire.DecodeBox(b, &out) }, func(hc *hostcall.Call) error {
+		b, err := out.Box.ToCore()
+		if err != nil {
+			return core.Errorf(core.KindInternal, "provider module %s returned an invalid box from %s: %s", a.name, op, wire.CleanMessage(hc.Redact(err.Error())))
+		}
+		if err := checkBox(hc, a.name, op, &b); err != nil {
+			return err
+		}
+		box = b
+		return nil
+	})
+	if err != nil {
 		return core.Box{}, err
 	}
-	b, err := out.Box.ToCore()
-	if err != nil {
-		return core.Box{}, core.Errorf(core.KindInternal, "provider module %s returned an invalid box from %s: %s", a.name, op, wire.CleanMessage(err.Error()))
-	}
-	return b, nil
+	return box, nil
 }
 
 // Get implements core.Provider.
@@ -419,5 +442,5 @@ func (a *Adapter) Resume(ctx context.Context, acct core.Account, boxID string) (
 
 // Delete implements core.Provider.
 func (a *Adapter) Delete(ctx context.Context, acct core.Account, boxID string) error {
-	return a.invoke(ctx, wire.OpDelete, &acct, boxID, nil, wire.DecodeEmpty)
+	return a.invoke(ctx, wire.OpDelete, &acct, boxID, nil, wire.DecodeEmpty, nil)
 }

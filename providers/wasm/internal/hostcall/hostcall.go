@@ -53,6 +53,7 @@ type Policy struct {
 	maxRequests int
 	creds       Credentials
 	transports  *Transports
+	known       known // every credential value handed to a call, to scrub
 }
 
 // NewPolicy builds the policy of a validated manifest.
@@ -98,6 +99,8 @@ type Call struct {
 	requests  int
 	violation error
 	secrets   map[string]string // credential name -> value
+	scrub     *scrubber         // finds secrets; nil until needed
+	echoed    bool              // a response carried a secret
 	pending   []byte
 }
 
@@ -143,27 +146,49 @@ func (c *Call) Violate(format string, args ...any) error {
 	return err
 }
 
-// Redact replaces every credential value fetched during the call by
-// Redacted.
+// Redact replaces by Redacted every credential value fetched during this
+// call or an earlier one of this module (any account), in any encoding
+// the scrubber knows (see redact.go).
 func (c *Call) Redact(s string) string {
-	if c == nil {
+	if c == nil || s == "" {
 		return s
 	}
-	for _, v := range c.secrets {
-		if len(v) >= minRedact {
-			s = strings.ReplaceAll(s, v, Redacted)
-		}
+	return c.scrubber().redactString(s)
+}
+
+// Leaks reports whether s carries a credential value fetched during this
+// call or an earlier one of this module, in any encoding the scrubber
+// knows.
+func (c *Call) Leaks(s string) bool {
+	if c == nil || s == "" {
+		return false
 	}
-	return s
+	return c.scrubber().contains(s)
 }
 
 func (c *Call) redactBytes(b []byte) []byte {
-	for _, v := range c.secrets {
-		if len(v) >= minRedact && bytes.Contains(b, []byte(v)) {
-			b = bytes.ReplaceAll(b, []byte(v), []byte(Redacted))
-		}
+	if len(b) == 0 {
+		return b
 	}
-	return b
+	out := c.scrubber().redact(b)
+	if len(out) != len(b) || len(out) > 0 && &out[0] != &b[0] {
+		c.echoed = true
+	}
+	return out
+}
+
+// Echoed reports whether an upstream sent back a credential of this call
+// (which was redacted before the module saw it). A module result then
+// holding Redacted was built from that echo.
+func (c *Call) Echoed() bool { return c != nil && c.echoed }
+
+// scrubber finds every credential this module's calls were given, this
+// call's included (see known); nil when there are none.
+func (c *Call) scrubber() *scrubber {
+	if c.scrub == nil {
+		c.scrub = c.p.known.scrubber()
+	}
+	return c.scrub
 }
 
 // refusal is a request the host did not (fully) carry out; it becomes the
@@ -254,6 +279,10 @@ var hostOwned = map[string]bool{
 	"host": true, "content-length": true, "transfer-encoding": true, "connection": true,
 	"keep-alive": true, "upgrade": true, "te": true, "trailer": true, "expect": true,
 	"forwarded": true, "x-forwarded-for": true, "x-forwarded-host": true, "x-real-ip": true,
+	// The transport asks for gzip and decodes it itself, so the host sees
+	// (and redacts) the plain body; a body the module asked compressed
+	// would pass the redaction unread.
+	"accept-encoding": true,
 }
 
 func (c *Call) do(ctx context.Context, raw []byte) (*Result, error) {
@@ -414,13 +443,21 @@ func (c *Call) resolve() error {
 		if raw == "" {
 			continue
 		}
-		u, err := manifest.ParseBaseURL(raw, true)
+		// Checked again here, though the account was checked when it was
+		// added: an account stored by an older companion, or edited in
+		// the database, must not send a credential in clear text.
+		u, err := manifest.ParseOverride(raw)
 		if err != nil {
 			c.resolveErr = refuse(string(core.KindInvalid), "account setting %s %v", field, err)
 			return c.resolveErr
 		}
 		c.eff[name] = u
 		hp := hostPort(u)
+		if u.Scheme == "http" {
+			// Plain http is allowed toward loopback only: the dialer
+			// enforces it on the resolved address too.
+			hp = loopbackOnly + hp
+		}
 		if !seen[hp] {
 			seen[hp] = true
 			c.allow = append(c.allow, hp)
@@ -566,6 +603,8 @@ func (c *Call) secret(ctx context.Context, name string) (string, error) {
 		c.secrets = map[string]string{}
 	}
 	c.secrets[name] = v // remember before validating so it is scrubbed either way
+	c.p.known.add(c.accountID, name, v)
+	c.scrub = nil
 	if v == "" {
 		return "", refuse(string(core.KindUnauthorized), "credential %q of account %s is empty", name, c.accountID)
 	}
@@ -579,6 +618,10 @@ func (c *Call) transportError(ctx context.Context, upstream string, u *url.URL, 
 	var blocked *BlockedAddrError
 	if errors.As(err, &blocked) {
 		return c.forbid("upstream %s (%s) resolves to %s, which is private, loopback or link-local; only an account's own base URL setting may point there", upstream, u.Hostname(), blocked.Addr)
+	}
+	var notLoop *NotLoopbackError
+	if errors.As(err, &notLoop) {
+		return refuse(string(core.KindInvalid), "upstream %s: the account's plain http:// URL names %s, which resolves to %s, not a loopback address; use https://", upstream, u.Hostname(), notLoop.Addr)
 	}
 	if ctx.Err() != nil {
 		return refuse(string(core.KindUnavailable), "request to upstream %s did not finish before the call's deadline", upstream)
@@ -608,13 +651,20 @@ func (c *Call) read(upstream string, resp *http.Response) (*Result, error) {
 	if err != nil {
 		return nil, refuse(string(core.KindUnavailable), "reading the response of upstream %s failed: %v", upstream, err)
 	}
+	if ce := resp.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+		return nil, refuse(string(core.KindUnavailable), "upstream %s sent a %q-encoded body, which the host cannot check for credentials; modules receive plain bodies only", upstream, ce)
+	}
 	b = c.redactBytes(b)
 	res := &Result{Status: resp.StatusCode, Headers: map[string]string{}}
 	for k, vs := range resp.Header {
 		if k == "Set-Cookie" || k == "Set-Cookie2" {
 			continue
 		}
-		res.Headers[k] = c.Redact(strings.Join(vs, ", "))
+		v := strings.Join(vs, ", ")
+		if r := c.Redact(v); r != v {
+			v, c.echoed = r, true
+		}
+		res.Headers[k] = v
 	}
 	if utf8.Valid(b) {
 		s := string(b)

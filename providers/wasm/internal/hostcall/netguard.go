@@ -79,6 +79,29 @@ func control(_, address string, _ syscall.RawConn) error {
 	return nil
 }
 
+// NotLoopbackError is returned by the dialer when a host reached over
+// plain http (allowed toward loopback only) resolved to another address.
+type NotLoopbackError struct{ Addr netip.Addr }
+
+func (e *NotLoopbackError) Error() string {
+	return fmt.Sprintf("address %s is not a loopback address, and plain http is allowed only toward loopback", e.Addr)
+}
+
+// loopbackOnly prefixes an allowed host:port that may be dialed only at a
+// loopback address (a plain-http account override).
+const loopbackOnly = "loopback:"
+
+func controlLoopback(_, address string, _ syscall.RawConn) error {
+	ap, err := netip.ParseAddrPort(address)
+	if err != nil {
+		return fmt.Errorf("unexpected dial address %q", address)
+	}
+	if !ap.Addr().Unmap().IsLoopback() {
+		return &NotLoopbackError{Addr: ap.Addr().Unmap()}
+	}
+	return nil
+}
+
 // Transports hands out HTTP transports whose dialer refuses non-public
 // addresses except for an exact set of host:port pairs an account
 // configured. Transports are shared per exception set, so a connection
@@ -125,15 +148,23 @@ func (t *Transports) Close() {
 }
 
 func newTransport(allow []string) *http.Transport {
-	allowed := map[string]bool{}
+	allowed, loop := map[string]bool{}, map[string]bool{}
 	for _, a := range allow {
-		allowed[a] = true
+		if hp, ok := strings.CutPrefix(a, loopbackOnly); ok {
+			loop[hp] = true
+		} else {
+			allowed[a] = true
+		}
 	}
 	strict := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second, Control: control}
 	open := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
+	loopback := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second, Control: controlLoopback}
 	return &http.Transport{
 		Proxy: nil, // never a proxy from the environment: it would hide the real destination
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if loop[addr] { // the stricter rule wins when both apply
+				return loopback.DialContext(ctx, network, addr)
+			}
 			if allowed[addr] {
 				return open.DialContext(ctx, network, addr)
 			}
