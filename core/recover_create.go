@@ -21,7 +21,7 @@ func (s *Service) startFoundBox(ctx context.Context, op *Op, box Box, acct Accou
 	}
 	s.log.Info("an interrupted create left its box stopped; starting it", "workspace", op.WorkspaceID, "box", box.ID)
 	started := box
-	err := s.retry(ctx, op, "provider_start", func(ctx context.Context) error {
+	err := s.retry(ctx, op, s.budgetFor(acct, p), "provider_start", func(ctx context.Context) error {
 		b, err := p.Resume(ctx, acct, box.ID)
 		if err == nil {
 			started = b

@@ -38,10 +38,12 @@ const (
 )
 
 var (
-	Parse        = sdkmanifest.Parse
-	ParseBaseURL = sdkmanifest.ParseBaseURL
-	Origin       = sdkmanifest.Origin
-	CheckName    = sdkmanifest.CheckName
-	Pack         = sdkmanifest.Pack
-	Extract      = sdkmanifest.Extract
+	Parse         = sdkmanifest.Parse
+	ParseBaseURL  = sdkmanifest.ParseBaseURL
+	Origin        = sdkmanifest.Origin
+	CheckName     = sdkmanifest.CheckName
+	Pack          = sdkmanifest.Pack
+	Extract       = sdkmanifest.Extract
+	ParseOverride = sdkmanifest.ParseOverride
+	LoopbackHost  = sdkmanifest.LoopbackHost
 )
