@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/tetratelabs/wazero"
 	"sync"
 	"time"
 
@@ -187,21 +186,6 @@ func (h *Host) compile(ctx context.Context, name string, m *manifest.Manifest, b
 	return mod, nil
 }
 
-// compileThrowaway compiles with a cache of its own, so validating a module
-// leaves nothing behind; drop closes the cache once the module is closed.
-func (h *Host) compileThrowaway(ctx context.Context, m *manifest.Manifest, bin []byte) (mod *sandbox.Module, drop func(), err error) {
-	h.compileMu.Lock()
-	defer h.compileMu.Unlock()
-	cache := wazero.NewCompilationCache()
-	drop = func() { _ = cache.Close(context.Background()) }
-	mod, err = sandbox.Compile(ctx, bin, sandbox.Options{Name: m.Name, Limits: m.Limits, PoolSize: 1, Cache: cache, Logger: h.log})
-	if err != nil {
-		drop()
-		return nil, nil, err
-	}
-	return mod, drop, nil
-}
-
 // Name returns the module's name.
 func (a *Adapter) Name() string { return a.name }
 
@@ -230,7 +214,7 @@ func (a *Adapter) Wait(ctx context.Context) (LoadInfo, error) {
 	a.h.Start() // a caller is waiting: compiling may not be held any longer
 	select {
 	case <-a.ready:
-		return a.info, a.loadErr
+		return a.info, moduleFault(a.name, "load", a.loadErr)
 	case <-ctx.Done():
 		return LoadInfo{}, &core.Error{Kind: core.KindUnavailable, Message: "provider module " + a.name + " is still loading", Err: ctx.Err()}
 	}
@@ -279,6 +263,10 @@ var inputBufs = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &
 // op takes; decode reads the module's result, filling the caller's output
 // and returning the error member.
 func (a *Adapter) invoke(ctx context.Context, op string, acct *core.Account, boxID string, spec *core.CreateSpec, decode func([]byte) (*wire.ErrorBody, error)) error {
+	return moduleFault(a.name, op, a.invoke1(ctx, op, acct, boxID, spec, decode))
+}
+
+func (a *Adapter) invoke1(ctx context.Context, op string, acct *core.Account, boxID string, spec *core.CreateSpec, decode func([]byte) (*wire.ErrorBody, error)) error {
 	if _, err := a.Wait(ctx); err != nil {
 		return err
 	}
@@ -337,12 +325,12 @@ func (a *Adapter) Describe(ctx context.Context) (core.ProviderInfo, error) {
 	if err := a.invoke(ctx, wire.OpDescribe, nil, "", nil, func(b []byte) (*wire.ErrorBody, error) { return wire.DecodeDescribe(b, &d) }); err != nil {
 		return core.ProviderInfo{}, err
 	}
-	if d.Name != a.man.Name || d.Version != a.man.Version {
-		return core.ProviderInfo{}, core.Errorf(core.KindInternal, "provider module describes itself as %s %s but its manifest says %s %s",
-			wire.CleanMessage(d.Name), wire.CleanMessage(d.Version), a.man.Name, a.man.Version)
-	}
-	if d.Capabilities != nil && *d.Capabilities != a.man.Capabilities {
-		return core.ProviderInfo{}, core.Errorf(core.KindInternal, "provider module %s reports capabilities that differ from its manifest", a.name)
+	if field, err := describeMismatch(a.man, d); err != nil {
+		return core.ProviderInfo{}, &core.Error{
+			Kind:    core.KindInternal,
+			Message: fmt.Sprintf("provider module %s contradicts its manifest in describe (%s): %v", a.name, field, err),
+			Err:     &ModuleError{Module: a.name, Op: wire.OpDescribe, Field: field, Err: err},
+		}
 	}
 	info := providerInfo(a.man)
 	a.desc = &info
@@ -378,7 +366,7 @@ func (a *Adapter) List(ctx context.Context, acct core.Account) ([]core.Box, erro
 	for i := range out.Boxes {
 		b, err := out.Boxes[i].ToCore()
 		if err != nil {
-			return nil, core.Errorf(core.KindInternal, "provider module %s returned an invalid box from list: %s", a.name, wire.CleanMessage(err.Error()))
+			return nil, moduleFault(a.name, wire.OpList, core.Errorf(core.KindInternal, "provider module %s returned an invalid box from list: %s", a.name, wire.CleanMessage(err.Error())))
 		}
 		boxes = append(boxes, b)
 	}
@@ -392,7 +380,7 @@ func (a *Adapter) boxOp(ctx context.Context, op string, acct core.Account, boxID
 	}
 	b, err := out.Box.ToCore()
 	if err != nil {
-		return core.Box{}, core.Errorf(core.KindInternal, "provider module %s returned an invalid box from %s: %s", a.name, op, wire.CleanMessage(err.Error()))
+		return core.Box{}, moduleFault(a.name, op, core.Errorf(core.KindInternal, "provider module %s returned an invalid box from %s: %s", a.name, op, wire.CleanMessage(err.Error())))
 	}
 	return b, nil
 }

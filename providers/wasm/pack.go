@@ -15,7 +15,7 @@ import (
 const ManifestSection = "companion.manifest"
 
 // MaxModuleBytes bounds a module file.
-const MaxModuleBytes = 64 << 20
+const MaxModuleBytes = 32 << 20
 
 // Pack validates manifestJSON and returns module with it embedded as the
 // companion.manifest custom section, replacing any earlier manifest. The

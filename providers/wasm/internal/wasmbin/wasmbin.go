@@ -19,6 +19,10 @@ type section struct {
 	payload    []byte // custom sections only: the bytes after the name
 }
 
+// maxSections bounds the sections (custom ones included) a file may have,
+// so listing them cannot allocate in proportion to a hostile file.
+const maxSections = 10_000
+
 func sections(b []byte) ([]section, error) {
 	if len(b) < 8 || !bytes.Equal(b[:4], magic) {
 		return nil, errors.New("not a WebAssembly binary (bad magic number)")
@@ -32,6 +36,9 @@ func sections(b []byte) ([]section, error) {
 	}
 	var out []section
 	for i := 8; i < len(b); {
+		if len(out) == maxSections {
+			return nil, fmt.Errorf("more than %d sections", maxSections)
+		}
 		start := i
 		id := b[i]
 		i++
