@@ -116,7 +116,7 @@ type LimitError struct {
 }
 
 func (e *LimitError) Error() string {
-	return fmt.Sprintf("%s: %d %s is above the limit of %d (see ABI.md, Limits)", e.What, e.Value, e.Unit, e.Limit)
+	return fmt.Sprintf("%s: %d %s, above the limit of %d %s (see ABI.md, Limits)", e.What, e.Value, e.Unit, e.Limit, e.Unit)
 }
 
 func over(what string, v, limit uint64, unit string) error {
