@@ -1,8 +1,12 @@
 ;; grow_memory.wat: list grows linear memory one page at a time until the
 ;; host refuses, writes to every 4 KiB of it (so the pages are resident),
-;; and answers no boxes. The instance ends at its maximum memory.
+;; says "grew" on stdout (which the host logs) and answers no boxes. The
+;; instance ends at its maximum memory.
 (module
+  (import "wasi_snapshot_preview1" "fd_write" (func $fd_write (param i32 i32 i32 i32) (result i32)))
   (memory (export "memory") 2)
+  (data (i32.const 512) "\58\02\00\00\05\00\00\00")
+  (data (i32.const 600) "grew\n")
   (data (i32.const 1024) "{\22ok\22:{\22name\22:\22grow-memory\22,\22version\22:\220.0.1\22}}")
   (data (i32.const 2048) "{\22ok\22:{\22boxes\22:[]}}")
   (func (export "companion_alloc") (param $n i32) (result i32) (i32.const 65536))
@@ -26,5 +30,6 @@
         (i32.store8 (local.get $p) (i32.const 1))
         (local.set $p (i32.add (local.get $p) (i32.const 4096)))
         (br $touch)))
+    (drop (call $fd_write (i32.const 1) (i32.const 512) (i32.const 1) (i32.const 520)))
     (call $pack (i32.const 2048) (i32.const 19)))
 )
