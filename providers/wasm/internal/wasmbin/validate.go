@@ -21,6 +21,7 @@ type Limits struct {
 	TableElements   uint32 // the declared maximum of each table, and their sum
 	LocalsPerFunc   uint64 // the locals one function declares (sum of its declarations)
 	BodyBytes       uint32 // one function body
+	CodeBytes       uint32 // the code section: what the compiler works through
 	DataBytes       uint64 // all data segments together
 	DataSegments    uint32
 	ElementBytes    uint32 // the element section
@@ -45,6 +46,7 @@ var DefaultLimits = Limits{
 	TableElements:   100_000,
 	LocalsPerFunc:   10_000,
 	BodyBytes:       256 << 10,
+	CodeBytes:       8 << 20,
 	DataBytes:       16 << 20,
 	DataSegments:    100_000,
 	ElementBytes:    1 << 20,
@@ -254,6 +256,9 @@ func Validate(b []byte, lim Limits) (*Shape, error) {
 	seen := map[byte]bool{}
 	for _, s := range ss {
 		if s.id == 0 {
+			if len(s.name) > int(lim.CustomNameBytes) {
+				return nil, over("custom section name", uint64(len(s.name)), uint64(lim.CustomNameBytes), "bytes")
+			}
 			continue
 		}
 		if seen[s.id] {
@@ -569,6 +574,9 @@ func (v *validator) exportSection(r *reader) error {
 }
 
 func (v *validator) codeSection(r *reader) error {
+	if uint64(len(r.b)) > uint64(v.lim.CodeBytes) {
+		return over("code section size", uint64(len(r.b)), uint64(v.lim.CodeBytes), "bytes")
+	}
 	n, err := r.count("function bodies", v.lim.Functions, 2)
 	if err != nil {
 		return err

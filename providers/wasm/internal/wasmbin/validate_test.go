@@ -91,6 +91,19 @@ func TestValidateLimits(t *testing.T) {
 	}
 }
 
+func TestCodeSectionAndCustomNameBounded(t *testing.T) {
+	lim := DefaultLimits
+	lim.CodeBytes = 8
+	if _, err := Validate(withLocals([2]uint32{1, 0x7f}, [2]uint32{1, 0x7f}, [2]uint32{1, 0x7f}), lim); err == nil || !strings.Contains(err.Error(), "code section size") {
+		t.Fatalf("code section over its limit: %v", err)
+	}
+	name := strings.Repeat("n", 2000)
+	bin := mod(sec(0, cat(leb(uint32(len(name))), []byte(name))...))
+	if _, err := Validate(bin, DefaultLimits); err == nil || !strings.Contains(err.Error(), "custom section name: 2000 bytes") {
+		t.Fatalf("long custom section name: %v", err)
+	}
+}
+
 func TestLimitErrorNamesTheLimit(t *testing.T) {
 	big := make([]byte, DefaultLimits.ModuleBytes+1)
 	copy(big, empty)

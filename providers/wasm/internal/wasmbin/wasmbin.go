@@ -1,6 +1,8 @@
 // Package wasmbin reads and writes custom sections of a WebAssembly binary
-// without decoding the rest of it. A module's manifest travels in a custom
-// section, so one file (and one SHA-256) covers code and manifest.
+// without decoding the rest of it (a module's manifest travels in a custom
+// section, so one file and one SHA-256 cover code and manifest), and
+// validates a binary against the host's limits before it is compiled
+// (validate.go).
 package wasmbin
 
 import (
