@@ -239,6 +239,11 @@ func TestHostileModulesOverHTTP(t *testing.T) {
 	within := func(step string) {
 		t.Helper()
 		p.must(200, "GET", "/healthz", nil, nil)
+		var provs providerList
+		p.must(200, "GET", "/v1/providers", nil, &provs)
+		if !provs.available("daytona") {
+			t.Fatalf("after %s: first-party providers no longer served: %+v", step, provs)
+		}
 		if rss := procStatus(t, pid, "VmRSS"); rss > base+allowance {
 			t.Fatalf("after %s: RSS %d kB, above the baseline %d kB + budget %d kB", step, rss, base, allowance)
 		}

@@ -203,3 +203,45 @@ func TestBrokenAllocator(t *testing.T) {
 		})
 	}
 }
+
+// Removing a module while a call spins in it waits for the call (stopped
+// at its deadline) before unmapping the memory under it.
+func TestRemoveDuringCall(t *testing.T) {
+	e := newEnv(t)
+	if _, err := e.host.Install(context.Background(), watModule(t, "spin", nil)); err != nil {
+		t.Fatal(err)
+	}
+	a, err := e.host.Load(context.Background(), "spin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := a.List(context.Background(), core.Account{ID: "x"})
+		done <- err
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for a.Stats().Calls == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the call did not start")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := e.host.Remove(context.Background(), "spin"); err != nil {
+		t.Fatal(err)
+	}
+	// The call ran to its deadline (it was not cut off by an unmapped
+	// memory, which would have crashed the process).
+	select {
+	case err := <-done:
+		mustKind(t, err, core.KindUnavailable, "did not finish list")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the call never returned")
+	}
+	if m := a.Memory(); m.CommittedBytes != 0 {
+		t.Fatalf("memory held after removal: %+v", m)
+	}
+}
