@@ -30,7 +30,16 @@ const (
 	codeInvalidSince         = "invalid_since"
 	codeSubprotocolRequired  = "subprotocol_required"
 	codeInternal             = "internal"
+	codeModuleRejected       = "module_rejected"
+	codeModuleFailed         = "provider_module_failed"
 )
+
+// moduleFault is implemented by errors a provider module caused (see
+// providers/wasm.ModuleError); the HTTP layer names the module instead of
+// answering 500.
+type moduleFault interface {
+	ModuleFault() (module, op, field string)
+}
 
 // writeJSON writes v as the response body with status.
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -63,6 +72,12 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 
 func (s *Server) translate(r *http.Request, err error) (int, ErrorResponse, time.Duration) {
 	var ce *core.Error
+	var mf moduleFault
+	if errors.As(err, &ce) && ce.Message != "" && errors.As(err, &mf) {
+		if status, body, ok := s.moduleError(r, ce, mf); ok {
+			return status, body, ce.RetryAfter
+		}
+	}
 	if !errors.As(err, &ce) || ce.Kind == core.KindInternal || ce.Kind == "" {
 		return http.StatusInternalServerError, s.internal(r, err), 0
 	}
@@ -101,6 +116,29 @@ func (s *Server) translate(r *http.Request, err error) (int, ErrorResponse, time
 		return http.StatusInternalServerError, s.internal(r, err), 0
 	}
 	return status, ErrorResponse{Error: d}, retry
+}
+
+// moduleError answers an error a provider module caused: 422 for a module
+// refused at inspect or install, 502 for one that failed at run time,
+// naming the module, the operation and (when known) the manifest field.
+// Other kinds (a timeout is unavailable) keep their status and gain the
+// names.
+func (s *Server) moduleError(r *http.Request, ce *core.Error, mf moduleFault) (int, ErrorResponse, bool) {
+	module, op, field := mf.ModuleFault()
+	d := ErrorDetail{Code: string(ce.Kind), Message: ce.Message, Module: module, Operation: op, Field: field}
+	var status int
+	switch ce.Kind {
+	case core.KindInvalid:
+		status, d.Code = http.StatusUnprocessableEntity, codeModuleRejected
+	case core.KindInternal:
+		status, d.Code = http.StatusBadGateway, codeModuleFailed
+		s.log.Warn("provider module failed", "method", r.Method, "path", r.URL.Path, "module", module, "op", op, "err", ce.Message)
+	case core.KindUnavailable:
+		status = http.StatusServiceUnavailable
+	default:
+		return 0, ErrorResponse{}, false
+	}
+	return status, ErrorResponse{Error: d}, true
 }
 
 func (s *Server) internal(r *http.Request, err error) ErrorResponse {

@@ -63,6 +63,9 @@ type Config struct {
 	// Modules enables the routes that install and remove provider
 	// modules; nil leaves them out.
 	Modules ModuleAdmin
+	// ModuleJobs is how many module inspections and installs run at once
+	// (see modules.go); 0 means 2.
+	ModuleJobs int
 }
 
 // Server is the HTTP API and WebSocket stream over a core.Service. It
@@ -75,6 +78,7 @@ type Server struct {
 	maxBody int64
 	handler http.Handler
 	hub     *hub
+	modJobs chan struct{} // slots for module inspections and installs
 
 	ctx    context.Context // lives until Close
 	cancel context.CancelFunc
@@ -116,7 +120,11 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.ModuleJobs <= 0 {
+		cfg.ModuleJobs = 2
+	}
 	s := &Server{
+		modJobs: make(chan struct{}, cfg.ModuleJobs),
 		cfg:     cfg,
 		svc:     cfg.Service,
 		log:     cfg.Logger,

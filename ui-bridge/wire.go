@@ -134,6 +134,11 @@ type ErrorDetail struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
 	State   string `json:"state,omitempty"`
+	// Module, Operation and Field name what a provider module did wrong,
+	// on errors a module caused.
+	Module    string `json:"module,omitempty"`
+	Operation string `json:"operation,omitempty"`
+	Field     string `json:"field,omitempty"`
 }
 
 // wireTime is t in UTC at millisecond precision: every JavaScript Date

@@ -129,7 +129,7 @@ func providersInspect(ctx context.Context, args []string, stdout io.Writer) erro
 	if err != nil {
 		return err
 	}
-	bin, err := os.ReadFile(path)
+	bin, err := readModuleFile(path)
 	if err != nil {
 		return err
 	}
@@ -152,7 +152,7 @@ func providersInstall(ctx context.Context, dataDir string, args []string, yes bo
 		return err
 	}
 	// Read once: what is shown is exactly what gets installed.
-	bin, err := os.ReadFile(path)
+	bin, err := readModuleFile(path)
 	if err != nil {
 		return err
 	}
@@ -256,4 +256,22 @@ func providersPack(manifestPath, out string, args []string, stdout io.Writer) er
 	}
 	fmt.Fprintf(stdout, "Wrote %s.\n", out)
 	return nil
+}
+
+// readModuleFile reads a module file, refusing one above the module size
+// limit before reading it.
+func readModuleFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if st.Size() > wasm.MaxModuleBytes {
+		return nil, fmt.Errorf("%s is %d bytes; a module may be at most %d bytes (ABI.md, Limits)", path, st.Size(), wasm.MaxModuleBytes)
+	}
+	return io.ReadAll(io.LimitReader(f, wasm.MaxModuleBytes+1))
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/tetratelabs/wazero"
 	"sync"
 	"time"
 
@@ -187,21 +186,6 @@ func (h *Host) compile(ctx context.Context, name string, m *manifest.Manifest, b
 	return mod, nil
 }
 
-// compileThrowaway compiles with a cache of its own, so validating a module
-// leaves nothing behind; drop closes the cache once the module is closed.
-func (h *Host) compileThrowaway(ctx context.Context, m *manifest.Manifest, bin []byte) (mod *sandbox.Module, drop func(), err error) {
-	h.compileMu.Lock()
-	defer h.compileMu.Unlock()
-	cache := wazero.NewCompilationCache()
-	drop = func() { _ = cache.Close(context.Background()) }
-	mod, err = sandbox.Compile(ctx, bin, sandbox.Options{Name: m.Name, Limits: m.Limits, PoolSize: 1, Cache: cache, Logger: h.log})
-	if err != nil {
-		drop()
-		return nil, nil, err
-	}
-	return mod, drop, nil
-}
-
 // Name returns the module's name.
 func (a *Adapter) Name() string { return a.name }
 
@@ -230,7 +214,7 @@ func (a *Adapter) Wait(ctx context.Context) (LoadInfo, error) {
 	a.h.Start() // a caller is waiting: compiling may not be held any longer
 	select {
 	case <-a.ready:
-		return a.info, a.loadErr
+		return a.info, moduleFault(a.name, "load", a.loadErr)
 	case <-ctx.Done():
 		return LoadInfo{}, &core.Error{Kind: core.KindUnavailable, Message: "provider module " + a.name + " is still loading", Err: ctx.Err()}
 	}
@@ -281,8 +265,12 @@ var inputBufs = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &
 //
 // check, when set, runs on a successful result with the call's
 // credentials at hand, to apply the credential rule to what the module
-// returned (see checkBox).
+// returned (see checkBox). Every error comes back named (moduleFault).
 func (a *Adapter) invoke(ctx context.Context, op string, acct *core.Account, boxID string, spec *core.CreateSpec, decode func([]byte) (*wire.ErrorBody, error), check func(*hostcall.Call) error) error {
+	return moduleFault(a.name, op, a.invoke1(ctx, op, acct, boxID, spec, decode, check))
+}
+
+func (a *Adapter) invoke1(ctx context.Context, op string, acct *core.Account, boxID string, spec *core.CreateSpec, decode func([]byte) (*wire.ErrorBody, error), check func(*hostcall.Call) error) error {
 	if _, err := a.Wait(ctx); err != nil {
 		return err
 	}
@@ -345,12 +333,12 @@ func (a *Adapter) Describe(ctx context.Context) (core.ProviderInfo, error) {
 	if err := a.invoke(ctx, wire.OpDescribe, nil, "", nil, func(b []byte) (*wire.ErrorBody, error) { return wire.DecodeDescribe(b, &d) }, nil); err != nil {
 		return core.ProviderInfo{}, err
 	}
-	if d.Name != a.man.Name || d.Version != a.man.Version {
-		return core.ProviderInfo{}, core.Errorf(core.KindInternal, "provider module describes itself as %s %s but its manifest says %s %s",
-			wire.CleanMessage(d.Name), wire.CleanMessage(d.Version), a.man.Name, a.man.Version)
-	}
-	if d.Capabilities != nil && *d.Capabilities != core.Capabilities(a.man.Capabilities) {
-		return core.ProviderInfo{}, core.Errorf(core.KindInternal, "provider module %s reports capabilities that differ from its manifest", a.name)
+	if field, err := describeMismatch(a.man, d); err != nil {
+		return core.ProviderInfo{}, &core.Error{
+			Kind:    core.KindInternal,
+			Message: fmt.Sprintf("provider module %s contradicts its manifest in describe (%s): %v", a.name, field, err),
+			Err:     &ModuleError{Module: a.name, Op: wire.OpDescribe, Field: field, Err: err},
+		}
 	}
 	info := providerInfo(a.man)
 	a.desc = &info

@@ -377,7 +377,11 @@ func TestDescribeChecksManifest(t *testing.T) {
 	// The same code packed under another version: describe disagrees.
 	a := e.load(t, repack(t, goodWasm, func(m map[string]any) { m["version"] = "9.9.9" }))
 	_, err := a.Describe(context.Background())
-	mustKind(t, err, core.KindInternal, "describes itself as good 1.0.0", "9.9.9")
+	ce := mustKind(t, err, core.KindInternal, "contradicts its manifest", `describe says version "1.0.0"`, `"9.9.9"`)
+	var me *ModuleError
+	if !errors.As(ce, &me) || me.Module != "good" || me.Op != "describe" || me.Field != "version" {
+		t.Fatalf("not a named module error: %#v", ce.Err)
+	}
 }
 
 func TestDeferredLazyLoadReadsNothingBeforeStart(t *testing.T) {

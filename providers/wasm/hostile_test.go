@@ -3,6 +3,7 @@ package wasm
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -232,8 +233,17 @@ func TestNewerABIRefused(t *testing.T) {
 	}
 	_, err = a.List(context.Background(), core.Account{ID: "x"})
 	mustKind(t, err, core.KindInternal, "built for ABI version 2", "update companion")
-	_, err = e.host.Inspect(context.Background(), watModule(t, "newer_abi", nil))
-	mustKind(t, err, core.KindInvalid, "built for ABI version 2")
+	// Inspect runs no module code, so only install can learn what the
+	// module reports; it refuses the module, naming the field.
+	if _, err = e.host.Inspect(context.Background(), watModule(t, "newer_abi", nil)); err != nil {
+		t.Fatalf("inspect ran the module: %v", err)
+	}
+	_, err = e.host.Install(context.Background(), watModule(t, "newer_abi", func(m map[string]any) { m["name"] = "newer-abi-installed" }))
+	ce := mustKind(t, err, core.KindInvalid, "was refused", "built for ABI version 2")
+	var me *ModuleError
+	if !errors.As(ce, &me) || me.Field != "abi_version" || me.Op != "companion_abi_version" {
+		t.Fatalf("not a named module error: %#v", ce.Err)
+	}
 
 	// No version export at all.
 	a, err = e.host.LoadEmbedded(watModule(t, "no_abi", nil))

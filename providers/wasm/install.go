@@ -7,46 +7,74 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/canvasapp/companion/core"
+	"github.com/canvasapp/companion/providers/wasm/internal/hostcall"
 	"github.com/canvasapp/companion/providers/wasm/internal/manifest"
 	"github.com/canvasapp/companion/providers/wasm/internal/sandbox"
+	"github.com/canvasapp/companion/providers/wasm/internal/wire"
 )
 
-// Inspect validates a module without installing it: its manifest, its
-// imports and exports against the ABI, its capabilities against its
-// exports, and the ABI version it reports (which needs one instance, run
-// in the sandbox). Nothing is kept, not even compiled code: anyone may
-// inspect modules they never install.
+// Inspect validates a module without installing it and without running or
+// compiling any of it: its manifest, its binary against the limits ABI.md
+// documents (tables, functions, locals, bodies, data, imports, exports,
+// size), its imports and exports against the ABI, and its capabilities
+// against its exports. Nothing is kept: anyone may inspect modules they
+// never install.
 func (h *Host) Inspect(ctx context.Context, bin []byte) (Summary, error) {
-	return h.validate(ctx, bin, false)
-}
-
-// validate is Inspect; with keep the compiled code goes to the host's
-// cache, so that loading the module after installing it is quick.
-func (h *Host) validate(ctx context.Context, bin []byte, keep bool) (Summary, error) {
 	m, _, err := parseModule(bin)
 	if err != nil {
 		return Summary{}, err
 	}
-	var mod *sandbox.Module
-	drop := func() {}
-	if keep {
-		mod, err = h.compile(ctx, m.Name, m, bin, &LoadInfo{})
-	} else {
-		mod, drop, err = h.compileThrowaway(ctx, m, bin)
-	}
-	if err == nil {
-		if err = mod.CheckCapabilities(core.Capabilities(m.Capabilities)); err == nil {
-			err = mod.Warm(ctx, m.ABIVersion)
-		}
-		_ = mod.Close(context.Background())
-		drop()
-	}
-	if err != nil {
-		return Summary{}, &core.Error{Kind: core.KindInvalid, Message: fmt.Sprintf("provider module %s is not usable: %v", m.Name, err), Err: err}
+	if _, err := check(m, bin, "inspect"); err != nil {
+		return Summary{}, err
 	}
 	return summarize(m, sha256Hex(bin), false), nil
+}
+
+// check is the part of Inspect that reads the binary.
+func check(m *manifest.Manifest, bin []byte, op string) (*sandbox.Checked, error) {
+	chk, err := sandbox.Check(bin, m.Limits)
+	if err != nil {
+		return nil, refused(m.Name, op, "", err)
+	}
+	if err := chk.CheckCapabilities(core.Capabilities(m.Capabilities)); err != nil {
+		return nil, refused(m.Name, op, "capabilities", err)
+	}
+	return chk, nil
+}
+
+// admit is what Install adds to Inspect: the module is compiled (into the
+// host's cache, so that loading it afterwards is quick) and run in the
+// same bounded sandbox as any call, to check the ABI version it reports
+// and that its describe agrees with its manifest.
+func (h *Host) admit(ctx context.Context, m *manifest.Manifest, bin []byte) error {
+	mod, err := h.compile(ctx, m.Name, m, bin, &LoadInfo{})
+	if err != nil {
+		return refused(m.Name, "install", "", err)
+	}
+	defer mod.Close(context.Background())
+	if err := mod.Warm(ctx, m.ABIVersion); err != nil {
+		field := ""
+		if strings.Contains(err.Error(), "ABI version") {
+			field = "abi_version"
+		}
+		return refused(m.Name, wire.ExportABIVersion, field, err)
+	}
+	policy := hostcall.NewPolicy(m, h.cfg.Credentials, h.transports)
+	d, err := callDescribe(ctx, mod, m, policy)
+	if err != nil {
+		var ce *core.Error
+		if errors.As(err, &ce) {
+			err = errors.New(ce.Message)
+		}
+		return refused(m.Name, wire.OpDescribe, "", err)
+	}
+	if field, err := describeMismatch(m, d); err != nil {
+		return refused(m.Name, wire.OpDescribe, field, err)
+	}
+	return nil
 }
 
 // Install validates a module (as Inspect does), stores it as
@@ -65,10 +93,13 @@ func (h *Host) Install(ctx context.Context, bin []byte) (Summary, error) {
 	if err := h.nameFree(m.Name); err != nil {
 		return Summary{}, err
 	}
-	sum, err := h.validate(ctx, bin, true)
-	if err != nil {
+	if _, err := check(m, bin, "install"); err != nil {
 		return Summary{}, err
 	}
+	if err := h.admit(ctx, m, bin); err != nil {
+		return Summary{}, err
+	}
+	sum := summarize(m, sha256Hex(bin), false)
 	h.installMu.Lock()
 	defer h.installMu.Unlock()
 	if err := os.MkdirAll(h.cfg.ModulesDir, 0o700); err != nil {

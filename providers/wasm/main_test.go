@@ -16,6 +16,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"text/template"
 	"time"
 
 	"github.com/canvasapp/companion/core"
@@ -120,8 +121,29 @@ func buildGuest(dir string, replace map[string]string) ([]byte, error) {
 	return Pack(bin, mjson)
 }
 
+// wat2wasm assembles a WAT file. A file that uses {{repeat N "text"}}
+// (a module too large to keep as text: millions of locals, megabytes of
+// code) is expanded first.
 func wat2wasm(path string) ([]byte, error) {
 	out := filepath.Join(artifacts, filepath.Base(path)+".wasm")
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if bytes.Contains(src, []byte("{{")) {
+		tmpl, err := template.New(path).Funcs(template.FuncMap{"repeat": func(n int, s string) string { return strings.Repeat(s, n) }}).Parse(string(src))
+		if err != nil {
+			return nil, err
+		}
+		var b bytes.Buffer
+		if err := tmpl.Execute(&b, nil); err != nil {
+			return nil, err
+		}
+		path = filepath.Join(artifacts, "expanded-"+filepath.Base(path))
+		if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+			return nil, err
+		}
+	}
 	if b, err := exec.Command("wat2wasm", path, "-o", out).CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("wat2wasm %s (install wabt): %v\n%s", path, err, b)
 	}

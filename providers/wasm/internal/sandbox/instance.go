@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
 
 	"github.com/canvasapp/companion/providers/wasm/internal/hostcall"
 	"github.com/canvasapp/companion/providers/wasm/internal/wire"
@@ -44,7 +45,7 @@ func (m *Module) instantiate(ctx context.Context) (*instance, error) {
 		stack:  make([]uint64, 2),
 	}
 	cfg := m.modCfg.WithStdout(inst.stdout).WithStderr(inst.stderr)
-	mod, err := m.rt.InstantiateModule(ctx, m.cm, cfg)
+	mod, err := m.rt.InstantiateModule(experimental.WithMemoryAllocator(ctx, m.budget.alloc), m.cm, cfg)
 	if err != nil {
 		m.flush(inst, nil, true)
 		m.discard.Add(1)

@@ -51,6 +51,7 @@ type Module struct {
 	cm      wazero.CompiledModule
 	modCfg  wazero.ModuleConfig
 	has     map[string]bool // exported ops
+	budget  *budget
 	log     *slog.Logger
 	sem     chan struct{}
 	mu      sync.Mutex
@@ -94,7 +95,6 @@ func Compile(ctx context.Context, bin []byte, opts Options) (*Module, error) {
 		rt:   rt,
 		log:  opts.Logger.With("module", opts.Name),
 		sem:  make(chan struct{}, opts.PoolSize),
-		has:  map[string]bool{},
 	}
 	if err := m.setup(ctx, bin); err != nil {
 		_ = rt.Close(context.Background())
@@ -104,13 +104,21 @@ func Compile(ctx context.Context, bin []byte, opts Options) (*Module, error) {
 }
 
 func (m *Module) setup(ctx context.Context, bin []byte) error {
+	// Check first: nothing the binary declares may make the compiler or
+	// the runtime allocate past the module's budget.
+	chk, err := Check(bin, m.opts.Limits)
+	if err != nil {
+		return err
+	}
+	m.has = chk.Has
+	m.budget = newBudget(m.opts.Limits, chk.Shape, m.opts.PoolSize)
 	if _, err := wasi_snapshot_preview1.Instantiate(ctx, m.rt); err != nil {
 		return fmt.Errorf("wasi: %w", err)
 	}
 	if err := hostcall.Instantiate(ctx, m.rt); err != nil {
 		return fmt.Errorf("host functions: %w", err)
 	}
-	cm, err := m.rt.CompileModule(ctx, bin)
+	cm, err := m.rt.CompileModule(ctx, chk.Bin)
 	if err != nil {
 		msg := err.Error()
 		if strings.Contains(msg, "over limit") || strings.Contains(msg, "exceeds") && strings.Contains(msg, "page") {
@@ -119,9 +127,6 @@ func (m *Module) setup(ctx context.Context, bin []byte) error {
 		return fmt.Errorf("compile: %w", err)
 	}
 	m.cm = cm
-	if err := m.checkShape(); err != nil {
-		return err
-	}
 	m.modCfg = wazero.NewModuleConfig().
 		WithName(""). // anonymous, so many instances can coexist
 		WithStartFunctions("_initialize").
@@ -146,99 +151,13 @@ func sliceSleep(ns int64) {
 	}
 }
 
-var (
-	i32 = api.ValueTypeI32
-	i64 = api.ValueTypeI64
-)
-
-func sig(d api.FunctionDefinition) string {
-	return fmt.Sprintf("%v -> %v", names(d.ParamTypes()), names(d.ResultTypes()))
-}
-
-func names(ts []api.ValueType) []string {
-	out := make([]string, len(ts))
-	for i, t := range ts {
-		out[i] = api.ValueTypeName(t)
-	}
-	return out
-}
-
-func sameTypes(a, b []api.ValueType) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
-// checkShape refuses a module whose imports or exports do not fit ABI v1,
-// with a message that says what to change.
-func (m *Module) checkShape() error {
-	for _, d := range m.cm.ImportedFunctions() {
-		mod, name, _ := d.Import()
-		switch mod {
-		case wire.WASIModule:
-		case wire.ImportModule:
-			if name != wire.ImportHTTP && name != wire.ImportHTTPResult {
-				return fmt.Errorf("module imports %s.%s, which companion does not provide (ABI.md lists the imports)", mod, name)
-			}
-			if !sameTypes(d.ParamTypes(), hostcall.HTTPRequestParams) || !sameTypes(d.ResultTypes(), hostcall.HTTPRequestResult) {
-				return fmt.Errorf("module imports %s.%s as %s; it is (i32, i32) -> i32", mod, name, sig(d))
-			}
-		default:
-			return fmt.Errorf("module imports %s.%s; companion provides only %q and %q (see ABI.md)", mod, name, wire.ImportModule, wire.WASIModule)
-		}
-	}
-	if len(m.cm.ImportedMemories()) > 0 {
-		return errors.New("module imports a memory; it must define and export its own as \"memory\"")
-	}
-	if _, ok := m.cm.ExportedMemories()[wire.ExportMemory]; !ok {
-		return errors.New("module does not export its memory as \"memory\"")
-	}
-	ex := m.cm.ExportedFunctions()
-	if _, ok := ex[wire.ExportABIVersion]; !ok {
-		if _, cmd := ex["_start"]; cmd {
-			return fmt.Errorf("module is a command (it exports _start) without %s; build a reactor (Go: -buildmode=c-shared) with the SDK", wire.ExportABIVersion)
-		}
-		return fmt.Errorf("module does not export %s: it is not a companion provider module (see ABI.md)", wire.ExportABIVersion)
-	}
-	want := map[string][2][]api.ValueType{
-		wire.ExportABIVersion: {nil, {i32}},
-		wire.ExportAlloc:      {{i32}, {i32}},
-		wire.ExportFree:       {{i32}, nil},
-	}
-	for _, op := range wire.Ops {
-		want[wire.OpExport(op)] = [2][]api.ValueType{{i32, i32}, {i64}}
-	}
-	for name, w := range want {
-		d, ok := ex[name]
-		if !ok {
-			continue
-		}
-		if !sameTypes(d.ParamTypes(), w[0]) || !sameTypes(d.ResultTypes(), w[1]) {
-			return fmt.Errorf("export %s has signature %s; ABI v1 wants %v -> %v", name, sig(d), names(w[0]), names(w[1]))
-		}
-	}
-	for _, name := range []string{wire.ExportAlloc, wire.ExportFree, wire.OpExport(wire.OpDescribe), wire.OpExport(wire.OpList)} {
-		if _, ok := ex[name]; !ok {
-			return fmt.Errorf("module does not export %s, which every module must (see ABI.md)", name)
-		}
-	}
-	for _, op := range wire.Ops {
-		_, m.has[op] = ex[wire.OpExport(op)]
-	}
-	return nil
-}
-
 // CheckCapabilities refuses capability flags the module's exports cannot
 // back.
-func (m *Module) CheckCapabilities(c core.Capabilities) error {
+func (m *Module) CheckCapabilities(c core.Capabilities) error { return checkCaps(m.has, c) }
+
+func checkCaps(has map[string]bool, c core.Capabilities) error {
 	need := func(flag, op string) error {
-		if !m.has[op] {
+		if !has[op] {
 			return fmt.Errorf("manifest declares capabilities.%s but the module does not export %s", flag, wire.OpExport(op))
 		}
 		return nil
@@ -390,13 +309,16 @@ func (m *Module) release(inst *instance, bad bool) {
 	defer func() { <-m.sem }()
 	inst.calls++
 	m.mu.Lock()
-	keep := !bad && !m.closed && inst.calls < m.opts.MaxCalls && !inst.mod.IsClosed()
+	// An instance that grew past its pooled share is closed, which
+	// unmaps its memory: an idle module holds at most PoolSize shares.
+	grown := uint64(inst.mem.Size()) > m.budget.pooled
+	keep := !bad && !grown && !m.closed && inst.calls < m.opts.MaxCalls && !inst.mod.IsClosed()
 	if keep {
 		m.idle = append(m.idle, inst)
 	}
 	m.mu.Unlock()
 	if !keep {
-		if bad {
+		if bad || grown {
 			m.discard.Add(1)
 		}
 		_ = inst.mod.Close(context.Background())
@@ -428,13 +350,56 @@ func (m *Module) MemoryBytes() []uint32 {
 	return out
 }
 
-// Close closes every instance and the runtime. Calls in flight fail.
+// Close closes every instance and the runtime, which unmaps their memory.
+// It first waits for calls in flight (each bounded by its deadline): an
+// instance's memory must not be unmapped under a running call. If ctx ends
+// first, Close returns and the runtime is closed when those calls finish.
 func (m *Module) Close(ctx context.Context) error {
 	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil
+	}
 	m.closed = true
 	m.idle = nil
 	m.mu.Unlock()
-	return m.rt.Close(ctx)
+	held := 0
+	finish := func() error {
+		for ; held < cap(m.sem); held++ {
+			m.sem <- struct{}{}
+		}
+		return m.rt.Close(context.Background())
+	}
+	for ; held < cap(m.sem); held++ {
+		select {
+		case m.sem <- struct{}{}:
+		case <-ctx.Done():
+			go finish()
+			return ctx.Err()
+		}
+	}
+	return finish()
+}
+
+// Memory reports the module's budget and the linear memory its instances
+// have mapped now and at most so far, in bytes.
+func (m *Module) Memory() MemoryStats {
+	return MemoryStats{
+		BudgetBytes:    m.budget.limit,
+		ShareBytes:     m.budget.share,
+		PooledBytes:    m.budget.pooled,
+		CommittedBytes: uint64(m.budget.committed.Load()),
+		PeakBytes:      uint64(m.budget.peak.Load()),
+	}
+}
+
+// MemoryStats describe a module's host memory budget and use.
+type MemoryStats struct {
+	BudgetBytes    uint64 // every pooled instance's linear memory and tables
+	ShareBytes     uint64 // one instance's memory limit and tables
+	PooledBytes    uint64 // the most linear memory an instance may keep when pooled
+	CommittedBytes uint64 // linear memory mapped now
+	PeakBytes      uint64
 }
 
 // Prewarm makes sure n instances (at most the pool size) are alive and

@@ -1,6 +1,8 @@
 // Package wasmbin reads and writes custom sections of a WebAssembly binary
-// without decoding the rest of it. A module's manifest travels in a custom
-// section, so one file (and one SHA-256) covers code and manifest.
+// without decoding the rest of it (a module's manifest travels in a custom
+// section, so one file and one SHA-256 cover code and manifest), and
+// validates a binary against the host's limits before it is compiled
+// (validate.go).
 package wasmbin
 
 import (
@@ -19,6 +21,10 @@ type section struct {
 	payload    []byte // custom sections only: the bytes after the name
 }
 
+// maxSections bounds the sections (custom ones included) a file may have,
+// so listing them cannot allocate in proportion to a hostile file.
+const maxSections = 10_000
+
 func sections(b []byte) ([]section, error) {
 	if len(b) < 8 || !bytes.Equal(b[:4], magic) {
 		return nil, errors.New("not a WebAssembly binary (bad magic number)")
@@ -32,6 +38,9 @@ func sections(b []byte) ([]section, error) {
 	}
 	var out []section
 	for i := 8; i < len(b); {
+		if len(out) == maxSections {
+			return nil, fmt.Errorf("more than %d sections", maxSections)
+		}
 		start := i
 		id := b[i]
 		i++

@@ -12,7 +12,7 @@ import (
 const Section = "companion.manifest"
 
 // MaxModuleBytes bounds a module file, packed or not.
-const MaxModuleBytes = 64 << 20
+const MaxModuleBytes = 32 << 20
 
 // Pack validates manifestJSON and returns a copy of module with it as the
 // module's only companion.manifest custom section (appended at the end;
