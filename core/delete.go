@@ -62,6 +62,10 @@ func consequences(ws Workspace, info ProviderInfo) (lost, survives []string) {
 	if ws.State == StateDeleted {
 		return []string{"companion's record of this workspace (the box is already gone)"}, nil
 	}
+	if ws.BoxID == "" {
+		// A failed create left no box: only the record goes.
+		return []string{fmt.Sprintf("companion's record of this workspace (it has no box at %s)", ws.Provider)}, nil
+	}
 	files := fmt.Sprintf("the box %s at %s and every file in it, including uncommitted work, installed dependencies and caches", ws.BoxID, ws.Provider)
 	if ws.Size != nil {
 		files += fmt.Sprintf(" (%s, %s as of %s)", humanBytes(ws.Size.Bytes), ws.Size.Source, ws.Size.At.Format(time.RFC3339))

@@ -70,8 +70,11 @@ type Provider struct {
 	Capabilities Capabilities  `json:"capabilities"`
 	Credentials  []Credential  `json:"credentials"`
 	Config       []ConfigField `json:"config"`
-	Available    bool          `json:"available"`
-	Reason       string        `json:"reason"`
+	// Options are the creation options the provider takes; null when it
+	// does not declare them (then any option is passed through).
+	Options   []ConfigField `json:"options"`
+	Available bool          `json:"available"`
+	Reason    string        `json:"reason"`
 }
 
 // Capabilities are the adapter's flags (DESIGN.md "Suspend comes in kinds").
@@ -234,6 +237,12 @@ func toWireProvider(p core.ProviderStatus) Provider {
 	}
 	for _, f := range p.Info.Config {
 		w.Config = append(w.Config, ConfigField{Name: f.Name, Description: f.Description, Required: f.Required})
+	}
+	if p.Info.Options != nil {
+		w.Options = make([]ConfigField, 0, len(p.Info.Options))
+		for _, f := range p.Info.Options {
+			w.Options = append(w.Options, ConfigField{Name: f.Name, Description: f.Description})
+		}
 	}
 	return w
 }

@@ -365,6 +365,12 @@ func providerInfo(m *manifest.Manifest) core.ProviderInfo {
 	for _, f := range m.Config {
 		info.Config = append(info.Config, core.ConfigField{Name: f.Name, Description: f.Description, Required: f.Required})
 	}
+	if m.Options != nil {
+		info.Options = make([]core.ConfigField, 0, len(m.Options))
+		for _, f := range m.Options {
+			info.Options = append(info.Options, core.ConfigField{Name: f.Name, Description: f.Description})
+		}
+	}
 	return info
 }
 

@@ -195,6 +195,8 @@ func (p *Provider) Describe(ctx context.Context) (core.ProviderInfo, error) {
 		},
 		Credentials: []core.CredentialSpec{},
 		Config:      []core.ConfigField{},
+		Options: []core.ConfigField{{Name: OptionImage,
+			Description: "agent-server image for this box instead of " + p.cfg.Image + "; it must serve the agent-server API on port 8000"}},
 	}, nil
 }
 
