@@ -71,4 +71,3 @@ func checkOptions(info ProviderInfo, opts map[string]string) error {
 	}
 	return nil
 }
-
