@@ -163,4 +163,3 @@ func waitLine(t *testing.T, lines <-chan string, want string, timeout time.Durat
 		}
 	}
 }
-
