@@ -150,6 +150,9 @@ type Workspace struct {
 	Size           *Size
 	Keep           bool
 	DeleteAfter    time.Time
+	// Progress says what a running action is waiting for right now (an
+	// image pull, say); empty otherwise. It is not kept across restarts.
+	Progress string
 	// Error is the last action's failure, shown to the person; empty when
 	// the last action succeeded.
 	Error     string

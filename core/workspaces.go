@@ -106,6 +106,11 @@ func (s *Service) Create(ctx context.Context, owner string, req CreateRequest) (
 			return Workspace{}, err
 		}
 	}
+	if cc, ok := p.(CreateChecker); ok {
+		if err := cc.CheckCreate(ctx, acct, CreateSpec{Name: strings.TrimSpace(req.Name), Lifecycle: req.Lifecycle, Options: req.Options}); err != nil {
+			return Workspace{}, err
+		}
+	}
 	now := s.now()
 	ws := Workspace{
 		ID:        NewID("ws"),

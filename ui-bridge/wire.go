@@ -35,6 +35,9 @@ type Workspace struct {
 	Keep           bool       `json:"keep"`
 	DeleteAfter    *time.Time `json:"delete_after"`
 	Lifecycle      Lifecycle  `json:"lifecycle"`
+	// Progress says what a running action waits for (an image pull);
+	// "" otherwise.
+	Progress string `json:"progress"`
 	// Error is the last action's failure; "" when it succeeded.
 	Error     string    `json:"error"`
 	CreatedAt time.Time `json:"created_at"`
@@ -169,6 +172,7 @@ func toWireWorkspace(ws core.Workspace) Workspace {
 			IdlePauseAfterSeconds: int64(ws.Lifecycle.IdlePauseAfter / time.Second),
 			PausedTTLSeconds:      int64(ws.Lifecycle.PausedTTL / time.Second),
 		},
+		Progress:  ws.Progress,
 		Error:     ws.Error,
 		CreatedAt: wireTime(ws.CreatedAt),
 		UpdatedAt: wireTime(ws.UpdatedAt),
