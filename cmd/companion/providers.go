@@ -41,6 +41,7 @@ func newWasmHost(dataDir string, store *db.Store, keys core.Secrets, log *slog.L
 		Credentials:   wasm.FromSecrets(keys),
 		Logger:        log.With("component", "wasm"),
 		ReservedNames: []string{"docker"},
+		Progress:      func(line string) { log.Info(line) },
 		// Compiling takes a CPU for about a second per module; it starts
 		// once companion is serving (see Start), or at a module's first use.
 		DeferCompile: true,

@@ -109,7 +109,7 @@ like desktop mode; it prints the same ready line on stdout.
 Flags:
 `)
 		}
-		fs.PrintDefaults()
+		printFlags(stderr, fs)
 	}
 	if err := fs.Parse(args); err != nil {
 		return nil, err

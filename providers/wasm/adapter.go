@@ -160,6 +160,10 @@ func (a *Adapter) fail(ctx context.Context, err error) {
 	a.h.log.Error("provider module not loaded", "module", a.name, "err", err)
 }
 
+// compileNoticeAfter is how long a compile runs before Config.Progress
+// hears of it.
+const compileNoticeAfter = 300 * time.Millisecond
+
 // compile serialises compiles, counting cache entries around each so the
 // outcome (hit or miss) can be reported.
 func (h *Host) compile(ctx context.Context, name string, m *manifest.Manifest, bin []byte, info *LoadInfo) (*sandbox.Module, error) {
@@ -167,6 +171,13 @@ func (h *Host) compile(ctx context.Context, name string, m *manifest.Manifest, b
 	defer h.compileMu.Unlock()
 	before := h.cacheEntries()
 	start := time.Now()
+	if h.cfg.Progress != nil {
+		// A cache hit takes milliseconds and says nothing.
+		slow := time.AfterFunc(compileNoticeAfter, func() {
+			h.cfg.Progress(fmt.Sprintf("compiling provider module %s (first run, ~2 s; cached for later runs)...", name))
+		})
+		defer slow.Stop()
+	}
 	mod, err := sandbox.Compile(ctx, bin, sandbox.Options{
 		Name:     name,
 		Limits:   m.Limits,

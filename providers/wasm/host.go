@@ -80,6 +80,10 @@ type Config struct {
 	Credentials Credentials
 	// Logger receives load events and modules' stdout/stderr; nil discards.
 	Logger *slog.Logger
+	// Progress, if not nil, is told when a compile is slow (a cache miss:
+	// the first run on a data dir, or a new module or companion version),
+	// so a person waiting knows why.
+	Progress func(line string)
 	// PoolSize is the most warm instances (and calls in flight) per
 	// module; 0 means 2.
 	PoolSize int
