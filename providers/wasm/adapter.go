@@ -2,11 +2,16 @@ package wasm
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/tetratelabs/wazero"
+	"os"
+	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/tetratelabs/wazero"
 
 	"github.com/canvasapp/companion/core"
 	"github.com/canvasapp/companion/providers/wasm/internal/hostcall"
@@ -160,10 +165,6 @@ func (a *Adapter) fail(ctx context.Context, err error) {
 	a.h.log.Error("provider module not loaded", "module", a.name, "err", err)
 }
 
-// compileNoticeAfter is how long a compile runs before Config.Progress
-// hears of it.
-const compileNoticeAfter = 300 * time.Millisecond
-
 // compile serialises compiles, counting cache entries around each so the
 // outcome (hit or miss) can be reported.
 func (h *Host) compile(ctx context.Context, name string, m *manifest.Manifest, bin []byte, info *LoadInfo) (*sandbox.Module, error) {
@@ -171,12 +172,9 @@ func (h *Host) compile(ctx context.Context, name string, m *manifest.Manifest, b
 	defer h.compileMu.Unlock()
 	before := h.cacheEntries()
 	start := time.Now()
-	if h.cfg.Progress != nil {
-		// A cache hit takes milliseconds and says nothing.
-		slow := time.AfterFunc(compileNoticeAfter, func() {
-			h.cfg.Progress(fmt.Sprintf("compiling provider module %s (first run, ~2 s; cached for later runs)...", name))
-		})
-		defer slow.Stop()
+	seen := h.seenMarker(bin)
+	if h.cfg.Progress != nil && !fileExists(seen) {
+		h.cfg.Progress(fmt.Sprintf("compiling provider module %s (first run, ~2 s; cached for later runs)...", name))
 	}
 	mod, err := sandbox.Compile(ctx, bin, sandbox.Options{
 		Name:     name,
@@ -195,7 +193,33 @@ func (h *Host) compile(ctx context.Context, name string, m *manifest.Manifest, b
 			info.CompileCache = "miss"
 		}
 	}
+	if seen != "" && !fileExists(seen) {
+		if err := os.MkdirAll(filepath.Dir(seen), 0o700); err == nil {
+			_ = os.WriteFile(seen, nil, 0o600)
+		}
+	}
 	return mod, nil
+}
+
+// seenDir, under the cache dir, holds one empty file per module (by
+// SHA-256) compiled into the cache, so that a compile can tell beforehand
+// whether it will be slow and say so. It is not counted as cache entries.
+const seenDir = "compiled"
+
+func (h *Host) seenMarker(bin []byte) string {
+	if h.cfg.CacheDir == "" {
+		return ""
+	}
+	sum := sha256.Sum256(bin)
+	return filepath.Join(h.cfg.CacheDir, seenDir, hex.EncodeToString(sum[:]))
+}
+
+func fileExists(path string) bool {
+	if path == "" {
+		return false
+	}
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 // compileThrowaway compiles with a cache of its own, so validating a module
