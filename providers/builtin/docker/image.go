@@ -158,7 +158,7 @@ func (p *Provider) doPull(pl *pull, log interface{ Info(string, ...any) }) error
 		if m.Error != nil {
 			return p.pullError(pl.image, errors.New(m.Error.Message), nil)
 		}
-		if m.ID != "" {
+		if m.ID != "" && layerStatus[m.Status] {
 			lp := layers[m.ID]
 			if lp == nil {
 				lp = &layerProgress{}
@@ -192,6 +192,13 @@ func (p *Provider) pullError(image string, err, cause error) error {
 			image, engineMessage(err), image, p.cfg.ImageFlag),
 		Err: err,
 	}
+}
+
+// layerStatus are the pull stream's statuses about a layer (others, such
+// as "Pulling from …", carry the tag or digest as their ID).
+var layerStatus = map[string]bool{
+	"Pulling fs layer": true, "Waiting": true, "Downloading": true, "Verifying Checksum": true,
+	"Download complete": true, "Extracting": true, "Pull complete": true, "Already exists": true,
 }
 
 // layerProgress is one layer's download as the pull stream reports it.
