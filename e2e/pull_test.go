@@ -25,13 +25,11 @@ import (
 // a layer of random bytes, so the engine has to download something; the
 // download of that layer stops halfway until release is closed.
 type registry struct {
-	ref       string
-	manifest  []byte
-	blobs     map[string][]byte // digest → bytes
-	slowBlob  string
-	release   chan struct{}
-	started   chan struct{} // closed when the slow blob is first requested
-	startOnce bool
+	ref      string
+	manifest []byte
+	blobs    map[string][]byte // digest → bytes
+	slowBlob string
+	release  chan struct{}
 }
 
 func newRegistry(t *testing.T, base string) *registry {
@@ -69,7 +67,7 @@ func newRegistry(t *testing.T, base string) *registry {
 		t.Fatalf("saved image manifest: %v %s", err, files["manifest.json"])
 	}
 
-	r := &registry{blobs: map[string][]byte{}, release: make(chan struct{}), started: make(chan struct{})}
+	r := &registry{blobs: map[string][]byte{}, release: make(chan struct{})}
 	type desc struct {
 		MediaType string `json:"mediaType"`
 		Size      int    `json:"size"`
