@@ -57,8 +57,11 @@ type Pinger interface {
 }
 
 // CreateChecker is implemented by adapters that can tell quickly, before a
-// create is recorded, that it would fail (an image that cannot be had,
-// say), so the caller hears it at once instead of after a 202.
+// create is recorded, that this create would fail (an unreachable engine,
+// an image that cannot be had), so the caller hears it at once instead of
+// after a 202. Before a create it is asked instead of Pinger: a provider
+// unavailable for its defaults may still serve a create that overrides
+// them.
 type CreateChecker interface {
 	CheckCreate(ctx context.Context, acct Account, spec CreateSpec) error
 }

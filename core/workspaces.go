@@ -101,13 +101,12 @@ func (s *Service) Create(ctx context.Context, owner string, req CreateRequest) (
 	if err := checkOptions(info, req.Options); err != nil {
 		return Workspace{}, err
 	}
-	if pg, ok := p.(Pinger); ok {
-		if err := pg.Ping(ctx); err != nil {
-			return Workspace{}, err
-		}
-	}
 	if cc, ok := p.(CreateChecker); ok {
 		if err := cc.CheckCreate(ctx, acct, CreateSpec{Name: strings.TrimSpace(req.Name), Lifecycle: req.Lifecycle, Options: req.Options}); err != nil {
+			return Workspace{}, err
+		}
+	} else if pg, ok := p.(Pinger); ok {
+		if err := pg.Ping(ctx); err != nil {
 			return Workspace{}, err
 		}
 	}

@@ -94,6 +94,11 @@ func TestUnpullableDefaultImage(t *testing.T) {
 	if len(list.Workspaces) != 0 {
 		t.Fatalf("a create that cannot work left a record: %+v", list.Workspaces)
 	}
+	// A create naming an image the engine has is not held back by the
+	// default it cannot pull.
+	var created struct{ Workspace workspace }
+	p.must(202, "POST", "/v1/workspaces", map[string]any{"account_id": "local-docker", "name": "own image", "options": map[string]string{"image": boxImage(t)}}, &created)
+	p.waitState(created.Workspace.ID, "running", 60*time.Second)
 	p.stop()
 	logs := p.stderr.String()
 	if !strings.Contains(logs, "pulling it") || !strings.Contains(logs, "image pull failed") {

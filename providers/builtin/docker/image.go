@@ -291,13 +291,17 @@ func (p *Provider) createImageError(err error, image string, fromOption bool) er
 	return err
 }
 
-// CheckCreate implements core.CreateChecker: an image named in the
-// options must be at the engine or pullable, checked before the create is
-// recorded (waiting a few seconds at most for a pull's verdict).
+// CheckCreate implements core.CreateChecker: the engine must answer, and
+// the create's image (its option, else the default) must be at the engine
+// or pullable, checked before the create is recorded (waiting a few
+// seconds at most for a pull's verdict).
 func (p *Provider) CheckCreate(ctx context.Context, acct core.Account, spec core.CreateSpec) error {
+	if err := p.pingEngine(ctx); err != nil {
+		return err
+	}
 	image := spec.Options[OptionImage]
-	if image == "" || image == p.cfg.Image || p.setup != nil {
-		return nil // the default image is Ping's to check
+	if image == "" || image == p.cfg.Image {
+		return p.checkDefaultImage(ctx)
 	}
 	ctx, cancel := context.WithTimeout(ctx, pingImageWait)
 	defer cancel()
