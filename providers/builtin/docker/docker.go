@@ -27,6 +27,13 @@
 // box's idle clock; it is asked only while the box runs, never for a
 // stopped one.
 //
+// The image (Config.Image, DefaultImage when unset, or a create's "image"
+// option) is pulled when the engine lacks it: one pull per image, shared
+// by everyone waiting, reported in the log and through
+// core.CreateSpec.Progress. Ping includes the default image, so a provider
+// whose image cannot be had is unavailable, with the reason and the fix.
+// Every Engine call has a deadline of its own (see the constants below).
+//
 // Scope separates companions (or test runs) sharing one engine: a provider
 // lists and touches only containers of its own scope.
 //

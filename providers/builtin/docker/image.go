@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sort"
 	"sync"
 	"time"
@@ -136,7 +137,7 @@ func (p *Provider) runPull(pl *pull) {
 	close(pl.done)
 }
 
-func (p *Provider) doPull(pl *pull, log interface{ Info(string, ...any) }) error {
+func (p *Provider) doPull(pl *pull, log *slog.Logger) error {
 	ctx, cancel := context.WithCancelCause(p.bg)
 	defer cancel(nil)
 	idle := time.AfterFunc(pullIdleTimeout, func() {
