@@ -50,12 +50,19 @@ func TestCreateRefusesBadInputUpFront(t *testing.T) {
 	p.must(202, "POST", "/v1/workspaces", map[string]any{"account_id": "local-docker", "name": "ok", "options": map[string]string{"image": boxImage(t)}}, nil)
 }
 
-// TestUnpullableDefaultImage starts the binary as a new user would, with
-// the default image (the published agent-server) that this machine cannot
-// pull: docker is reported unavailable with the reason and the fix, and
-// create answers 503 at once with the same words instead of 202.
+// TestUnpullableDefaultImage: the binary defaults to the published
+// agent-server image; a default image the engine lacks and cannot pull
+// (here one on a registry address that refuses connections, so the test
+// behaves the same with or without internet) makes docker unavailable with
+// the reason and the fix, and create answers 503 at once with the same
+// words instead of 202.
 func TestUnpullableDefaultImage(t *testing.T) {
-	p := start(t, options{dataDir: t.TempDir(), args: []string{"--docker-scope", dockerScope(t), "--log-format", "text"}})
+	help, _ := exec.Command(companionBin, "desktop", "--help").CombinedOutput()
+	if !strings.Contains(string(help), "(default ghcr.io/all-hands-ai/agent-server:latest)") {
+		t.Fatalf("the default image is not the published agent-server:\n%s", help)
+	}
+	const image = "127.0.0.1:1/companion-missing:never"
+	p := start(t, options{dataDir: t.TempDir(), args: []string{"--docker-image", image, "--docker-scope", dockerScope(t), "--log-format", "text"}})
 	var provs struct {
 		Providers []struct {
 			Name      string `json:"name"`
@@ -77,7 +84,7 @@ func TestUnpullableDefaultImage(t *testing.T) {
 		}
 		reason = pr.Reason
 	}
-	for _, want := range []string{"ghcr.io/all-hands-ai/agent-server:latest", "could not be pulled", "--docker-image"} {
+	for _, want := range []string{image, "could not be pulled", "--docker-image"} {
 		if !strings.Contains(reason, want) {
 			t.Errorf("reason %q does not say %q", reason, want)
 		}

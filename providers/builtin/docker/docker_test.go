@@ -378,9 +378,9 @@ func TestCreateIdempotent(t *testing.T) {
 func TestCreateBadInput(t *testing.T) {
 	f := newFixture(t, docker.Config{})
 	ctx := ctxT(t)
-	_, err := f.p.Create(ctx, f.acct, core.CreateSpec{WorkspaceID: "ws_noimg", Options: map[string]string{"image": "companion-e2e-box:does-not-exist"}})
+	_, err := f.p.Create(ctx, f.acct, core.CreateSpec{WorkspaceID: "ws_noimg", Options: map[string]string{"image": "127.0.0.1:1/companion-missing:does-not-exist"}})
 	wantKind(t, err, core.KindInvalid, "missing image")
-	if !strings.Contains(err.Error(), "options.image: Docker image companion-e2e-box:does-not-exist") || !strings.Contains(err.Error(), "could not be pulled") {
+	if !strings.Contains(err.Error(), "options.image: Docker image 127.0.0.1:1/companion-missing:does-not-exist") || !strings.Contains(err.Error(), "could not be pulled") {
 		t.Errorf("missing image message: %v", err)
 	}
 	_, err = f.p.Create(ctx, f.acct, core.CreateSpec{WorkspaceID: "ws_opt", Options: map[string]string{"region": "x"}})

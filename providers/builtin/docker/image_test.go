@@ -17,14 +17,16 @@ import (
 	"github.com/canvasapp/companion/providers/builtin/docker"
 )
 
+// missingImage names an image no engine has, on a registry address that
+// refuses connections, so the pull fails at once with or without internet.
 func missingImage(t *testing.T) string {
 	var b [6]byte
 	rand.Read(b[:])
-	return "companion-e2e-box:missing-" + hex.EncodeToString(b[:])
+	return "127.0.0.1:1/companion-missing:" + hex.EncodeToString(b[:])
 }
 
 // TestUnpullableImage: a default image the engine lacks and cannot pull
-// (no registry here; a registry elsewhere answers not found) makes the
+// (its registry cannot be reached) makes the
 // provider unavailable with the reason and the fix, and Create says the
 // same without making a container. An image named in a create's options
 // is the caller's mistake: invalid, named as options.image.
