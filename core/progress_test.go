@@ -2,11 +2,14 @@ package core_test
 
 import (
 	"context"
+	"log/slog"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/canvasapp/companion/core"
+	"github.com/canvasapp/companion/db"
 	"github.com/canvasapp/companion/providers/builtin/docker"
 )
 
@@ -36,6 +39,22 @@ func TestCreateProgressIsPublishedThenCleared(t *testing.T) {
 	e := newEnv(t)
 	rp := &reporting{Provider: e.prov}
 	e.reg.Register("docker", rp)
+	// A service of the test's own on the same store, with a clock the test
+	// moves, so progress throttling cannot hide a late report.
+	var clockMu sync.Mutex
+	now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	clock := func() time.Time { clockMu.Lock(); defer clockMu.Unlock(); return now }
+	advance := func(d time.Duration) { clockMu.Lock(); now = now.Add(d); clockMu.Unlock() }
+	e.close()
+	st, err := db.Open(context.Background(), filepath.Join(e.dir, "companion.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := core.NewService(context.Background(), core.Config{Store: st, Providers: e.reg, Logger: slog.New(slog.NewTextHandler(e.logs, nil)), Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.svc, e.store = svc, st // env's cleanup closes them
 	_, _, sub := e.svc.Feed().SubscribeSnapshot(256)
 	defer sub.Close()
 
@@ -74,6 +93,7 @@ func TestCreateProgressIsPublishedThenCleared(t *testing.T) {
 	rp.mu.Lock()
 	late := rp.progress
 	rp.mu.Unlock()
+	advance(time.Minute)
 	late("a late line")
 	got, err := e.svc.Workspace("", ws.ID)
 	if err != nil || got.State != core.StateRunning || got.Progress != "" {
