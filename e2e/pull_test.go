@@ -225,6 +225,13 @@ func TestPullsMissingImageWithProgress(t *testing.T) {
 			strings.HasPrefix(progress(m), "pulling image "+reg.ref)
 	})
 	t.Logf("progress: %s", progress(m))
+	// While the image downloads, docker counts as available: creates wait
+	// for the pull.
+	var provs providerList
+	p.must(200, "GET", "/v1/providers", nil, &provs)
+	if !provs.available("docker") {
+		t.Errorf("docker unavailable while its image is being pulled: %+v", provs)
+	}
 	reg.releaseOnce()
 	done := s.waitFor("running", 90*time.Second, upsertOf(id, "running"))
 	if got := progress(done); got != "" {

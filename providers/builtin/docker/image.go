@@ -72,16 +72,10 @@ func (e *stillPulling) Error() string {
 // outlives the caller's context (others may wait for it too); the caller
 // then gets *stillPulling.
 func (p *Provider) ensureImage(ctx context.Context, image string, report func(string)) error {
-	ictx, cancel := context.WithTimeout(ctx, metaTimeout)
-	_, err := p.cli.ImageInspect(ictx, image)
-	cancel()
-	if err == nil {
-		return nil
+	if present, err := p.imagePresent(ctx, image); err != nil || present {
+		return err
 	}
-	if !cerrdefs.IsNotFound(err) {
-		return p.wrap(err, "inspect image "+image+" at", "")
-	}
-	pl := p.startPull(image)
+	pl, _ := p.startPull(image)
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -100,19 +94,65 @@ func (p *Provider) ensureImage(ctx context.Context, image string, report func(st
 	}
 }
 
+func (p *Provider) imagePresent(ctx context.Context, image string) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, metaTimeout)
+	defer cancel()
+	_, err := p.cli.ImageInspect(ctx, image)
+	switch {
+	case err == nil:
+		return true, nil
+	case cerrdefs.IsNotFound(err):
+		return false, nil
+	}
+	return false, p.wrap(err, "inspect image "+image+" at", "")
+}
+
+// imageVerdict says quickly whether image can be used: nil when it is at
+// the engine or a pull is under way, the pull's error when it failed. A
+// pull it starts itself gets pingImageWait to fail (a registry that
+// cannot be reached fails at once); one already running is not waited
+// for, so asking again while a large image downloads stays quick.
+func (p *Provider) imageVerdict(ctx context.Context, image string) error {
+	if present, err := p.imagePresent(ctx, image); err != nil || present {
+		return err
+	}
+	pl, fresh := p.startPull(image)
+	var wait <-chan time.Time
+	if fresh {
+		t := time.NewTimer(pingImageWait)
+		defer t.Stop()
+		wait = t.C
+	}
+	select {
+	case <-pl.done:
+		return pl.err
+	default:
+	}
+	if !fresh {
+		return nil
+	}
+	select {
+	case <-pl.done:
+		return pl.err
+	case <-wait:
+	case <-ctx.Done():
+	}
+	return nil
+}
+
 // startPull returns the pull of image under way, or a failed one that
-// ended less than pullRetryAfter ago, or starts a new one.
-func (p *Provider) startPull(image string) *pull {
+// ended less than pullRetryAfter ago, or starts a new one (fresh).
+func (p *Provider) startPull(image string) (*pull, bool) {
 	p.pullMu.Lock()
 	defer p.pullMu.Unlock()
 	if pl := p.pulls[image]; pl != nil {
 		select {
 		case <-pl.done:
 			if pl.err != nil && p.cfg.Now().Sub(pl.ended) < pullRetryAfter {
-				return pl
+				return pl, false
 			}
 		default:
-			return pl
+			return pl, false
 		}
 	}
 	pl := &pull{image: image, done: make(chan struct{}), line: "pulling image " + image + ": starting"}
@@ -121,7 +161,7 @@ func (p *Provider) startPull(image string) *pull {
 	}
 	p.pulls[image] = pl
 	go p.runPull(pl)
-	return pl
+	return pl, true
 }
 
 func (p *Provider) runPull(pl *pull) {
@@ -264,14 +304,7 @@ func humanBytes(n int64) string {
 // being pulled (available: a create waits for it), or could not be pulled
 // (unavailable, with the reason and the fix).
 func (p *Provider) checkDefaultImage(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, pingImageWait)
-	defer cancel()
-	err := p.ensureImage(ctx, p.cfg.Image, nil)
-	var sp *stillPulling
-	if errors.As(err, &sp) {
-		return nil
-	}
-	return err
+	return p.imageVerdict(ctx, p.cfg.Image)
 }
 
 // createImageError words an image problem for Create. A pull still under
@@ -304,12 +337,8 @@ func (p *Provider) CheckCreate(ctx context.Context, acct core.Account, spec core
 	if image == "" || image == p.cfg.Image {
 		return p.checkDefaultImage(ctx)
 	}
-	ctx, cancel := context.WithTimeout(ctx, pingImageWait)
-	defer cancel()
-	err := p.ensureImage(ctx, image, nil)
-	var sp *stillPulling
-	if err == nil || errors.As(err, &sp) {
-		return nil
+	if err := p.imageVerdict(ctx, image); err != nil {
+		return p.createImageError(err, image, true)
 	}
-	return p.createImageError(err, image, true)
+	return nil
 }
