@@ -27,6 +27,8 @@ func validateName(name string) error {
 
 // checkPrintable refuses invalid UTF-8 and any Unicode control (Cc) or
 // format (Cf) character in the value of field, naming the field and where.
+// The zero-width joiner and non-joiner are format characters that emoji
+// sequences and several scripts need, so they pass.
 func checkPrintable(field, v string) error {
 	if !utf8.ValidString(v) {
 		return Errorf(KindInvalid, "%s is not valid UTF-8", field)
@@ -34,6 +36,9 @@ func checkPrintable(field, v string) error {
 	pos := 0
 	for _, r := range v {
 		pos++
+		if r == '\u200c' || r == '\u200d' {
+			continue
+		}
 		if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
 			return Errorf(KindInvalid, "%s contains the control or format character %U at character %d; use printable characters only", field, r, pos)
 		}

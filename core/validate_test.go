@@ -26,7 +26,8 @@ func TestValidateNameRefusesControlAndFormatCharacters(t *testing.T) {
 			t.Errorf("%s: validateCreate(%q) = %v, want an invalid error naming the field name", what, name, err)
 		}
 	}
-	for _, ok := range []string{"demo", "Ünïcode ✓ 项目", strings.Repeat("x", MaxNameRunes), "  padded  "} {
+	for _, ok := range []string{"demo", "Ünïcode ✓ 项目", strings.Repeat("x", MaxNameRunes), "  padded  ",
+		"\U0001F469\u200d\U0001F4BB dev", "می\u200cخواهم"} {
 		if err := validateCreate(CreateRequest{Name: ok}); err != nil {
 			t.Errorf("validateCreate(%q) = %v, want nil", ok, err)
 		}
