@@ -23,15 +23,21 @@ modules:
 	@scripts/build-modules.sh
 
 build: modules
+	@echo "make: building $(BIN) (the first build downloads and compiles dependencies: a few minutes)" >&2
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/companion
 
 # The box image `make run` uses for Docker workspaces: an agent-server
-# emulator FROM scratch (no registry is needed).
+# emulator FROM scratch (no registry is needed; the real agent-server image,
+# companion's default, would have to be pulled). It carries no test label.
 box-image:
+	@echo "make: checking the box image (built on first run: about a minute)" >&2
 	@$(GO) run ./e2e/boximage/cmd/box-image > .box-image
-	@echo "box image: $$(cat .box-image)"
+	@echo "make: box image $$(cat .box-image)" >&2
 
+# companion's stderr goes straight to the terminal; with-keyring passes
+# SIGINT/SIGTERM on to it, so stopping make closes WebSocket clients with 1001.
 run: setup build box-image
+	@echo "make: starting companion desktop (data in $(DATA_DIR)); stop it with Ctrl-C" >&2
 	scripts/with-keyring.sh $(BIN) desktop --data-dir $(DATA_DIR) \
 		--docker-image $$(cat .box-image) --docker-scope dev --exit-on-stdin-close=false
 

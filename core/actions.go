@@ -53,6 +53,8 @@ func opState(k OpKind) State {
 
 func (s *Service) runCreate(ctx context.Context, op Op, ws Workspace, acct Account, p Provider, info ProviderInfo) {
 	spec := CreateSpec{WorkspaceID: ws.ID, Name: ws.Name, Lifecycle: ws.Lifecycle, Options: ws.Options}
+	progress := s.newProgress(ctx, ws)
+	spec.Progress = progress.report
 	var box Box
 	err := s.retry(ctx, &op, s.budgetFor(acct, p), "provider_create", func(ctx context.Context) error {
 		// After a crash or a lost response the box may already exist.
@@ -73,6 +75,7 @@ func (s *Service) runCreate(ctx context.Context, op Op, ws Workspace, acct Accou
 		box = b
 		return err
 	})
+	progress.stop()
 	if err == nil {
 		box, err = s.startFoundBox(ctx, &op, box, acct, p, info)
 	}

@@ -60,6 +60,7 @@ func (f *Feed) Save(ctx context.Context, ws Workspace) (Workspace, error) {
 	if err != nil {
 		return ws, err
 	}
+	saved.Progress = ws.Progress // transient: not stored
 	f.rev = saved.Rev
 	if saved.Removed {
 		delete(f.live, saved.ID)

@@ -43,6 +43,10 @@ type ProviderInfo struct {
 	Capabilities Capabilities     `json:"capabilities"`
 	Credentials  []CredentialSpec `json:"credentials"`
 	Config       []ConfigField    `json:"config"`
+	// Options are the creation options (CreateSpec.Options) the adapter
+	// takes. nil means the adapter did not declare them, and any option is
+	// passed through; an empty, non-nil list means it takes none.
+	Options []ConfigField `json:"options"`
 }
 
 // Account is one set of credentials for one provider. Its secrets are kept
@@ -146,6 +150,9 @@ type Workspace struct {
 	Size           *Size
 	Keep           bool
 	DeleteAfter    time.Time
+	// Progress says what a running action is waiting for right now (an
+	// image pull, say); empty otherwise. It is not kept across restarts.
+	Progress string
 	// Error is the last action's failure, shown to the person; empty when
 	// the last action succeeded.
 	Error     string

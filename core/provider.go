@@ -43,6 +43,10 @@ type CreateSpec struct {
 	Lifecycle   Lifecycle
 	// Options are provider-specific (image, template, region, ...).
 	Options map[string]string
+	// Progress, when not nil, takes a short line on what a slow step is
+	// doing ("pulling image …: 40 of 120 MB"); it is shown on the
+	// workspace. Call it only from within Create, never after it returns.
+	Progress func(line string)
 }
 
 // Pinger is implemented by adapters that can tell cheaply whether their
@@ -50,4 +54,14 @@ type CreateSpec struct {
 // error is shown to people.
 type Pinger interface {
 	Ping(ctx context.Context) error
+}
+
+// CreateChecker is implemented by adapters that can tell quickly, before a
+// create is recorded, that this create would fail (an unreachable engine,
+// an image that cannot be had), so the caller hears it at once instead of
+// after a 202. Before a create it is asked instead of Pinger: a provider
+// unavailable for its defaults may still serve a create that overrides
+// them.
+type CreateChecker interface {
+	CheckCreate(ctx context.Context, acct Account, spec CreateSpec) error
 }

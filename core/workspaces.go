@@ -6,7 +6,6 @@ import (
 	"sort"
 	"strings"
 	"time"
-	"unicode/utf8"
 )
 
 // Workspaces lists owner's live workspaces, newest first.
@@ -45,12 +44,8 @@ type CreateRequest struct {
 }
 
 func validateCreate(req CreateRequest) error {
-	name := strings.TrimSpace(req.Name)
-	if name == "" {
-		return Errorf(KindInvalid, "name is required")
-	}
-	if utf8.RuneCountInString(name) > 100 {
-		return Errorf(KindInvalid, "name is longer than 100 characters")
+	if err := validateName(req.Name); err != nil {
+		return err
 	}
 	if req.Lifecycle.IdlePauseAfter < 0 || req.Lifecycle.PausedTTL < 0 {
 		return Errorf(KindInvalid, "lifecycle durations must not be negative")
@@ -61,6 +56,12 @@ func validateCreate(req CreateRequest) error {
 	for k, v := range req.Options {
 		if k == "" || len(k) > 64 || len(v) > 1024 {
 			return Errorf(KindInvalid, "option %q: names are 1-64 bytes and values at most 1024 bytes", k)
+		}
+		if err := checkPrintable(fmt.Sprintf("option name %q", k), k); err != nil {
+			return err
+		}
+		if err := checkPrintable("options."+k, v); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -97,7 +98,14 @@ func (s *Service) Create(ctx context.Context, owner string, req CreateRequest) (
 	if err := checkLifecycle(info, req.Lifecycle); err != nil {
 		return Workspace{}, err
 	}
-	if pg, ok := p.(Pinger); ok {
+	if err := checkOptions(info, req.Options); err != nil {
+		return Workspace{}, err
+	}
+	if cc, ok := p.(CreateChecker); ok {
+		if err := cc.CheckCreate(ctx, acct, CreateSpec{Name: strings.TrimSpace(req.Name), Lifecycle: req.Lifecycle, Options: req.Options}); err != nil {
+			return Workspace{}, err
+		}
+	} else if pg, ok := p.(Pinger); ok {
 		if err := pg.Ping(ctx); err != nil {
 			return Workspace{}, err
 		}

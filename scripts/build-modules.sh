@@ -64,6 +64,7 @@ for m in "${modules[@]}"; do
 done
 [ ${#todo[@]} -eq 0 ] && exit 0
 
+echo "build-modules: compiling ${todo[*]} for wasip1/wasm (about 20 s each on a first build; later builds skip modules that did not change)" >&2
 mkdir -p "$dist"
 # Build next to the outputs so the final rename is atomic: a concurrent
 # build or test never reads a half-written module.
@@ -74,7 +75,7 @@ trap 'rm -rf "$tmp"' EXIT
 	fail "building the packer ($sdk/cmd/wasmpack) failed"
 
 for m in "${todo[@]}"; do
-	echo "build-modules: $m" >&2
+	echo "build-modules: $m..." >&2
 	GOOS=wasip1 GOARCH=wasm CGO_ENABLED=0 "$GO" build -buildmode=c-shared -trimpath \
 		-o "$tmp/$m.raw.wasm" "./$src/$m" ||
 		fail "compiling $src/$m for wasip1/wasm failed (see the errors above)"

@@ -5,8 +5,9 @@
 # Debian/Ubuntu packages are installed when running as root or with sudo.
 set -euo pipefail
 
+echo "setup: checking for dbus, gnome-keyring, wabt, Go and a Docker Engine" >&2
 need_pkgs=()
-command -v dbus-run-session >/dev/null || need_pkgs+=(dbus)
+command -v dbus-daemon >/dev/null || need_pkgs+=(dbus)
 command -v gnome-keyring-daemon >/dev/null || need_pkgs+=(gnome-keyring)
 command -v wat2wasm >/dev/null || need_pkgs+=(wabt)
 # Browser tests drive headless Chromium; only the test target needs it.

@@ -23,7 +23,7 @@ has_secret_service() {
 
 if [ $private = 0 ] && has_secret_service; then exec "$@"; fi
 
-for tool in dbus-run-session gnome-keyring-daemon; do
+for tool in dbus-daemon gnome-keyring-daemon; do
 	if ! command -v "$tool" >/dev/null; then
 		echo "with-keyring: $tool is missing; install it with: sudo apt-get install -y dbus gnome-keyring" >&2
 		exit 1
@@ -37,7 +37,6 @@ done
 # machine), so tokens survive a restart there.
 if [ $private = 1 ]; then
 	keyring_home=$(mktemp -d)
-	trap 'rm -rf "$keyring_home"' EXIT
 else
 	keyring_home=${COMPANION_KEYRING_HOME:-${XDG_DATA_HOME:-$HOME/.local/share}/companion-keyring}
 	mkdir -p "$keyring_home"
@@ -45,8 +44,50 @@ else
 fi
 export XDG_DATA_HOME=$keyring_home
 
-# The inner script unlocks a keyring (the password only guards this
-# session's own keyring directory) and then runs the command.
-dbus-run-session -- bash -c '
-	printf "companion-private-keyring" | gnome-keyring-daemon --unlock --components=secrets >/dev/null 2>&1
-	"$@"' with-keyring "$@" 2> >(grep -v "Failed to set fd limit" >&2)
+# A private D-Bus session of our own (rather than dbus-run-session) so that
+# only the bus daemon's noise ("Failed to set fd limit") is dropped while
+# CMD's stdout and stderr pass through untouched and unbuffered, and so that
+# SIGINT/SIGTERM sent to this script reach CMD, whose exit code is ours.
+bus_dir=$(mktemp -d)
+cleanup() {
+	[ -n "${bus_pid:-}" ] && kill "$bus_pid" 2>/dev/null || true
+	rm -rf "$bus_dir"
+	[ $private = 1 ] && rm -rf "$keyring_home"
+	return 0
+}
+trap cleanup EXIT
+if ! dbus-daemon --session --fork --nopidfile --address="unix:path=$bus_dir/bus" \
+	--print-pid=3 3>"$bus_dir/pid" 2>"$bus_dir/dbus.log"; then
+	echo "with-keyring: could not start a D-Bus session:" >&2
+	cat "$bus_dir/dbus.log" >&2
+	exit 1
+fi
+bus_pid=$(cat "$bus_dir/pid")
+export DBUS_SESSION_BUS_ADDRESS="unix:path=$bus_dir/bus"
+# The password only guards this session's own keyring directory. The
+# keyring daemon exits by itself when its bus goes away.
+printf "companion-private-keyring" |
+	gnome-keyring-daemon --unlock --components=secrets >/dev/null 2>&1
+# It claims its bus name a moment later; wait (5 s at most) so CMD's first
+# keyring call does not race it.
+for _ in $(seq 50); do
+	has_secret_service && break
+	sleep 0.1
+done
+
+# CMD runs as a child (not exec'd, so the bus is cleaned up after it) with
+# this script's stdin; a signal to this script is passed on to it.
+"$@" <&0 &
+child=$!
+forward() { kill -"$1" "$child" 2>/dev/null || true; }
+trap 'forward TERM' TERM
+trap 'forward INT' INT
+trap 'forward HUP' HUP
+status=0
+while :; do
+	wait "$child" && status=0 || status=$?
+	# wait returns early (>128) when a trapped signal arrives; the child
+	# is still running then, so wait again for its real exit.
+	kill -0 "$child" 2>/dev/null || break
+done
+exit "$status"

@@ -160,7 +160,7 @@ func TestProviderUnavailable(t *testing.T) {
 // wireKeys is the workspace object's contract: exactly these keys.
 var wireKeys = []string{"id", "name", "provider", "account_id", "state", "box_id", "box_url", "adopted",
 	"paused_at", "size_bytes", "size_source", "size_at", "last_activity_at", "keep", "delete_after",
-	"lifecycle", "error", "created_at", "updated_at", "rev"}
+	"lifecycle", "progress", "error", "created_at", "updated_at", "rev"}
 
 func checkWireKeys(t *testing.T, raw json.RawMessage) map[string]json.RawMessage {
 	t.Helper()
@@ -194,6 +194,7 @@ func TestWorkspaceJSON(t *testing.T) {
 	full.Lifecycle = core.Lifecycle{IdlePauseAfter: 30 * time.Minute, PausedTTL: 7 * 24 * time.Hour}
 	full.Options = map[string]string{"secret-ish": "not on the wire"}
 	full.Error = "pause failed: boom"
+	full.Progress = "pulling image x: 1 of 2 layers done"
 	full = e.save(full)
 	bare := e.save(testWorkspace("bare"))
 
@@ -214,6 +215,7 @@ func TestWorkspaceJSON(t *testing.T) {
 		"lifecycle":        `{"idle_pause_after_seconds":1800,"paused_ttl_seconds":604800}`,
 		"adopted":          `true`,
 		"error":            `"pause failed: boom"`,
+		"progress":         `"pulling image x: 1 of 2 layers done"`,
 		"rev":              fmt.Sprint(full.Rev),
 	} {
 		if string(m[k]) != want {

@@ -35,6 +35,9 @@ type Workspace struct {
 	Keep           bool       `json:"keep"`
 	DeleteAfter    *time.Time `json:"delete_after"`
 	Lifecycle      Lifecycle  `json:"lifecycle"`
+	// Progress says what a running action waits for (an image pull);
+	// "" otherwise.
+	Progress string `json:"progress"`
 	// Error is the last action's failure; "" when it succeeded.
 	Error     string    `json:"error"`
 	CreatedAt time.Time `json:"created_at"`
@@ -70,8 +73,11 @@ type Provider struct {
 	Capabilities Capabilities  `json:"capabilities"`
 	Credentials  []Credential  `json:"credentials"`
 	Config       []ConfigField `json:"config"`
-	Available    bool          `json:"available"`
-	Reason       string        `json:"reason"`
+	// Options are the creation options the provider takes; null when it
+	// does not declare them (then any option is passed through).
+	Options   []ConfigField `json:"options"`
+	Available bool          `json:"available"`
+	Reason    string        `json:"reason"`
 }
 
 // Capabilities are the adapter's flags (DESIGN.md "Suspend comes in kinds").
@@ -171,6 +177,7 @@ func toWireWorkspace(ws core.Workspace) Workspace {
 			IdlePauseAfterSeconds: int64(ws.Lifecycle.IdlePauseAfter / time.Second),
 			PausedTTLSeconds:      int64(ws.Lifecycle.PausedTTL / time.Second),
 		},
+		Progress:  ws.Progress,
 		Error:     ws.Error,
 		CreatedAt: wireTime(ws.CreatedAt),
 		UpdatedAt: wireTime(ws.UpdatedAt),
@@ -239,6 +246,12 @@ func toWireProvider(p core.ProviderStatus) Provider {
 	}
 	for _, f := range p.Info.Config {
 		w.Config = append(w.Config, ConfigField{Name: f.Name, Description: f.Description, Required: f.Required})
+	}
+	if p.Info.Options != nil {
+		w.Options = make([]ConfigField, 0, len(p.Info.Options))
+		for _, f := range p.Info.Options {
+			w.Options = append(w.Options, ConfigField{Name: f.Name, Description: f.Description})
+		}
 	}
 	return w
 }

@@ -41,6 +41,7 @@ func newWasmHost(dataDir string, store *db.Store, keys core.Secrets, log *slog.L
 		Credentials:   wasm.FromSecrets(keys),
 		Logger:        log.With("component", "wasm"),
 		ReservedNames: []string{"docker"},
+		Progress:      func(line string) { log.Info(line) },
 		// Compiling takes a CPU for about a second per module; it starts
 		// once companion is serving (see Start), or at a module's first use.
 		DeferCompile: true,
@@ -52,7 +53,7 @@ func newWasmHost(dataDir string, store *db.Store, keys core.Secrets, log *slog.L
 // compiling must not delay the ready line (modules compile in the
 // background; the first call to one waits for it).
 func startProviders(ctx context.Context, f *serverFlags, store *db.Store, keys *secrets.Keyring, log *slog.Logger, reg *core.Registry) (*providerSet, error) {
-	dp, err := docker.New(docker.Config{Image: f.dockerImage, Scope: f.dockerScope, Logger: log.With("provider", "docker")})
+	dp, err := docker.New(docker.Config{Image: f.dockerImage, ImageFlag: "--docker-image", Scope: f.dockerScope, Logger: log})
 	if err != nil {
 		return nil, err
 	}

@@ -74,11 +74,11 @@ func runProviders(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 	case "inspect":
 		err = providersInspect(ctx, files, stdout)
 	case "install":
-		err = providersInstall(ctx, *dataDir, files, *yes, stdin, stdout)
+		err = providersInstall(ctx, *dataDir, files, *yes, stdin, stdout, stderr)
 	case "list":
-		err = providersList(ctx, *dataDir, *asJSON, stdout)
+		err = providersList(ctx, *dataDir, *asJSON, stdout, stderr)
 	case "remove":
-		err = providersRemove(ctx, *dataDir, files, stdout)
+		err = providersRemove(ctx, *dataDir, files, stdout, stderr)
 	case "pack":
 		err = providersPack(*manifestPath, *out, files, stdout)
 	default:
@@ -101,7 +101,7 @@ func oneArg(args []string, what string) (string, error) {
 
 // openHost opens the data dir's store and a Wasm host on it, for the
 // offline commands.
-func openHost(ctx context.Context, dataDir string) (*wasm.Host, *db.Store, func(), error) {
+func openHost(ctx context.Context, dataDir string, progressOut io.Writer) (*wasm.Host, *db.Store, func(), error) {
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return nil, nil, nil, err
 	}
@@ -115,6 +115,7 @@ func openHost(ctx context.Context, dataDir string) (*wasm.Host, *db.Store, func(
 		Pins:          store,
 		Logger:        slog.New(slog.DiscardHandler),
 		ReservedNames: []string{"docker"},
+		Progress:      func(line string) { fmt.Fprintln(progressOut, "companion: "+line) },
 	})
 	if err != nil {
 		store.Close()
@@ -146,7 +147,7 @@ func providersInspect(ctx context.Context, args []string, stdout io.Writer) erro
 	return nil
 }
 
-func providersInstall(ctx context.Context, dataDir string, args []string, yes bool, stdin io.Reader, stdout io.Writer) error {
+func providersInstall(ctx context.Context, dataDir string, args []string, yes bool, stdin io.Reader, stdout, stderr io.Writer) error {
 	path, err := oneArg(args, "module file")
 	if err != nil {
 		return err
@@ -156,7 +157,7 @@ func providersInstall(ctx context.Context, dataDir string, args []string, yes bo
 	if err != nil {
 		return err
 	}
-	host, _, closeAll, err := openHost(ctx, dataDir)
+	host, _, closeAll, err := openHost(ctx, dataDir, stderr)
 	if err != nil {
 		return err
 	}
@@ -180,8 +181,8 @@ func providersInstall(ctx context.Context, dataDir string, args []string, yes bo
 	return nil
 }
 
-func providersList(ctx context.Context, dataDir string, asJSON bool, stdout io.Writer) error {
-	host, _, closeAll, err := openHost(ctx, dataDir)
+func providersList(ctx context.Context, dataDir string, asJSON bool, stdout, stderr io.Writer) error {
+	host, _, closeAll, err := openHost(ctx, dataDir, stderr)
 	if err != nil {
 		return err
 	}
@@ -211,12 +212,12 @@ func providersList(ctx context.Context, dataDir string, asJSON bool, stdout io.W
 	return tw.Flush()
 }
 
-func providersRemove(ctx context.Context, dataDir string, args []string, stdout io.Writer) error {
+func providersRemove(ctx context.Context, dataDir string, args []string, stdout, stderr io.Writer) error {
 	name, err := oneArg(args, "module name")
 	if err != nil {
 		return err
 	}
-	host, store, closeAll, err := openHost(ctx, dataDir)
+	host, store, closeAll, err := openHost(ctx, dataDir, stderr)
 	if err != nil {
 		return err
 	}

@@ -71,6 +71,12 @@ func Ensure(ctx context.Context) (string, error) { return EnsureEnv(ctx, nil) }
 // EnsureEnv is Ensure for an image with env baked in as ENV lines. The tag
 // covers env too, so each variant is built once.
 func EnsureEnv(ctx context.Context, env map[string]string) (string, error) {
+	return ensure(ctx, Repository, map[string]string{TestLabelKey: "1"}, env)
+}
+
+// ensure builds repo:<content hash> with the image labels given (which
+// every container made from it inherits).
+func ensure(ctx context.Context, repo string, labels, env map[string]string) (string, error) {
 	bin, sum, err := emulatorBinary(ctx)
 	if err != nil {
 		return "", err
@@ -79,7 +85,7 @@ func EnsureEnv(ctx context.Context, env map[string]string) (string, error) {
 	h := sha256.New()
 	h.Write(sum[:])
 	h.Write([]byte(dockerfile))
-	tag := Repository + ":" + hex.EncodeToString(h.Sum(nil))[:12]
+	tag := repo + ":" + hex.EncodeToString(h.Sum(nil))[:12]
 
 	cli, err := client.New(client.FromEnv)
 	if err != nil {
@@ -98,7 +104,7 @@ func EnsureEnv(ctx context.Context, env map[string]string) (string, error) {
 	if exists, err := imageExists(ctx, cli, tag); err != nil || exists {
 		return tag, err
 	}
-	if err := build(ctx, cli, tag, bin, dockerfile); err != nil {
+	if err := build(ctx, cli, tag, bin, dockerfile, labels); err != nil {
 		return "", fmt.Errorf("build box image %s: %w", tag, err)
 	}
 	if exists, err := imageExists(ctx, cli, tag); err != nil || !exists {
@@ -140,7 +146,7 @@ func renderDockerfile(env map[string]string) string {
 	return b.String()
 }
 
-func build(ctx context.Context, cli *client.Client, tag string, bin []byte, dockerfile string) error {
+func build(ctx context.Context, cli *client.Client, tag string, bin []byte, dockerfile string, labels map[string]string) error {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	now := time.Now()
@@ -171,7 +177,7 @@ func build(ctx context.Context, cli *client.Client, tag string, bin []byte, dock
 	}
 	res, err := cli.ImageBuild(ctx, &buf, client.ImageBuildOptions{
 		Tags:        []string{tag},
-		Labels:      map[string]string{TestLabelKey: "1"},
+		Labels:      labels,
 		Remove:      true,
 		ForceRemove: true,
 	})

@@ -2,10 +2,15 @@ package wasm
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
 	"time"
+
 
 	"github.com/canvasapp/companion/core"
 	"github.com/canvasapp/companion/providers/wasm/internal/hostcall"
@@ -166,6 +171,10 @@ func (h *Host) compile(ctx context.Context, name string, m *manifest.Manifest, b
 	defer h.compileMu.Unlock()
 	before := h.cacheEntries()
 	start := time.Now()
+	seen := h.seenMarker(bin)
+	if h.cfg.Progress != nil && !fileExists(seen) {
+		h.cfg.Progress(fmt.Sprintf("compiling provider module %s (first run, ~2 s; cached for later runs)...", name))
+	}
 	mod, err := sandbox.Compile(ctx, bin, sandbox.Options{
 		Name:     name,
 		Limits:   m.Limits,
@@ -183,7 +192,33 @@ func (h *Host) compile(ctx context.Context, name string, m *manifest.Manifest, b
 			info.CompileCache = "miss"
 		}
 	}
+	if seen != "" && !fileExists(seen) {
+		if err := os.MkdirAll(filepath.Dir(seen), 0o700); err == nil {
+			_ = os.WriteFile(seen, nil, 0o600)
+		}
+	}
 	return mod, nil
+}
+
+// seenDir, under the cache dir, holds one empty file per module (by
+// SHA-256) compiled into the cache, so that a compile can tell beforehand
+// whether it will be slow and say so. It is not counted as cache entries.
+const seenDir = "compiled"
+
+func (h *Host) seenMarker(bin []byte) string {
+	if h.cfg.CacheDir == "" {
+		return ""
+	}
+	sum := sha256.Sum256(bin)
+	return filepath.Join(h.cfg.CacheDir, seenDir, hex.EncodeToString(sum[:]))
+}
+
+func fileExists(path string) bool {
+	if path == "" {
+		return false
+	}
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 // Name returns the module's name.
@@ -360,6 +395,12 @@ func providerInfo(m *manifest.Manifest) core.ProviderInfo {
 	}
 	for _, f := range m.Config {
 		info.Config = append(info.Config, core.ConfigField{Name: f.Name, Description: f.Description, Required: f.Required})
+	}
+	if m.Options != nil {
+		info.Options = make([]core.ConfigField, 0, len(m.Options))
+		for _, f := range m.Options {
+			info.Options = append(info.Options, core.ConfigField{Name: f.Name, Description: f.Description})
+		}
 	}
 	return info
 }

@@ -80,6 +80,10 @@ type Config struct {
 	Credentials Credentials
 	// Logger receives load events and modules' stdout/stderr; nil discards.
 	Logger *slog.Logger
+	// Progress, if not nil, is told before a module is compiled that was
+	// never compiled into CacheDir (the first run on a data dir, or a new
+	// module), so a person waiting knows why.
+	Progress func(line string)
 	// PoolSize is the most warm instances (and calls in flight) per
 	// module; 0 means 2.
 	PoolSize int
@@ -326,7 +330,10 @@ func (h *Host) cacheEntries() int {
 		return -1
 	}
 	n := 0
-	_ = filepath.WalkDir(h.cfg.CacheDir, func(_ string, d os.DirEntry, err error) error {
+	_ = filepath.WalkDir(h.cfg.CacheDir, func(path string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() && path == filepath.Join(h.cfg.CacheDir, seenDir) {
+			return filepath.SkipDir
+		}
 		if err == nil && !d.IsDir() {
 			n++
 		}

@@ -28,10 +28,12 @@ func (p *Provider) List(ctx context.Context, acct core.Account) ([]core.Box, err
 	if p.setup != nil {
 		return nil, p.setup
 	}
-	res, err := p.cli.ContainerList(ctx, client.ContainerListOptions{
+	lctx, cancel := context.WithTimeout(ctx, metaTimeout)
+	res, err := p.cli.ContainerList(lctx, client.ContainerListOptions{
 		All:     true,
 		Filters: p.scopeFilter(),
 	})
+	cancel()
 	if err != nil {
 		return nil, p.wrap(err, "list boxes", "")
 	}
@@ -49,7 +51,9 @@ func (p *Provider) List(ctx context.Context, acct core.Account) ([]core.Box, err
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			ins, err := p.cli.ContainerInspect(ctx, c.ID, client.ContainerInspectOptions{})
+			ictx, cancel := context.WithTimeout(ctx, metaTimeout)
+			ins, err := p.cli.ContainerInspect(ictx, c.ID, client.ContainerInspectOptions{})
+			cancel()
 			if cerrdefs.IsNotFound(err) {
 				return // removed since it was listed
 			}
@@ -103,6 +107,8 @@ func (p *Provider) get(ctx context.Context, boxID string, probe bool) (core.Box,
 func (p *Provider) startDiskUsage(ctx context.Context) <-chan *usage {
 	c := make(chan *usage, 1)
 	go func() {
+		ctx, cancel := context.WithTimeout(ctx, dfTimeout)
+		defer cancel()
 		u, err := p.diskUsage(ctx)
 		if err != nil {
 			p.log.Warn("could not measure box sizes", "err", err)
@@ -117,7 +123,9 @@ func (p *Provider) inspect(ctx context.Context, boxID string) (container.Inspect
 	if boxID == "" {
 		return container.InspectResponse{}, core.Errorf(core.KindNotFound, "empty box id")
 	}
-	res, err := p.cli.ContainerInspect(ctx, boxID, client.ContainerInspectOptions{})
+	ictx, cancel := context.WithTimeout(ctx, metaTimeout)
+	defer cancel()
+	res, err := p.cli.ContainerInspect(ictx, boxID, client.ContainerInspectOptions{})
 	if err != nil {
 		return container.InspectResponse{}, p.wrap(err, "inspect", boxID)
 	}
@@ -295,6 +303,9 @@ func (p *Provider) Create(ctx context.Context, acct core.Account, spec core.Crea
 			return core.Box{}, core.Errorf(core.KindInvalid, "unknown docker option %q; the docker provider takes: %s", k, OptionImage)
 		}
 	}
+	if err := p.ensureImage(ctx, image, spec.Progress); err != nil {
+		return core.Box{}, p.createImageError(err, image, image != p.cfg.Image)
+	}
 	name := namePrefix + spec.WorkspaceID
 	key, err := newKey()
 	if err != nil {
@@ -307,7 +318,8 @@ func (p *Provider) Create(ctx context.Context, acct core.Account, spec core.Crea
 		LabelName:           spec.Name,
 	}
 	port := network.MustParsePort(agentPort)
-	created, err := p.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
+	cctx, cancel := context.WithTimeout(ctx, createTimeout)
+	created, err := p.cli.ContainerCreate(cctx, client.ContainerCreateOptions{
 		Name: name,
 		Config: &container.Config{
 			Image:        image,
@@ -327,15 +339,16 @@ func (p *Provider) Create(ctx context.Context, acct core.Account, spec core.Crea
 			}},
 		},
 	})
+	cancel()
 	switch {
 	case cerrdefs.IsConflict(err):
 		return p.adoptExisting(ctx, name, spec.WorkspaceID)
 	case cerrdefs.IsNotFound(err):
+		// It was there a moment ago (ensureImage): removed since.
 		return core.Box{}, &core.Error{
-			Kind: core.KindInvalid,
-			Message: fmt.Sprintf("image %q is not present at the Docker Engine: build or pull it first "+
-				"(docker pull %s; tests build theirs with e2e/boximage.Ensure)", image, image),
-			Err: err,
+			Kind:    core.KindUnavailable,
+			Message: fmt.Sprintf("image %s was removed from the Docker Engine while the box was being created; it is pulled again on retry", image),
+			Err:     err,
 		}
 	case err != nil:
 		return core.Box{}, p.wrapSecret(err, "create box for workspace "+spec.WorkspaceID, "", key)
@@ -359,7 +372,9 @@ func (p *Provider) Create(ctx context.Context, acct core.Account, spec core.Crea
 // adoptExisting resolves a name conflict on create: the container is this
 // workspace's box from an earlier attempt, or someone else's.
 func (p *Provider) adoptExisting(ctx context.Context, name, workspaceID string) (core.Box, error) {
-	res, err := p.cli.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
+	ictx, cancel := context.WithTimeout(ctx, metaTimeout)
+	res, err := p.cli.ContainerInspect(ictx, name, client.ContainerInspectOptions{})
+	cancel()
 	if err != nil {
 		return core.Box{}, p.wrap(err, "inspect existing container "+name+" for", workspaceID)
 	}
@@ -378,6 +393,8 @@ func (p *Provider) adoptExisting(ctx context.Context, name, workspaceID string) 
 }
 
 func (p *Provider) start(ctx context.Context, id string) error {
+	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
 	if _, err := p.cli.ContainerStart(ctx, id, client.ContainerStartOptions{}); err != nil {
 		return p.wrap(err, "start", id)
 	}
@@ -409,12 +426,14 @@ func (p *Provider) stop(ctx context.Context, ins container.InspectResponse) erro
 		return nil
 	}
 	if st.Paused {
-		if _, err := p.cli.ContainerUnpause(ctx, ins.ID, client.ContainerUnpauseOptions{}); err != nil {
-			return p.wrap(err, "unpause", ins.ID)
+		if err := p.unpause(ctx, ins.ID); err != nil {
+			return err
 		}
 	}
 	secs := int((p.cfg.StopTimeout + time.Second - 1) / time.Second)
-	if _, err := p.cli.ContainerStop(ctx, ins.ID, client.ContainerStopOptions{Timeout: &secs}); err != nil {
+	sctx, cancel := context.WithTimeout(ctx, time.Duration(secs)*time.Second+stopSlack)
+	defer cancel()
+	if _, err := p.cli.ContainerStop(sctx, ins.ID, client.ContainerStopOptions{Timeout: &secs}); err != nil {
 		return p.wrap(err, "stop", ins.ID)
 	}
 	return nil
@@ -440,8 +459,8 @@ func (p *Provider) Resume(ctx context.Context, acct core.Account, boxID string) 
 	case st.Status == container.StateDead:
 		return core.Box{}, &core.Error{Kind: core.KindConflict, Message: "box " + boxID + " is dead (the engine failed to remove it): delete it", State: core.StateError}
 	case st.Paused:
-		if _, err := p.cli.ContainerUnpause(ctx, ins.ID, client.ContainerUnpauseOptions{}); err != nil {
-			return core.Box{}, p.wrap(err, "unpause", ins.ID)
+		if err := p.unpause(ctx, ins.ID); err != nil {
+			return core.Box{}, err
 		}
 	case st.Running || st.Restarting:
 		// Already up.
@@ -475,7 +494,9 @@ func (p *Provider) Delete(ctx context.Context, acct core.Account, boxID string) 
 	if err := p.stop(ctx, ins); err != nil && !core.IsKind(err, core.KindNotFound) {
 		return err
 	}
-	_, err = p.cli.ContainerRemove(ctx, ins.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+	rctx, cancel := context.WithTimeout(ctx, removeTimeout)
+	_, err = p.cli.ContainerRemove(rctx, ins.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+	cancel()
 	switch {
 	case cerrdefs.IsNotFound(err):
 		// Removed by someone else since the inspect; its volume may remain.
@@ -489,13 +510,24 @@ func (p *Provider) Delete(ctx context.Context, acct core.Account, boxID string) 
 	// left over (a named one, say) is removed here.
 	for _, m := range ins.Mounts {
 		if m.Type == mount.TypeVolume && m.Destination == workspaceDir && m.Name != "" {
-			_, err := p.cli.VolumeRemove(ctx, m.Name, client.VolumeRemoveOptions{})
+			vctx, cancel := context.WithTimeout(ctx, removeTimeout)
+			_, err := p.cli.VolumeRemove(vctx, m.Name, client.VolumeRemoveOptions{})
+			cancel()
 			if err != nil && !cerrdefs.IsNotFound(err) {
 				return p.wrap(err, "remove the volume of", ins.ID)
 			}
 		}
 	}
 	p.log.Info("box deleted", "box", ins.ID)
+	return nil
+}
+
+func (p *Provider) unpause(ctx context.Context, id string) error {
+	ctx, cancel := context.WithTimeout(ctx, metaTimeout)
+	defer cancel()
+	if _, err := p.cli.ContainerUnpause(ctx, id, client.ContainerUnpauseOptions{}); err != nil {
+		return p.wrap(err, "unpause", id)
+	}
 	return nil
 }
 

@@ -27,6 +27,13 @@
 // box's idle clock; it is asked only while the box runs, never for a
 // stopped one.
 //
+// The image (Config.Image, DefaultImage when unset, or a create's "image"
+// option) is pulled when the engine lacks it: one pull per image, shared
+// by everyone waiting, reported in the log and through
+// core.CreateSpec.Progress. Ping includes the default image, so a provider
+// whose image cannot be had is unavailable, with the reason and the fix.
+// Every Engine call has a deadline of its own (see the constants below).
+//
 // Scope separates companions (or test runs) sharing one engine: a provider
 // lists and touches only containers of its own scope.
 //
@@ -37,7 +44,6 @@ package docker
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"net/http"
 	"os"
@@ -73,8 +79,12 @@ const (
 
 // Config configures a Provider.
 type Config struct {
-	// Image is the default agent-server image of new boxes. Required.
+	// Image is the default agent-server image of new boxes; DefaultImage
+	// when empty. Missing at the engine, it is pulled.
 	Image string
+	// ImageFlag is how people choose another image, named in the advice
+	// when the image cannot be pulled; "--docker-image" when empty.
+	ImageFlag string
 	// Scope keeps this provider to its own boxes on a shared engine;
 	// DefaultScope when empty.
 	Scope string
@@ -103,11 +113,32 @@ type Provider struct {
 
 	duMu  sync.Mutex
 	duCur *duFlight
+
+	bg     context.Context // ends at Close: stops pulls
+	stopBg context.CancelFunc
+	pullMu sync.Mutex
+	pulls  map[string]*pull
 }
 
+// Deadlines of Engine calls, by what they do: an Engine that accepts the
+// connection and never answers must turn into "unavailable" within
+// seconds, not hang an action or a request.
+const (
+	pingTimeout   = 3 * time.Second
+	metaTimeout   = 10 * time.Second // inspect, list, unpause, image inspect
+	dfTimeout     = 15 * time.Second // /system/df walks every layer and volume
+	createTimeout = 30 * time.Second
+	startTimeout  = 30 * time.Second
+	removeTimeout = 60 * time.Second
+	// Stopping waits Config.StopTimeout for the agent-server, then the
+	// engine kills it; stopSlack is the engine's time on top of that.
+	stopSlack = 20 * time.Second
+)
+
 var (
-	_ core.Provider = (*Provider)(nil)
-	_ core.Pinger   = (*Provider)(nil)
+	_ core.Provider      = (*Provider)(nil)
+	_ core.Pinger        = (*Provider)(nil)
+	_ core.CreateChecker = (*Provider)(nil)
 )
 
 // New returns a provider for the engine at cfg.Host (else DOCKER_HOST, else
@@ -117,7 +148,10 @@ var (
 // cfg.Image is empty.
 func New(cfg Config) (*Provider, error) {
 	if cfg.Image == "" {
-		return nil, errors.New("docker provider: Config.Image is required")
+		cfg.Image = DefaultImage
+	}
+	if cfg.ImageFlag == "" {
+		cfg.ImageFlag = "--docker-image"
 	}
 	if cfg.Scope == "" {
 		cfg.Scope = DefaultScope
@@ -134,9 +168,12 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	bg, stopBg := context.WithCancel(context.Background())
 	p := &Provider{
-		cfg: cfg,
-		log: cfg.Logger.With("provider", "docker"),
+		bg:     bg,
+		stopBg: stopBg,
+		cfg:    cfg,
+		log:    cfg.Logger.With("provider", "docker"),
 		probe: &http.Client{
 			Timeout:   cfg.ProbeTimeout,
 			Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 2, IdleConnTimeout: 30 * time.Second},
@@ -168,6 +205,7 @@ func New(cfg Config) (*Provider, error) {
 
 // Close releases the engine connection.
 func (p *Provider) Close() error {
+	p.stopBg()
 	if p.cli == nil {
 		return nil
 	}
@@ -195,15 +233,27 @@ func (p *Provider) Describe(ctx context.Context) (core.ProviderInfo, error) {
 		},
 		Credentials: []core.CredentialSpec{},
 		Config:      []core.ConfigField{},
+		Options: []core.ConfigField{{Name: OptionImage,
+			Description: "agent-server image for this box instead of " + p.cfg.Image + "; it must serve the agent-server API on port 8000"}},
 	}, nil
 }
 
-// Ping checks that the engine answers, within 3 seconds at most.
+// Ping checks that the engine answers and that the default image is
+// there or can be pulled. A missing image starts a pull: Ping waits a few
+// seconds for its verdict and, if it is still running, reports the
+// provider available (a create waits for the pull).
 func (p *Provider) Ping(ctx context.Context) error {
+	if err := p.pingEngine(ctx); err != nil {
+		return err
+	}
+	return p.checkDefaultImage(ctx)
+}
+
+func (p *Provider) pingEngine(ctx context.Context) error {
 	if p.setup != nil {
 		return p.setup
 	}
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, pingTimeout)
 	defer cancel()
 	_, err := p.cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true})
 	err = p.wrap(err, "ping", "")

@@ -380,9 +380,9 @@ func TestCreateIdempotent(t *testing.T) {
 func TestCreateBadInput(t *testing.T) {
 	f := newFixture(t, docker.Config{})
 	ctx := ctxT(t)
-	_, err := f.p.Create(ctx, f.acct, core.CreateSpec{WorkspaceID: "ws_noimg", Options: map[string]string{"image": "companion-e2e-box:does-not-exist"}})
+	_, err := f.p.Create(ctx, f.acct, core.CreateSpec{WorkspaceID: "ws_noimg", Options: map[string]string{"image": "127.0.0.1:1/companion-missing:does-not-exist"}})
 	wantKind(t, err, core.KindInvalid, "missing image")
-	if !strings.Contains(err.Error(), `"companion-e2e-box:does-not-exist"`) || !strings.Contains(err.Error(), "build or pull") {
+	if !strings.Contains(err.Error(), "options.image: Docker image 127.0.0.1:1/companion-missing:does-not-exist") || !strings.Contains(err.Error(), "could not be pulled") {
 		t.Errorf("missing image message: %v", err)
 	}
 	_, err = f.p.Create(ctx, f.acct, core.CreateSpec{WorkspaceID: "ws_opt", Options: map[string]string{"region": "x"}})
@@ -499,8 +499,13 @@ func TestUnreachableEngine(t *testing.T) {
 			t.Errorf("message: %v", err)
 		}
 	})
-	if _, err := docker.New(docker.Config{}); err == nil {
-		t.Error("New without an image must fail")
+	p, err := docker.New(docker.Config{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if info, _ := p.Describe(context.Background()); !strings.Contains(info.Description, docker.DefaultImage) {
+		t.Errorf("without an image the default is not %s: %q", docker.DefaultImage, info.Description)
 	}
 }
 

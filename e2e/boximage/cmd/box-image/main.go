@@ -1,6 +1,7 @@
 // Command box-image builds the agent-server emulator box image (FROM
 // scratch, no registry needed) if it does not exist yet and prints its tag.
-// `make run` uses it so that Docker workspaces work on a fresh machine.
+// `make run` uses it so that Docker workspaces work on a fresh machine. It
+// carries no test label, so boxes made from it are not taken for a test's.
 package main
 
 import (
@@ -15,7 +16,10 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	image, err := boximage.Ensure(ctx)
+	// The build (first run only) compiles the emulator and sends it to
+	// the engine; the tag goes to stdout, so progress goes to stderr.
+	fmt.Fprintln(os.Stderr, "box-image: looking for "+boximage.DevRepository+", building it if missing")
+	image, err := boximage.EnsureDev(ctx)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "box-image:", err)
 		os.Exit(1)

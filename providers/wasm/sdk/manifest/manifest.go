@@ -32,15 +32,19 @@ const MaxSize = 64 << 10
 
 // Manifest is the parsed, validated manifest of one module.
 type Manifest struct {
-	Name         string              `json:"name"`
-	Version      string              `json:"version"`
-	ABIVersion   int                 `json:"abi_version"`
-	Description  string              `json:"description"`
-	Upstreams    map[string]Upstream `json:"upstreams"`
-	Credentials  []Credential        `json:"credentials"`
-	Config       []ConfigField       `json:"config"`
-	Limits       Limits              `json:"limits"`
-	Capabilities Capabilities        `json:"capabilities"`
+	Name        string              `json:"name"`
+	Version     string              `json:"version"`
+	ABIVersion  int                 `json:"abi_version"`
+	Description string              `json:"description"`
+	Upstreams   map[string]Upstream `json:"upstreams"`
+	Credentials []Credential        `json:"credentials"`
+	Config      []ConfigField       `json:"config"`
+	// Options are the creation options the module takes (spec.options).
+	// Absent: undeclared, and companion passes any option through; a list
+	// (even empty) makes companion refuse others before creating.
+	Options      []ConfigField `json:"options,omitempty"`
+	Limits       Limits        `json:"limits"`
+	Capabilities Capabilities  `json:"capabilities"`
 }
 
 // Capabilities are the module's capability flags (ABI.md §8). The server
@@ -273,12 +277,19 @@ func (m *Manifest) configField(name string) bool {
 }
 
 func (m *Manifest) validateConfig() error {
-	if len(m.Config) > 32 {
-		return fieldErr("config", "has more than 32 fields")
+	if err := validateFields("config", m.Config); err != nil {
+		return err
+	}
+	return validateFields("options", m.Options)
+}
+
+func validateFields(field string, fields []ConfigField) error {
+	if len(fields) > 32 {
+		return fieldErr(field, "has more than 32 fields")
 	}
 	seen := map[string]bool{}
-	for i, f := range m.Config {
-		p := fmt.Sprintf("config[%d]", i)
+	for i, f := range fields {
+		p := fmt.Sprintf("%s[%d]", field, i)
 		if !configName.MatchString(f.Name) {
 			return fieldErr(p+".name", "must be 1-64 characters of a-z, 0-9 and '_', starting with a letter (got %q)", f.Name)
 		}

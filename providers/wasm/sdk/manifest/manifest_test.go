@@ -112,6 +112,12 @@ func TestInvalidManifestNamesField(t *testing.T) {
 			m["config"] = append(m["config"].([]any), map[string]any{"name": "region", "description": "again"})
 		}, "config[2].name", "twice"},
 		{"config bad name", set("config.name", "API URL"), "config[0].name", "a-z"},
+		{"option bad name", func(m map[string]any) {
+			m["options"] = []any{map[string]any{"name": "Image Name", "description": "x"}}
+		}, "options[0].name", "a-z"},
+		{"option dup", func(m map[string]any) {
+			m["options"] = []any{map[string]any{"name": "image", "description": "x"}, map[string]any{"name": "image", "description": "y"}}
+		}, "options[1].name", "twice"},
 		{"memory too high", set("limits.memory_mib", 4096), "limits.memory_mib", "ceiling 512"},
 		{"memory negative", set("limits.memory_mib", -1), "limits.memory_mib", "minimum"},
 		{"timeout too high", set("limits.call_timeout_ms", 3_600_000), "limits.call_timeout_ms", "ceiling"},
@@ -186,5 +192,24 @@ func TestParseBaseURL(t *testing.T) {
 	}
 	if _, err := ParseBaseURL("https://x.example:99999", false); err == nil {
 		t.Fatal("bad port accepted")
+	}
+}
+
+func TestManifestOptions(t *testing.T) {
+	m, err := parse(t, base())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Options != nil {
+		t.Fatalf("absent options must stay undeclared (nil), got %+v", m.Options)
+	}
+	b := base()
+	b["options"] = []any{}
+	if m, err = parse(t, b); err != nil || m.Options == nil || len(m.Options) != 0 {
+		t.Fatalf("an empty options list must be kept as declared-empty: %+v %v", m.Options, err)
+	}
+	b["options"] = []any{map[string]any{"name": "template", "description": "Template id"}}
+	if m, err = parse(t, b); err != nil || len(m.Options) != 1 || m.Options[0].Name != "template" {
+		t.Fatalf("options %+v %v", m.Options, err)
 	}
 }
