@@ -225,9 +225,7 @@ func (s *Service) retry(ctx context.Context, op *Op, step string, f func(ctx con
 		}
 		wait := backoff(op.Attempts, RetryAfterOf(err))
 		s.log.Warn("provider call failed; retrying", "workspace", op.WorkspaceID, "step", step, "attempt", op.Attempts, "wait", wait, "err", op.LastError)
-		select {
-		case <-time.After(wait):
-		case <-ctx.Done():
+		if !sleep(ctx, s.cfg.Clock, wait) {
 			return ctx.Err()
 		}
 	}
