@@ -11,7 +11,7 @@ import (
 type locks struct {
 	clock Clock // nil means the system clock
 	mu    sync.Mutex
-	held map[string]chan struct{} // closed when released
+	held  map[string]chan struct{} // closed when released
 }
 
 // tryLock takes id's lock if it is free and returns its release function.

@@ -19,6 +19,10 @@ type ReconcileConfig struct {
 	// PerProvider is how many accounts of one provider are listed at the
 	// same time; 0 means 4. Providers never wait for each other.
 	PerProvider int
+	// AfterPass, if set, is called by the reconciler's loop after each pass
+	// over an account, once the loop is waiting for the next pass due (for
+	// metrics, and for tests that drive the clock pass by pass).
+	AfterPass func(accountID string, err error)
 }
 
 // DefaultPerProvider is ReconcileConfig.PerProvider's default.
@@ -66,6 +70,7 @@ func (s *Service) RunReconciler(ctx context.Context, cfg ReconcileConfig) {
 	sched := map[string]*due{}
 	slots := map[string]chan struct{}{} // per provider
 	results := make(chan result)
+	var reports []result // passes to report once the next wait is armed
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	var pruned time.Time
@@ -119,6 +124,12 @@ func (s *Service) RunReconciler(ctx context.Context, cfg ReconcileConfig) {
 		}
 
 		wake := s.cfg.Clock.NewTimer(next.Sub(now))
+		if cfg.AfterPass != nil {
+			for _, r := range reports {
+				cfg.AfterPass(r.id, r.err)
+			}
+		}
+		reports = reports[:0]
 		select {
 		case <-ctx.Done():
 			wake.Stop()
@@ -149,6 +160,9 @@ func (s *Service) RunReconciler(ctx context.Context, cfg ReconcileConfig) {
 			}
 			if d.kicked {
 				d.at, d.kicked = time.Time{}, false
+			}
+			if !errors.Is(r.err, errBusy) {
+				reports = append(reports, r)
 			}
 		case <-wake.C():
 		}
