@@ -150,9 +150,7 @@ func (s *Service) RunReconciler(ctx context.Context, cfg ReconcileConfig) {
 				d.at = s.now().Add(jitter(cfg.Interval)) // the new account's first list is running
 			case r.err != nil:
 				d.failures++
-				wait := min(cfg.Interval<<min(d.failures, 10), cfg.MaxBackoff)
-				wait = max(jitter(wait), RetryAfterOf(r.err))
-				d.at = s.now().Add(wait)
+				d.at = s.now().Add(passBackoff(cfg.Interval, cfg.MaxBackoff, d.failures, r.err))
 				s.passFailed(r.id, r.err, d.at)
 			default:
 				d.failures = 0
@@ -199,6 +197,14 @@ func (s *Service) passFailed(id string, err error, next time.Time) {
 	s.setStatus(acct, func(st *AccountStatus) {
 		st.State, st.Kind, st.Message, st.NextAttemptAt = AccountFailing, KindOf(err), accountProblem(acct.Provider, err), next.UTC()
 	})
+}
+
+// passBackoff is how long an account waits after its failures-th failed
+// pass in a row: the interval doubled per failure up to maxBackoff,
+// jittered ±20%, and never less than the provider's Retry-After.
+func passBackoff(interval, maxBackoff time.Duration, failures int, err error) time.Duration {
+	wait := min(interval<<min(failures, 10), maxBackoff)
+	return max(jitter(wait), RetryAfterOf(err))
 }
 
 func minTime(a, b time.Time) time.Time {
