@@ -125,6 +125,9 @@ type Message struct {
 	Workspaces []Workspace `json:"workspaces,omitempty"`
 	Workspace  *Workspace  `json:"workspace,omitempty"`
 	ID         string      `json:"id,omitempty"`
+	// Account is set on "account" messages: an account's status or flag
+	// changed.
+	Account *Account `json:"account,omitempty"`
 }
 
 // ErrorResponse is the body of every error answer.
