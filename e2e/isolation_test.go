@@ -103,7 +103,7 @@ type slowAPI struct {
 	released chan struct{}
 	once     sync.Once
 
-	mu                 sync.Mutex
+	mu                sync.Mutex
 	started, answered int
 }
 
