@@ -64,6 +64,7 @@ type accountStatuses struct {
 
 type acctTrack struct {
 	status AccountStatus
+	told   bool // status was set since start (see setStatus)
 	busy   bool // a pass (or the first list of a new account) is running
 
 	listed map[string]bool // box ids of the last successful list; nil before one
@@ -158,7 +159,9 @@ func (s *Service) SubscribeAccounts(buffer int) (<-chan AccountEvent, func()) {
 }
 
 // setStatus changes an account's status with f and tells subscribers if
-// anything a person would see changed.
+// anything a person would see changed. The first good pass over an
+// account after a start tells nothing new (it was fine before, as far as
+// anyone knows) and is not announced.
 func (s *Service) setStatus(acct Account, f func(st *AccountStatus)) {
 	a := s.status
 	a.mu.Lock()
@@ -167,6 +170,11 @@ func (s *Service) setStatus(acct Account, f func(st *AccountStatus)) {
 	before := t.status
 	f(&t.status)
 	after := t.status
+	quiet := !t.told && after.State == AccountOK && sameFlag(before.Flag, after.Flag)
+	t.told = true
+	if quiet {
+		return
+	}
 	if before.State == after.State && before.Kind == after.Kind && before.Message == after.Message && sameFlag(before.Flag, after.Flag) {
 		return
 	}

@@ -168,7 +168,15 @@ func (s *Service) addChecked(ctx context.Context, p Provider, info ProviderInfo,
 			s.forgetSecrets(ctx, acct)
 			return Account{}, &Error{Kind: k, Message: accountProblem(info.Name, o.err), Err: o.err}
 		}
-		first <- o // for finishFirstList
+		now := s.now()
+		s.setStatus(acct, func(st *AccountStatus) {
+			if o.err == nil {
+				st.State, st.LastOKAt = AccountOK, now
+			} else {
+				st.State, st.Kind, st.Message = AccountFailing, KindOf(o.err), accountProblem(info.Name, o.err)
+			}
+		})
+		first <- o // for the background part below
 	case <-wait.C():
 		s.setStatus(acct, func(st *AccountStatus) {
 			st.State, st.Message = AccountChecking, info.Name+" has not answered the first list yet; the outcome arrives as an account event"

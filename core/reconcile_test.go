@@ -341,3 +341,43 @@ func TestAddAccountLateRefusalArrivesAsEvent(t *testing.T) {
 		}
 	}
 }
+
+// TestAddAccountCheckedInTime: a list that answers within the wait gives
+// the answer state ok, and the boxes are adopted in the background.
+func TestAddAccountCheckedInTime(t *testing.T) {
+	e := newClockEnv(t)
+	emu := newEmu("cloud")
+	emu.creds = true
+	emu.addBox("*", "box-1")
+	e.reg.Register("cloud", emu)
+	acct, err := e.svc.AddAccount(context.Background(), "", core.AddAccountRequest{Provider: "cloud", Credentials: map[string]string{"token": "t0ken"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := e.svc.AccountStatusOf(acct.ID); st.State != core.AccountOK || !st.LastOKAt.Equal(e.clock.Now()) {
+		t.Fatalf("status right after a checked add: %+v", st)
+	}
+	e.eventually("the first list's box adopted", func() bool { return len(e.workspacesOf(acct.ID)) == 1 })
+}
+
+// TestStartQuietUnlessSomethingIsWrong: after a start, an account's first
+// good pass sends no account event; a failing one does.
+func TestStartQuietUnlessSomethingIsWrong(t *testing.T) {
+	e := newClockEnv(t)
+	emu := newEmu("cloud")
+	e.reg.Register("cloud", emu)
+	good, bad := e.account("acc-good", "cloud"), e.account("acc-bad", "cloud")
+	emu.listErr[bad.ID] = core.Errorf(core.KindUnavailable, "cloud is down")
+	events, stop := e.svc.SubscribeAccounts(16)
+	defer stop()
+	e.run(core.ReconcileConfig{Interval: 15 * time.Second})
+	e.waitPass(good.ID)
+	e.waitPass(bad.ID)
+	var got []core.AccountEvent
+	for len(events) > 0 {
+		got = append(got, <-events)
+	}
+	if len(got) != 1 || got[0].Account.ID != bad.ID || got[0].Status.State != core.AccountFailing || got[0].Status.Message != "cloud is down" {
+		t.Fatalf("events after a start: %+v, want one for the failing account", got)
+	}
+}
