@@ -159,53 +159,54 @@ func (s *Service) addChecked(ctx context.Context, p Provider, info ProviderInfo,
 	})
 	wait := s.cfg.Clock.NewTimer(s.cfg.AddAccountWait)
 	defer wait.Stop()
+	var o outcome
 	checked := false
 	select {
-	case o := <-first:
+	case o = <-first:
 		checked = true
 		if k := KindOf(o.err); k == KindUnauthorized || k == KindInvalid {
 			s.status.forget(acct.ID)
 			s.forgetSecrets(ctx, acct)
 			return Account{}, &Error{Kind: k, Message: accountProblem(info.Name, o.err), Err: o.err}
 		}
-		now := s.now()
-		s.setStatus(acct, func(st *AccountStatus) {
-			if o.err == nil {
-				st.State, st.LastOKAt = AccountOK, now
-			} else {
-				st.State, st.Kind, st.Message = AccountFailing, KindOf(o.err), accountProblem(info.Name, o.err)
-			}
-		})
 		first <- o // for the background part below
 	case <-wait.C():
-		s.setStatus(acct, func(st *AccountStatus) {
-			st.State, st.Message = AccountChecking, info.Name+" has not answered the first list yet; the outcome arrives as an account event"
-		})
 	}
 	if err := s.cfg.Store.PutAccount(ctx, acct); err != nil {
-		s.status.done(acct.ID)
+		s.status.forget(acct.ID)
 		s.forgetSecrets(ctx, acct)
 		return Account{}, err
 	}
+	now := s.now()
+	s.setStatus(acct, func(st *AccountStatus) {
+		switch {
+		case !checked:
+			st.State, st.Message = AccountChecking, info.Name+" has not answered the first list yet; the outcome arrives as an account event"
+		case o.err == nil:
+			st.State, st.LastOKAt = AccountOK, now
+		default:
+			st.State, st.Kind, st.Message = AccountFailing, KindOf(o.err), accountProblem(info.Name, o.err)
+		}
+	})
 	s.log.Info("account added", "account", acct.ID, "provider", acct.Provider, "checked", checked)
 	s.goBackground(func(bg context.Context) {
 		defer s.status.done(acct.ID)
-		var o outcome
+		var res outcome
 		select {
-		case o = <-first:
+		case res = <-first:
 		case <-bg.Done():
 			return
 		}
 		if _, err := s.cfg.Store.GetAccount(bg, acct.ID); err != nil {
 			return // removed meanwhile
 		}
-		if o.err == nil {
-			o.err = s.applyList(bg, acct, p, o.boxes)
+		if res.err == nil {
+			res.err = s.applyList(bg, acct, p, res.boxes)
 		}
-		if o.err != nil && bg.Err() == nil {
-			s.log.Warn("first list of the new account failed", "account", acct.ID, "provider", acct.Provider, "err", messageOf(o.err), "kind", KindOf(o.err))
+		if res.err != nil && bg.Err() == nil {
+			s.log.Warn("first list of the new account failed", "account", acct.ID, "provider", acct.Provider, "err", messageOf(res.err), "kind", KindOf(res.err))
 			s.setStatus(acct, func(st *AccountStatus) {
-				st.State, st.Kind, st.Message = AccountFailing, KindOf(o.err), accountProblem(info.Name, o.err)
+				st.State, st.Kind, st.Message = AccountFailing, KindOf(res.err), accountProblem(info.Name, res.err)
 			})
 		}
 	})
