@@ -41,7 +41,7 @@ func TestTimersFireWhenAdvancedPastTheirDeadline(t *testing.T) {
 	}
 	c.Advance(time.Hour)
 	<-long.C()
-	if !c.Now().Equal(start.Add(time.Hour + time.Second)) || c.Waiters() != 0 {
+	if !c.Now().Equal(start.Add(time.Hour+time.Second)) || c.Waiters() != 0 {
 		t.Fatalf("now %v, %d waiters", c.Now(), c.Waiters())
 	}
 	if z := c.NewTimer(0); z.Stop() {
