@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"time"
 	"unicode/utf8"
 )
 
@@ -112,17 +111,18 @@ func (s *Service) AddAccount(ctx context.Context, owner string, req AddAccountRe
 		}
 		acct.Credentials = append(acct.Credentials, c.Name)
 	}
-	if err := s.verifyAccount(ctx, p, info, acct); err != nil {
-		s.forgetSecrets(ctx, acct)
-		return Account{}, err
+	if !info.Capabilities.List || len(acct.Credentials) == 0 {
+		// Nothing to check the credentials with; the reconciler's first
+		// pass reports on the account.
+		if err := s.cfg.Store.PutAccount(ctx, acct); err != nil {
+			s.forgetSecrets(ctx, acct)
+			return Account{}, err
+		}
+		s.log.Info("account added", "account", acct.ID, "provider", acct.Provider)
+		s.Kick(acct.ID)
+		return acct, nil
 	}
-	if err := s.cfg.Store.PutAccount(ctx, acct); err != nil {
-		s.forgetSecrets(ctx, acct)
-		return Account{}, err
-	}
-	s.log.Info("account added", "account", acct.ID, "provider", acct.Provider)
-	s.Kick(acct.ID)
-	return acct, nil
+	return s.addChecked(ctx, p, info, acct)
 }
 
 // EnsureAccount creates an account without credentials with a fixed id if
@@ -142,30 +142,91 @@ func (s *Service) EnsureAccount(ctx context.Context, acct Account) error {
 	return s.cfg.Store.PutAccount(ctx, acct)
 }
 
-// verifyTimeout bounds the check of a new account's credentials.
-const verifyTimeout = 20 * time.Second
+// addChecked lists the new account's boxes once, so a mistyped token is
+// refused when it is added rather than discovered by the reconciler. The
+// answer waits at most Config.AddAccountWait for that list: a provider
+// that is slower (or unreachable) does not hold the request; the account
+// is added in state "checking" and the list goes on in the background,
+// its outcome arriving as an account event (SubscribeAccounts). Either way
+// the boxes it found are adopted in the background.
+func (s *Service) addChecked(ctx context.Context, p Provider, info ProviderInfo, acct Account) (Account, error) {
+	type outcome struct {
+		boxes []Box
+		err   error
+	}
+	s.status.tryBusy(acct.ID) // a new id: the reconciler leaves it alone until the list is done
+	first := make(chan outcome, 1)
+	s.goBackground(func(bg context.Context) {
+		cctx, cancel := s.callCtx(bg)
+		boxes, err := p.List(cctx, acct)
+		cancel()
+		first <- outcome{boxes, err}
+	})
+	wait := s.cfg.Clock.NewTimer(s.cfg.AddAccountWait)
+	defer wait.Stop()
+	var o outcome
+	checked := false
+	select {
+	case o = <-first:
+		checked = true
+		if k := KindOf(o.err); k == KindUnauthorized || k == KindInvalid {
+			s.status.forget(acct.ID)
+			s.forgetSecrets(ctx, acct)
+			return Account{}, &Error{Kind: k, Message: accountProblem(info.Name, o.err), Err: o.err}
+		}
+		first <- o // for the background part below
+	case <-wait.C():
+	}
+	if err := s.cfg.Store.PutAccount(ctx, acct); err != nil {
+		s.status.forget(acct.ID)
+		s.forgetSecrets(ctx, acct)
+		return Account{}, err
+	}
+	now := s.now()
+	s.setStatus(acct, func(st *AccountStatus) {
+		switch {
+		case !checked:
+			st.State, st.Message = AccountChecking, info.Name+" has not answered the first list yet; the outcome arrives as an account event"
+		case o.err == nil:
+			st.State, st.LastOKAt = AccountOK, now
+		default:
+			st.State, st.Kind, st.Message = AccountFailing, KindOf(o.err), accountProblem(info.Name, o.err)
+		}
+	})
+	s.log.Info("account added", "account", acct.ID, "provider", acct.Provider, "checked", checked)
+	s.goBackground(func(bg context.Context) {
+		defer s.status.done(acct.ID)
+		var res outcome
+		select {
+		case res = <-first:
+		case <-bg.Done():
+			return
+		}
+		if _, err := s.cfg.Store.GetAccount(bg, acct.ID); err != nil {
+			return // removed meanwhile
+		}
+		if res.err == nil {
+			res.err = s.applyList(bg, acct, p, res.boxes)
+		}
+		if res.err != nil && bg.Err() == nil {
+			s.log.Warn("first list of the new account failed", "account", acct.ID, "provider", acct.Provider, "err", messageOf(res.err), "kind", KindOf(res.err))
+			s.setStatus(acct, func(st *AccountStatus) {
+				st.State, st.Kind, st.Message = AccountFailing, KindOf(res.err), accountProblem(info.Name, res.err)
+			})
+		}
+	})
+	return acct, nil
+}
 
-// verifyAccount lists the new account's boxes once, so a mistyped token is
-// refused when it is added rather than discovered by the reconciler. A
-// provider that cannot be reached right now does not block adding the
-// account; the reconciler retries.
-func (s *Service) verifyAccount(ctx context.Context, p Provider, info ProviderInfo, acct Account) error {
-	if !info.Capabilities.List || len(acct.Credentials) == 0 {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, verifyTimeout)
-	defer cancel()
-	_, err := p.List(ctx, acct)
+// accountProblem is the person-facing text of a failed list of an account.
+func accountProblem(provider string, err error) string {
 	switch KindOf(err) {
-	case "":
-		return nil
 	case KindUnauthorized:
-		return &Error{Kind: KindUnauthorized, Message: fmt.Sprintf("%s refused the credentials: %s; check the token and add the account again", info.Name, messageOf(err)), Err: err}
+		return fmt.Sprintf("%s refused the credentials: %s; check the token and add the account again", provider, messageOf(err))
 	case KindInvalid:
-		return &Error{Kind: KindInvalid, Message: fmt.Sprintf("%s rejected the account settings: %s", info.Name, messageOf(err)), Err: err}
+		return fmt.Sprintf("%s rejected the account settings: %s", provider, messageOf(err))
 	}
-	s.log.Warn("could not verify the new account's credentials now; adding it anyway", "provider", info.Name, "err", messageOf(err), "kind", KindOf(err))
-	return nil
+	return messageOf(err)
 }
 
 func validateAccount(info ProviderInfo, req AddAccountRequest) error {
@@ -255,6 +316,7 @@ func (s *Service) RemoveAccount(ctx context.Context, owner, id string) error {
 		return err
 	}
 	s.forgetSecrets(ctx, acct)
+	s.status.forget(id)
 	s.log.Info("account removed", "account", id, "forgotten_workspaces", len(mine))
 	return nil
 }

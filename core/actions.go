@@ -252,9 +252,7 @@ func (s *Service) retry(ctx context.Context, op *Op, b budget, step string, f fu
 			return budgetError(b, step, tries, err, fmt.Sprintf("(the next attempt was due in %s, %s left)", wait.Round(time.Millisecond), left.Round(time.Millisecond)))
 		}
 		s.log.Warn("provider call failed; retrying", "workspace", op.WorkspaceID, "step", step, "attempt", op.Attempts, "wait", wait, "err", op.LastError)
-		select {
-		case <-time.After(wait):
-		case <-ctx.Done():
+		if !sleep(ctx, s.cfg.Clock, wait) {
 			return ctx.Err()
 		}
 	}

@@ -1,11 +1,14 @@
 package core
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/canvasapp/companion/internal/testsupport/fakeclock"
 )
 
 func TestStateTransitions(t *testing.T) {
@@ -210,20 +213,93 @@ func TestIDsAndTokens(t *testing.T) {
 }
 
 func TestLockWithinWaitsForRelease(t *testing.T) {
-	var l locks
+	clk := fakeclock.New(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
+	l := locks{clock: clk}
 	unlock, _ := l.tryLock("a")
+	got := make(chan bool, 1)
 	go func() {
-		time.Sleep(20 * time.Millisecond)
-		unlock()
+		u, ok := l.lockWithin("a", 10*time.Second)
+		if ok {
+			defer u()
+		}
+		got <- ok
 	}()
-	u2, ok := l.lockWithin("a", 10*time.Second)
-	if !ok {
+	// Release once the waiter is waiting, with time still left.
+	if !clk.WaitForWaiters(1, 10*time.Second) {
+		t.Fatal("lockWithin is not waiting on the clock")
+	}
+	clk.Advance(9 * time.Second)
+	unlock()
+	if !<-got {
 		t.Fatal("lock released during the wait was not taken")
 	}
-	if _, ok := l.lockWithin("a", 10*time.Millisecond); ok {
-		t.Fatal("held lock taken after a short wait")
+
+	held, _ := l.tryLock("a")
+	defer held()
+	go func() {
+		_, ok := l.lockWithin("a", 10*time.Millisecond)
+		got <- ok
+	}()
+	if !clk.WaitForWaiters(1, 10*time.Second) {
+		t.Fatal("lockWithin is not waiting on the clock")
 	}
-	u2()
+	select {
+	case <-got:
+		t.Fatal("lockWithin gave up before its time was up")
+	default:
+	}
+	clk.Advance(10 * time.Millisecond)
+	if <-got {
+		t.Fatal("held lock taken after the wait")
+	}
+}
+
+func TestClockTimeoutEndsOnTheClock(t *testing.T) {
+	clk := fakeclock.New(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
+	ctx, cancel := withClockTimeout(context.Background(), clk, time.Minute)
+	defer cancel()
+	if d, ok := ctx.Deadline(); !ok || !d.Equal(clk.Now().Add(time.Minute)) {
+		t.Fatalf("deadline %v %v", d, ok)
+	}
+	if !clk.WaitForWaiters(1, 10*time.Second) {
+		t.Fatal("no timer armed")
+	}
+	clk.Advance(59 * time.Second)
+	select {
+	case <-ctx.Done():
+		t.Fatal("ended early")
+	default:
+	}
+	clk.Advance(time.Second)
+	<-ctx.Done()
+	if !errors.Is(ctx.Err(), context.DeadlineExceeded) || !transient(ctx.Err()) {
+		t.Fatalf("err %v, want deadline exceeded (a transient failure)", ctx.Err())
+	}
+	ctx2, cancel2 := withClockTimeout(context.Background(), clk, time.Minute)
+	cancel2()
+	if !errors.Is(ctx2.Err(), context.Canceled) {
+		t.Fatalf("cancelled: %v", ctx2.Err())
+	}
+}
+
+func TestPassBackoff(t *testing.T) {
+	unavailable := Errorf(KindUnavailable, "down")
+	prev := time.Duration(0)
+	for failures := 1; failures <= 4; failures++ {
+		d := passBackoff(15*time.Second, time.Hour, failures, unavailable)
+		base := 15 * time.Second << failures
+		if d < base*8/10 || d > base*12/10 || d <= prev {
+			t.Fatalf("failure %d: wait %v, want %v ±20%% and growing", failures, d, base)
+		}
+		prev = d
+	}
+	if d := passBackoff(15*time.Second, time.Minute, 30, unavailable); d > 72*time.Second {
+		t.Fatalf("wait %v above MaxBackoff (+20%% jitter)", d)
+	}
+	limited := &Error{Kind: KindRateLimited, RetryAfter: 10 * time.Minute}
+	if d := passBackoff(15*time.Second, time.Minute, 1, limited); d < 10*time.Minute {
+		t.Fatalf("wait %v shorter than Retry-After", d)
+	}
 }
 
 func TestCheckLifecycleRefusesWhatNobodyEnforces(t *testing.T) {

@@ -9,8 +9,9 @@ import (
 // their whole run (including the part that continues in the background);
 // the reconciler only tries it and skips a busy workspace.
 type locks struct {
-	mu   sync.Mutex
-	held map[string]chan struct{} // closed when released
+	clock Clock // nil means the system clock
+	mu    sync.Mutex
+	held  map[string]chan struct{} // closed when released
 }
 
 // tryLock takes id's lock if it is free and returns its release function.
@@ -45,7 +46,11 @@ func (l *locks) try(id string) (unlock func(), released <-chan struct{}, ok bool
 // it. An action publishes its outcome just before it releases the lock, so
 // a person reacting at once to "paused" should not be told "busy".
 func (l *locks) lockWithin(id string, d time.Duration) (unlock func(), ok bool) {
-	deadline := time.NewTimer(d)
+	c := l.clock
+	if c == nil {
+		c = RealClock{}
+	}
+	deadline := c.NewTimer(d)
 	defer deadline.Stop()
 	for {
 		unlock, released, ok := l.try(id)
@@ -54,7 +59,7 @@ func (l *locks) lockWithin(id string, d time.Duration) (unlock func(), ok bool) 
 		}
 		select {
 		case <-released:
-		case <-deadline.C:
+		case <-deadline.C():
 			return nil, false
 		}
 	}

@@ -2,8 +2,10 @@ package core
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"time"
 )
 
@@ -14,13 +16,28 @@ type ReconcileConfig struct {
 	Interval time.Duration
 	// MaxBackoff caps the wait after repeated failures; 0 means 5 minutes.
 	MaxBackoff time.Duration
+	// PerProvider is how many accounts of one provider are listed at the
+	// same time; 0 means 4. Providers never wait for each other.
+	PerProvider int
+	// AfterPass, if set, is called by the reconciler's loop after each pass
+	// over an account, once the loop is waiting for the next pass due (for
+	// metrics, and for tests that drive the clock pass by pass).
+	AfterPass func(accountID string, err error)
 }
+
+// DefaultPerProvider is ReconcileConfig.PerProvider's default.
+const DefaultPerProvider = 4
 
 // RunReconciler visits every account on a jittered interval until ctx
 // ends: it lists the account's boxes, adopts boxes it did not create,
 // updates state, paused_at, last activity and size, and marks boxes that
-// vanished as deleted. A failing account backs off exponentially and a
-// rate-limited one waits at least as long as the provider asked.
+// vanished as deleted.
+//
+// Accounts are visited concurrently, each on its own schedule: at most
+// PerProvider passes of one provider run at once, and a slow or failing
+// account delays only itself. A failing account backs off exponentially
+// (jittered) and a rate-limited one waits at least as long as the provider
+// asked. Every wait is on the service's clock.
 //
 // Once an hour it also prunes old tombstones (see tombstoneKeepFor).
 //
@@ -33,68 +50,168 @@ func (s *Service) RunReconciler(ctx context.Context, cfg ReconcileConfig) {
 	if cfg.MaxBackoff <= 0 {
 		cfg.MaxBackoff = 5 * time.Minute
 	}
+	if cfg.PerProvider <= 0 {
+		cfg.PerProvider = DefaultPerProvider
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(s.bg, cancel)()
+
+	type result struct {
+		id  string
+		err error
+	}
 	type due struct {
 		at       time.Time
 		failures int
+		running  bool
+		kicked   bool // asked for while running: go again at once
 	}
 	sched := map[string]*due{}
-	tick := time.NewTicker(250 * time.Millisecond)
-	defer tick.Stop()
+	slots := map[string]chan struct{}{} // per provider
+	results := make(chan result)
+	var reports []result // passes to report once the next wait is armed
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	var pruned time.Time
 	for {
-		if time.Since(pruned) > pruneEvery {
+		now := s.now()
+		if now.Sub(pruned) >= pruneEvery {
 			s.pruneTombstones(ctx)
-			pruned = time.Now()
+			pruned = now
 		}
+		next := now.Add(cfg.Interval)
+		accts, err := s.cfg.Store.ListAccounts(ctx)
+		if err != nil && ctx.Err() == nil {
+			s.log.Error("reconciler: cannot list accounts", "err", err)
+		}
+		seen := map[string]bool{}
+		for _, acct := range accts {
+			seen[acct.ID] = true
+			d := sched[acct.ID]
+			if d == nil {
+				d = &due{}
+				sched[acct.ID] = d
+			}
+			if d.running {
+				continue
+			}
+			if now.Before(d.at) {
+				next = minTime(next, d.at)
+				continue
+			}
+			slot := slots[acct.Provider]
+			if slot == nil {
+				slot = make(chan struct{}, cfg.PerProvider)
+				slots[acct.Provider] = slot
+			}
+			d.running = true
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				err := s.pass(ctx, acct, slot)
+				select {
+				case results <- result{acct.ID, err}:
+				case <-ctx.Done():
+				}
+			}()
+		}
+		for id, d := range sched {
+			if !seen[id] && !d.running {
+				delete(sched, id)
+				s.status.forget(id)
+			}
+		}
+
+		wake := s.cfg.Clock.NewTimer(next.Sub(now))
+		if cfg.AfterPass != nil {
+			for _, r := range reports {
+				cfg.AfterPass(r.id, r.err)
+			}
+		}
+		reports = reports[:0]
 		select {
 		case <-ctx.Done():
-			return
-		case <-s.bg.Done():
+			wake.Stop()
 			return
 		case id := <-s.kick:
 			if d, ok := sched[id]; ok {
 				d.at = time.Time{}
+				d.kicked = d.running
 			}
-		case <-tick.C:
-		}
-		accts, err := s.cfg.Store.ListAccounts(ctx)
-		if err != nil {
-			s.log.Error("reconciler: cannot list accounts", "err", err)
-			continue
-		}
-		now := time.Now()
-		seen := map[string]bool{}
-		for _, acct := range accts {
-			seen[acct.ID] = true
-			d, ok := sched[acct.ID]
-			if !ok {
-				d = &due{}
-				sched[acct.ID] = d
+		case r := <-results:
+			d := sched[r.id]
+			if d == nil {
+				break
 			}
-			if now.Before(d.at) {
-				continue
-			}
-			err := s.ReconcileAccount(ctx, acct)
-			if ctx.Err() != nil {
-				return
-			}
-			if err != nil {
+			d.running = false
+			switch {
+			case errors.Is(r.err, errBusy):
+				d.at = s.now().Add(jitter(cfg.Interval)) // the new account's first list is running
+			case r.err != nil:
 				d.failures++
-				wait := min(cfg.Interval<<min(d.failures, 10), cfg.MaxBackoff)
-				wait = max(jitter(wait), RetryAfterOf(err))
-				d.at = time.Now().Add(wait)
-				s.log.Warn("reconcile failed; backing off", "account", acct.ID, "provider", acct.Provider, "wait", wait.Round(time.Millisecond), "err", messageOf(err), "kind", KindOf(err))
-				continue
+				d.at = s.now().Add(passBackoff(cfg.Interval, cfg.MaxBackoff, d.failures, r.err))
+				s.passFailed(r.id, r.err, d.at)
+			default:
+				d.failures = 0
+				d.at = s.now().Add(jitter(cfg.Interval))
 			}
-			d.failures = 0
-			d.at = time.Now().Add(jitter(cfg.Interval))
-		}
-		for id := range sched {
-			if !seen[id] {
-				delete(sched, id)
+			if d.kicked {
+				d.at, d.kicked = time.Time{}, false
 			}
+			if !errors.Is(r.err, errBusy) {
+				reports = append(reports, r)
+			}
+		case <-wake.C():
 		}
+		wake.Stop()
 	}
+}
+
+// errBusy: the account's pass is already running (its first list, started
+// by AddAccount).
+var errBusy = errors.New("a pass over this account is already running")
+
+// pass waits for a slot of the account's provider and reconciles it.
+func (s *Service) pass(ctx context.Context, acct Account, slot chan struct{}) error {
+	select {
+	case slot <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-slot }()
+	if !s.status.tryBusy(acct.ID) {
+		return errBusy
+	}
+	defer s.status.done(acct.ID)
+	return s.reconcileAccount(ctx, acct)
+}
+
+// passFailed records a failed pass on the account's status.
+func (s *Service) passFailed(id string, err error, next time.Time) {
+	acct, gerr := s.cfg.Store.GetAccount(s.bg, id)
+	if gerr != nil {
+		return
+	}
+	s.log.Warn("reconcile failed; backing off", "account", id, "provider", acct.Provider, "wait", next.Sub(s.now()).Round(time.Millisecond), "err", messageOf(err), "kind", KindOf(err))
+	s.setStatus(acct, func(st *AccountStatus) {
+		st.State, st.Kind, st.Message, st.NextAttemptAt = AccountFailing, KindOf(err), accountProblem(acct.Provider, err), next.UTC()
+	})
+}
+
+// passBackoff is how long an account waits after its failures-th failed
+// pass in a row: the interval doubled per failure up to maxBackoff,
+// jittered ±20%, and never less than the provider's Retry-After.
+func passBackoff(interval, maxBackoff time.Duration, failures int, err error) time.Duration {
+	wait := min(interval<<min(failures, 10), maxBackoff)
+	return max(jitter(wait), RetryAfterOf(err))
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 // Tombstones let a reconnecting client learn about removals (?since=N).
@@ -116,28 +233,29 @@ func jitter(d time.Duration) time.Duration {
 	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
 }
 
-// ReconcileAccount makes one pass over one account.
+// ReconcileAccount makes one pass over one account, unless a pass over it
+// is already running (then it returns nil at once).
 func (s *Service) ReconcileAccount(ctx context.Context, acct Account) error {
+	if !s.status.tryBusy(acct.ID) {
+		return nil
+	}
+	defer s.status.done(acct.ID)
+	return s.reconcileAccount(ctx, acct)
+}
+
+// reconcileAccount lists the account and applies what it found; the
+// caller has marked the account busy.
+func (s *Service) reconcileAccount(ctx context.Context, acct Account) error {
 	p, info, err := s.provider(ctx, acct)
 	if err != nil {
 		return err
 	}
-	_, live := s.feed.Snapshot()
-	var mine []Workspace
-	byBox := map[string]Workspace{}
-	byID := map[string]Workspace{}
-	for _, ws := range live {
-		if ws.AccountID != acct.ID {
-			continue
-		}
-		mine = append(mine, ws)
-		byID[ws.ID] = ws
-		if ws.BoxID != "" {
-			byBox[ws.BoxID] = ws
-		}
-	}
 	if !info.Capabilities.List {
-		return s.reconcileByGet(ctx, acct, p, mine)
+		err := s.reconcileByGet(ctx, acct, p, s.workspacesOf(acct.ID))
+		if err == nil {
+			s.passOK(acct)
+		}
+		return err
 	}
 	cctx, cancel := s.callCtx(ctx)
 	boxes, err := p.List(cctx, acct)
@@ -145,10 +263,39 @@ func (s *Service) ReconcileAccount(ctx context.Context, acct Account) error {
 	if err != nil {
 		return err
 	}
+	return s.applyList(ctx, acct, p, boxes)
+}
+
+// workspacesOf returns the live workspaces of an account.
+func (s *Service) workspacesOf(accountID string) []Workspace {
+	_, live := s.feed.Snapshot()
+	var mine []Workspace
+	for _, ws := range live {
+		if ws.AccountID == accountID {
+			mine = append(mine, ws)
+		}
+	}
+	return mine
+}
+
+// applyList brings the account's workspaces in line with a list of its
+// boxes: updates known ones, adopts a bounded number of unknown ones, and
+// confirms vanished ones with Get.
+func (s *Service) applyList(ctx context.Context, acct Account, p Provider, boxes []Box) error {
+	mine := s.workspacesOf(acct.ID)
+	byBox := map[string]Workspace{}
+	byID := map[string]Workspace{}
+	for _, ws := range mine {
+		byID[ws.ID] = ws
+		if ws.BoxID != "" {
+			byBox[ws.BoxID] = ws
+		}
+	}
 	listed := make(map[string]bool, len(boxes))
 	for _, box := range boxes {
 		listed[box.ID] = true
 	}
+	adopt := s.adoptionAllowance(ctx, acct, listed, byBox)
 	for _, box := range boxes {
 		ws, ok := byBox[box.ID]
 		if !ok {
@@ -160,8 +307,15 @@ func (s *Service) ReconcileAccount(ctx context.Context, acct Account) error {
 			}
 		}
 		if !ok {
-			if err := s.adopt(ctx, acct, box); err != nil {
+			if adopt <= 0 {
+				continue // waits for a later pass
+			}
+			adopted, err := s.adopt(ctx, acct, box)
+			if err != nil {
 				return err
+			}
+			if adopted {
+				adopt--
 			}
 			continue
 		}
@@ -179,7 +333,16 @@ func (s *Service) ReconcileAccount(ctx context.Context, acct Account) error {
 			return err
 		}
 	}
+	s.passOK(acct)
 	return nil
+}
+
+// passOK records a successful pass on the account's status.
+func (s *Service) passOK(acct Account) {
+	now := s.now()
+	s.setStatus(acct, func(st *AccountStatus) {
+		st.State, st.Kind, st.Message, st.LastOKAt, st.NextAttemptAt = AccountOK, "", "", now, time.Time{}
+	})
 }
 
 // reconcileByGet refreshes each workspace individually, for providers
@@ -230,10 +393,11 @@ func (s *Service) update(ctx context.Context, ws Workspace, box Box) error {
 	return err
 }
 
-// adopt records a box companion did not create (or lost track of).
-func (s *Service) adopt(ctx context.Context, acct Account, box Box) error {
+// adopt records a box companion did not create (or lost track of). It
+// reports whether it made a workspace.
+func (s *Service) adopt(ctx context.Context, acct Account, box Box) (bool, error) {
 	if box.State == StateDeleted || box.State == StateDeleting || s.isGone(acct.ID, box.ID) {
-		return nil
+		return false, nil
 	}
 	if id := box.Labels[LabelWorkspace]; id != "" {
 		// Labelled by companion for a workspace it knows. A live one owns
@@ -243,10 +407,10 @@ func (s *Service) adopt(ctx context.Context, acct Account, box Box) error {
 		// removed) lets the box be adopted again.
 		old, err := s.cfg.Store.GetWorkspace(ctx, id)
 		if err == nil && (!old.Removed || old.State == StateDeleted || old.State == StateDeleting) {
-			return nil
+			return false, nil
 		}
 		if err != nil && !IsKind(err, KindNotFound) {
-			return err
+			return false, err
 		}
 	}
 	name := box.Name
@@ -266,10 +430,11 @@ func (s *Service) adopt(ctx context.Context, acct Account, box Box) error {
 		ws.CreatedAt = box.CreatedAt.UTC()
 	}
 	ws, err := s.feed.Save(ctx, ws)
-	if err == nil {
-		s.log.Info("adopted box", "workspace", ws.ID, "box", box.ID, "provider", acct.Provider, "state", ws.State)
+	if err != nil {
+		return false, err
 	}
-	return err
+	s.log.Info("adopted box", "workspace", ws.ID, "box", box.ID, "provider", acct.Provider, "state", ws.State)
+	return true, nil
 }
 
 func (s *Service) confirmVanished(ctx context.Context, acct Account, p Provider, ws Workspace) error {

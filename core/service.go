@@ -23,7 +23,11 @@ type Config struct {
 	Providers *Registry
 	Secrets   Secrets
 	Logger    *slog.Logger
-	// Now is the clock; nil means time.Now.
+	// Clock is where core reads the time and waits; nil means the system
+	// clock (or Now, if set).
+	Clock Clock
+	// Now is a bare time source, kept for callers that only need to fix
+	// the time read; Clock takes precedence.
 	Now func() time.Time
 	// PlanTTL is how long a delete preview's token stays valid; 0 means 10
 	// minutes.
@@ -36,6 +40,10 @@ type Config struct {
 	// waits between them share this deadline; 0 means 5 minutes. An
 	// adapter may declare a shorter one (Budgeter).
 	ActionBudget time.Duration
+	// AddAccountWait is how long adding an account waits for its first
+	// list before answering; 0 means 3 seconds. A slower list goes on in
+	// the background.
+	AddAccountWait time.Duration
 	// MaxAttempts is how often a failing step of a journaled action is
 	// tried (across restarts) before the action gives up; 0 means 5.
 	MaxAttempts int
@@ -63,10 +71,13 @@ type Service struct {
 
 	goneMu sync.Mutex
 	gone   map[string]time.Time // account/box ids deleted recently
+
+	status *accountStatuses // what the reconciler knows of each account
 }
 
 // NewService loads the feed from the store and returns a ready service.
-// Call Recover to resume journaled actions and RunReconciler to start the reconciler.
+// Call Recover to resume journaled actions and RunReconciler to start the
+// reconciler.
 func NewService(ctx context.Context, cfg Config) (*Service, error) {
 	if cfg.Store == nil || cfg.Providers == nil {
 		return nil, fmt.Errorf("core: Config.Store and Config.Providers are required")
@@ -74,8 +85,14 @@ func NewService(ctx context.Context, cfg Config) (*Service, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
+	switch {
+	case cfg.Clock != nil:
+		cfg.Now = cfg.Clock.Now
+	case cfg.Now != nil:
+		cfg.Clock = nowClock{cfg.Now}
+	default:
+		cfg.Clock = RealClock{}
+		cfg.Now = cfg.Clock.Now
 	}
 	if cfg.PlanTTL == 0 {
 		cfg.PlanTTL = 10 * time.Minute
@@ -86,6 +103,9 @@ func NewService(ctx context.Context, cfg Config) (*Service, error) {
 	if cfg.ActionBudget == 0 {
 		cfg.ActionBudget = 5 * time.Minute
 	}
+	if cfg.AddAccountWait == 0 {
+		cfg.AddAccountWait = 3 * time.Second
+	}
 	if cfg.MaxAttempts == 0 {
 		cfg.MaxAttempts = 5
 	}
@@ -94,7 +114,7 @@ func NewService(ctx context.Context, cfg Config) (*Service, error) {
 		return nil, err
 	}
 	bg, cancel := context.WithCancel(context.Background())
-	return &Service{
+	s := &Service{
 		cfg:    cfg,
 		log:    cfg.Logger,
 		feed:   feed,
@@ -102,7 +122,14 @@ func NewService(ctx context.Context, cfg Config) (*Service, error) {
 		cancel: cancel,
 		kick:   make(chan string, 64),
 		gone:   map[string]time.Time{},
-	}, nil
+		locks:  locks{clock: cfg.Clock},
+		status: newAccountStatuses(),
+	}
+	if err := s.loadFlags(ctx); err != nil {
+		cancel()
+		return nil, fmt.Errorf("core: load account flags: %w", err)
+	}
+	return s, nil
 }
 
 // Feed is the service's change feed.
@@ -166,7 +193,7 @@ func (s *Service) providerStatus(ctx context.Context, name string) ProviderStatu
 		st.Reason = "provider is not installed"
 		return st
 	}
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	ctx, cancel := s.timeout(ctx, 5*time.Second)
 	defer cancel()
 	info, err := p.Describe(ctx)
 	if err != nil {
@@ -207,7 +234,14 @@ func (s *Service) provider(ctx context.Context, acct Account) (Provider, Provide
 
 // callCtx bounds one provider call made by an action.
 func (s *Service) callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, s.cfg.ActionTimeout)
+	return s.timeout(ctx, s.cfg.ActionTimeout)
+}
+
+// timeout is context.WithTimeout on the service's clock: the context ends
+// with context.DeadlineExceeded when the clock has moved d, or with its
+// parent.
+func (s *Service) timeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	return withClockTimeout(ctx, s.cfg.Clock, d)
 }
 
 // Kick asks the reconciler to visit an account soon.

@@ -37,6 +37,12 @@ type Store interface {
 	// most keep of the newest, and moves the catch-up floor accordingly.
 	PruneTombstones(ctx context.Context, cutoff time.Time, keep int) error
 
+	// SetAccountFlag records a flag the reconciler raised on an account,
+	// replacing its previous one; nil clears it. The flag goes with the
+	// account. AccountFlags returns every flag by account id.
+	SetAccountFlag(ctx context.Context, accountID string, f *AccountFlag) error
+	AccountFlags(ctx context.Context) (map[string]AccountFlag, error)
+
 	// Journal of multi-step actions.
 	PutOp(ctx context.Context, op Op) (Op, error) // inserts when op.ID == 0
 	DeleteOp(ctx context.Context, id int64) error

@@ -59,7 +59,7 @@ func (s *Server) listAccounts(w http.ResponseWriter, r *http.Request) {
 	}
 	out := make([]Account, 0, len(list))
 	for _, a := range list {
-		out = append(out, toWireAccount(a))
+		out = append(out, toWireAccount(a, s.svc.AccountStatusOf(a.ID)))
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"accounts": out})
 }
@@ -91,7 +91,7 @@ func (s *Server) addAccount(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Location", "/v1/accounts/"+acct.ID)
-	writeJSON(w, http.StatusCreated, map[string]any{"account": toWireAccount(acct)})
+	writeJSON(w, http.StatusCreated, map[string]any{"account": toWireAccount(acct, s.svc.AccountStatusOf(acct.ID))})
 }
 
 func (s *Server) removeAccount(w http.ResponseWriter, r *http.Request) {

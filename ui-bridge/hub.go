@@ -58,6 +58,9 @@ type entry struct {
 type frame struct {
 	rev  int64
 	data []byte
+	// event marks a frame outside the revision sequence (an account
+	// event): written as it comes, never skipped, never moves "last".
+	event bool
 }
 
 var errHubClosed = errors.New("the stream is shutting down")

@@ -140,6 +140,7 @@ func New(cfg Config) (*Server, error) {
 	s.handler = g
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.hub = newHub(cfg.Service.Feed(), s.log, cfg.Now, cfg.ClientQueue, cfg.FeedBuffer)
+	go s.hub.followAccounts(cfg.Service)
 	return s, nil
 }
 

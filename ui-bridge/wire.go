@@ -62,6 +62,10 @@ type Account struct {
 	Config      map[string]string `json:"config"`
 	Credentials []string          `json:"credentials"`
 	CreatedAt   time.Time         `json:"created_at"`
+	// Status is how companion's last look at the provider went; Flag a
+	// problem that needs a person (see API.md, "Account status").
+	Status AccountStatus `json:"status"`
+	Flag   *AccountFlag  `json:"flag"`
 }
 
 // Provider is an installed adapter and whether it can be used right now.
@@ -127,6 +131,9 @@ type Message struct {
 	Workspaces []Workspace `json:"workspaces,omitempty"`
 	Workspace  *Workspace  `json:"workspace,omitempty"`
 	ID         string      `json:"id,omitempty"`
+	// Account is set on "account" messages: an account's status or flag
+	// changed.
+	Account *Account `json:"account,omitempty"`
 }
 
 // ErrorResponse is the body of every error answer.
@@ -200,7 +207,7 @@ func encodeWorkspace(ws core.Workspace) []byte {
 	return b
 }
 
-func toWireAccount(a core.Account) Account {
+func toWireAccount(a core.Account, st core.AccountStatus) Account {
 	w := Account{
 		ID:          a.ID,
 		Provider:    a.Provider,
@@ -208,6 +215,16 @@ func toWireAccount(a core.Account) Account {
 		Config:      a.Config,
 		Credentials: a.Credentials,
 		CreatedAt:   wireTime(a.CreatedAt),
+		Status: AccountStatus{
+			State:         string(st.State),
+			ErrorCode:     string(st.Kind),
+			Message:       st.Message,
+			LastOKAt:      wireTimePtr(st.LastOKAt),
+			NextAttemptAt: wireTimePtr(st.NextAttemptAt),
+		},
+	}
+	if st.Flag != nil {
+		w.Flag = &AccountFlag{Code: st.Flag.Code, Message: st.Flag.Message, Since: wireTime(st.Flag.Since)}
 	}
 	if w.Config == nil {
 		w.Config = map[string]string{}

@@ -238,6 +238,12 @@ func (s *Server) runClient(conn *websocket.Conn, c *client, since int64) {
 				return
 			}
 			for _, fr := range batch {
+				if fr.event {
+					if err := s.writeFrame(ctx, conn, fr); err != nil {
+						return
+					}
+					continue
+				}
 				if fr.rev <= c.skip {
 					continue
 				}

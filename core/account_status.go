@@ -1,0 +1,211 @@
+package core
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// AccountState is how the reconciler's last look at an account went.
+type AccountState string
+
+const (
+	// AccountChecking: the account was just added and its first list is
+	// still running.
+	AccountChecking AccountState = "checking"
+	// AccountOK: the last list succeeded.
+	AccountOK AccountState = "ok"
+	// AccountFailing: the last list failed; the reconciler backs off and
+	// tries again at NextAttemptAt.
+	AccountFailing AccountState = "failing"
+)
+
+// FlagInventingBoxes is raised on an account whose provider lists many
+// boxes it never listed before, pass after pass. Adoption stops for that
+// account while the flag is up; known workspaces are still kept current.
+const FlagInventingBoxes = "inventing_boxes"
+
+// AccountFlag is a problem the reconciler found with an account that needs
+// a person's attention. It survives restarts.
+type AccountFlag struct {
+	Code    string
+	Message string
+	Since   time.Time
+}
+
+// AccountStatus is what companion knows of an account's provider right
+// now. Only Flag survives a restart; the rest is rebuilt by the next pass.
+type AccountStatus struct {
+	State AccountState
+	// Kind and Message describe the last failure (AccountFailing) or the
+	// outcome of the first list of a new account.
+	Kind    ErrorKind
+	Message string
+	// LastOKAt is when a list last succeeded; zero if never since start.
+	LastOKAt time.Time
+	// NextAttemptAt is when a failing account is tried again.
+	NextAttemptAt time.Time
+	Flag          *AccountFlag
+}
+
+// AccountEvent tells subscribers that an account's status changed.
+type AccountEvent struct {
+	Account Account
+	Status  AccountStatus
+}
+
+// accountStatuses holds every account's status and the reconciler's
+// per-account memory (what the last list held, for spotting invention).
+type accountStatuses struct {
+	mu   sync.Mutex
+	m    map[string]*acctTrack
+	subs map[chan AccountEvent]struct{}
+}
+
+type acctTrack struct {
+	status AccountStatus
+	told   bool // status was set since start (see setStatus)
+	busy   bool // a pass (or the first list of a new account) is running
+
+	listed map[string]bool // box ids of the last successful list; nil before one
+	streak int             // consecutive passes with many never-seen ids
+	calm   int             // consecutive calm passes while flagged
+}
+
+func newAccountStatuses() *accountStatuses {
+	return &accountStatuses{m: map[string]*acctTrack{}, subs: map[chan AccountEvent]struct{}{}}
+}
+
+func (a *accountStatuses) trackLocked(id string) *acctTrack {
+	t := a.m[id]
+	if t == nil {
+		t = &acctTrack{status: AccountStatus{State: AccountChecking}}
+		a.m[id] = t
+	}
+	return t
+}
+
+// tryBusy marks an account's pass as running, unless one already is.
+func (a *accountStatuses) tryBusy(id string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	t := a.trackLocked(id)
+	if t.busy {
+		return false
+	}
+	t.busy = true
+	return true
+}
+
+func (a *accountStatuses) done(id string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if t := a.m[id]; t != nil {
+		t.busy = false
+	}
+}
+
+func (a *accountStatuses) get(id string) AccountStatus {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	t := a.m[id]
+	if t == nil {
+		return AccountStatus{State: AccountChecking}
+	}
+	st := t.status
+	if st.Flag != nil {
+		f := *st.Flag
+		st.Flag = &f
+	}
+	return st
+}
+
+func (a *accountStatuses) forget(id string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.m, id)
+}
+
+// AccountStatus returns the reconciler's view of one of owner's accounts.
+func (s *Service) AccountStatus(ctx context.Context, owner, id string) (AccountStatus, error) {
+	if _, err := s.Account(ctx, owner, id); err != nil {
+		return AccountStatus{}, err
+	}
+	return s.status.get(id), nil
+}
+
+// AccountStatusOf returns the status of an account already known to belong
+// to the caller (from Accounts).
+func (s *Service) AccountStatusOf(id string) AccountStatus { return s.status.get(id) }
+
+// SubscribeAccounts delivers an AccountEvent whenever an account's state,
+// message or flag changes. A subscriber that does not keep up with buffer
+// events misses some; GET /v1/accounts stays authoritative. Call the
+// returned function to stop.
+func (s *Service) SubscribeAccounts(buffer int) (<-chan AccountEvent, func()) {
+	ch := make(chan AccountEvent, buffer)
+	a := s.status
+	a.mu.Lock()
+	a.subs[ch] = struct{}{}
+	a.mu.Unlock()
+	var once sync.Once
+	return ch, func() {
+		once.Do(func() {
+			a.mu.Lock()
+			delete(a.subs, ch)
+			a.mu.Unlock()
+		})
+	}
+}
+
+// setStatus changes an account's status with f and tells subscribers if
+// anything a person would see changed. The first good pass over an
+// account after a start tells nothing new (it was fine before, as far as
+// anyone knows) and is not announced.
+func (s *Service) setStatus(acct Account, f func(st *AccountStatus)) {
+	a := s.status
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	t := a.trackLocked(acct.ID)
+	before := t.status
+	f(&t.status)
+	after := t.status
+	quiet := !t.told && after.State == AccountOK && sameFlag(before.Flag, after.Flag)
+	t.told = true
+	if quiet {
+		return
+	}
+	if before.State == after.State && before.Kind == after.Kind && before.Message == after.Message && sameFlag(before.Flag, after.Flag) {
+		return
+	}
+	ev := AccountEvent{Account: acct, Status: after}
+	for ch := range a.subs {
+		select {
+		case ch <- ev:
+		default:
+		}
+	}
+}
+
+func sameFlag(a, b *AccountFlag) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}
+
+// loadFlags restores the flags raised before a restart.
+func (s *Service) loadFlags(ctx context.Context) error {
+	flags, err := s.cfg.Store.AccountFlags(ctx)
+	if err != nil {
+		return err
+	}
+	a := s.status
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for id, f := range flags {
+		f := f
+		a.trackLocked(id).status.Flag = &f
+	}
+	return nil
+}
