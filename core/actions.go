@@ -217,8 +217,8 @@ func (s *Service) dropOp(op Op) {
 // attempt and wait shares one deadline, the action's budget (budgetFor):
 // a call timeout is never multiplied by the number of retries.
 func (s *Service) retry(ctx context.Context, op *Op, b budget, step string, f func(ctx context.Context) error) error {
-	deadline := time.Now().Add(b.limit)
-	bctx, cancel := context.WithDeadline(ctx, deadline)
+	deadline := s.cfg.Clock.Now().Add(b.limit)
+	bctx, cancel := s.timeout(ctx, b.limit)
 	defer cancel()
 	for tries := 1; ; tries++ {
 		op.Step = step
@@ -246,7 +246,7 @@ func (s *Service) retry(ctx context.Context, op *Op, b budget, step string, f fu
 			return err
 		}
 		wait := backoff(op.Attempts, RetryAfterOf(err))
-		if left := time.Until(deadline); wait >= left {
+		if left := deadline.Sub(s.cfg.Clock.Now()); wait >= left {
 			// Waiting would end past the deadline: say so now rather
 			// than sleep until it passes.
 			return budgetError(b, step, tries, err, fmt.Sprintf("(the next attempt was due in %s, %s left)", wait.Round(time.Millisecond), left.Round(time.Millisecond)))

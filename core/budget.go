@@ -41,7 +41,7 @@ func (s *Service) attemptCtx(bctx context.Context, b budget) (context.Context, c
 	if b.own {
 		return context.WithCancel(bctx)
 	}
-	return context.WithTimeout(bctx, s.cfg.ActionTimeout)
+	return s.timeout(bctx, s.cfg.ActionTimeout)
 }
 
 // budgetError says that an action ran out of its budget: which provider,

@@ -54,7 +54,7 @@ func (s *Service) leftoverBox(ctx context.Context, ws Workspace, acct Account, p
 	if p == nil || !info.Capabilities.List {
 		return Box{}, false
 	}
-	lctx, cancel := context.WithTimeout(ctx, leftoverLookup)
+	lctx, cancel := s.timeout(ctx, leftoverLookup)
 	defer cancel()
 	box, ok, err := findByLabel(lctx, p, acct, ws.ID)
 	if err != nil {
