@@ -3,6 +3,7 @@ package manifest
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -68,7 +69,7 @@ func TestPackRefusesBadInput(t *testing.T) {
 		{"component", component, manifestJSON(t), "component"},
 		{"truncated section", append(bytes.Clone(emptyModule), 0x01, 0x09, 0x01), manifestJSON(t), "runs past the end"},
 		{"bad custom name", append(bytes.Clone(emptyModule), 0x00, 0x01, 0x05), manifestJSON(t), "malformed name"},
-		{"too large", make([]byte, MaxModuleBytes+1), manifestJSON(t), "larger than 64 MiB"},
+		{"too large", make([]byte, MaxModuleBytes+1), manifestJSON(t), fmt.Sprintf("larger than %d MiB", MaxModuleBytes>>20)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Pack(tc.module, tc.manifest)
