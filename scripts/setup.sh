@@ -13,6 +13,10 @@ command -v wat2wasm >/dev/null || need_pkgs+=(wabt)
 # Browser tests drive headless Chromium; only the test target needs it.
 if [ "${1:-}" = "--test" ]; then
 	command -v chromium >/dev/null || command -v chromium-browser >/dev/null || need_pkgs+=(chromium)
+	# The hostile-module tests run companion under a memory limit (prlimit)
+	# and read its peak RSS (GNU time).
+	command -v prlimit >/dev/null || need_pkgs+=(util-linux)
+	[ -x /usr/bin/time ] || need_pkgs+=(time)
 fi
 
 if [ ${#need_pkgs[@]} -gt 0 ]; then
