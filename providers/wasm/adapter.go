@@ -11,7 +11,6 @@ import (
 	"sync"
 	"time"
 
-
 	"github.com/canvasapp/companion/core"
 	"github.com/canvasapp/companion/providers/wasm/internal/hostcall"
 	"github.com/canvasapp/companion/providers/wasm/internal/manifest"
