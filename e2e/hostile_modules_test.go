@@ -16,6 +16,8 @@ import (
 	"testing"
 	"text/template"
 	"time"
+
+	"github.com/canvasapp/companion/internal/testsupport"
 )
 
 // The hostile modules are the WAT files of the wasm package's tests,
@@ -309,14 +311,13 @@ func TestHostileModulesOverHTTP(t *testing.T) {
 	}
 	waitLines := func(module, line string, n int) {
 		t.Helper()
-		deadline := time.Now().Add(60 * time.Second)
-		for p.countLogs("module output", map[string]string{"module": module, "line": line}) < n {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s did not say %q %d times within 60s", module, line, n)
+		testsupport.Poll(t, 60*time.Second, func() error {
+			if p.countLogs("module output", map[string]string{"module": module, "line": line}) >= n {
+				return nil
 			}
 			within(module + " calls")
-			time.Sleep(200 * time.Millisecond)
-		}
+			return fmt.Errorf("%s did not say %q %d times", module, line, n)
+		})
 	}
 	acct := install("grow_memory", 64)
 	waitLines("grow-memory", "grew", 5)
@@ -332,18 +333,14 @@ func TestHostileModulesOverHTTP(t *testing.T) {
 	within("hold-memory calls")
 	p.must(204, "DELETE", "/v1/accounts/"+acct, nil, nil)
 	p.must(204, "DELETE", "/v1/providers/hold-memory", nil, nil)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testsupport.Poll(t, 30*time.Second, func() error {
 		rss := procStatus(t, pid, "VmRSS")
 		if rss < held-20<<10 {
 			t.Logf("RSS: baseline %d kB, holding %d kB, after removal %d kB", base, held, rss)
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("memory held after removal: RSS %d kB, was %d kB while the module held 30 MiB", rss, held)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return fmt.Errorf("memory held after removal: RSS %d kB, was %d kB while the module held 30 MiB", rss, held)
+	})
 	within("removal")
 }
 

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/canvasapp/companion/e2e/emulators/daytona"
 	"github.com/canvasapp/companion/e2e/emulators/emulator"
+	"github.com/canvasapp/companion/internal/testsupport"
 )
 
 // These tests run the reconciler's isolation through the built binary: an
@@ -205,13 +207,10 @@ func TestSlowModuleDoesNotDelayOtherAccounts(t *testing.T) {
 	// From now on every list of the slow account hangs for 25 s. Once the
 	// reconciler is inside one, delete the healthy box behind companion's
 	// back.
-	deadline := time.Now().Add(30 * time.Second)
-	for started, _ := slow.counts(); started < 2; started, _ = slow.counts() {
-		if time.Now().After(deadline) {
-			t.Fatal("the reconciler never listed the slow account")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testsupport.Until(t, 30*time.Second, "the reconciler to list the slow account again", func() bool {
+		started, _ := slow.counts()
+		return started >= 2
+	})
 	req, _ := http.NewRequest("DELETE", dtSrv.URL+"/api/sandbox/"+foreign, nil)
 	req.Header.Set("Authorization", "Bearer "+cloudToken)
 	resp, err := http.DefaultClient.Do(req)
@@ -272,18 +271,15 @@ func TestInventingModuleIsFlagged(t *testing.T) {
 		t.Fatalf("%d workspaces when flagged, want the bound %d", n, bound)
 	}
 	last := *listed.Status.LastOKAt
-	for passes := 0; passes < 2; {
-		deadline := time.Now().Add(30 * time.Second)
-		a := p.account(id)
-		for a.Status.LastOKAt == nil || !a.Status.LastOKAt.After(last) {
-			if time.Now().After(deadline) {
-				t.Fatalf("no further pass over the flagged account: %+v", a)
+	for range 2 {
+		testsupport.Poll(t, 30*time.Second, func() error {
+			a := p.account(id)
+			if a.Status.LastOKAt == nil || !a.Status.LastOKAt.After(last) {
+				return fmt.Errorf("no further pass over the flagged account: %+v", a)
 			}
-			time.Sleep(100 * time.Millisecond)
-			a = p.account(id)
-		}
-		last = *a.Status.LastOKAt
-		passes++
+			last = *a.Status.LastOKAt
+			return nil
+		})
 	}
 	if n := count(); n != bound {
 		t.Fatalf("%d workspaces after more passes of a flagged account, want still %d", n, bound)
