@@ -1,8 +1,7 @@
-// Package wasmbin reads and writes custom sections of a WebAssembly binary
-// without decoding the rest of it (a module's manifest travels in a custom
-// section, so one file and one SHA-256 cover code and manifest), and
-// validates a binary against the host's limits before it is compiled
-// (validate.go).
+// Package wasmbin validates a WebAssembly binary against the host's
+// limits before it is compiled (validate.go). The manifest's custom
+// section is read and written by the SDK's manifest package, which
+// packers outside this repository share.
 package wasmbin
 
 import (
@@ -18,7 +17,6 @@ type section struct {
 	id         byte
 	start, end int // the whole section, id byte included
 	name       string
-	payload    []byte // custom sections only: the bytes after the name
 }
 
 // maxSections bounds the sections (custom ones included) a file may have,
@@ -60,51 +58,10 @@ func sections(b []byte) ([]section, error) {
 				return nil, fmt.Errorf("custom section at byte %d has a malformed name", start)
 			}
 			s.name = string(body[n : n+int(nl)])
-			s.payload = body[n+int(nl):]
 		}
 		out = append(out, s)
 		i = s.end
 	}
-	return out, nil
-}
-
-// CustomSections returns the payloads of every custom section called name,
-// in file order. The slices alias b.
-func CustomSections(b []byte, name string) ([][]byte, error) {
-	ss, err := sections(b)
-	if err != nil {
-		return nil, err
-	}
-	var out [][]byte
-	for _, s := range ss {
-		if s.id == 0 && s.name == name {
-			out = append(out, s.payload)
-		}
-	}
-	return out, nil
-}
-
-// SetCustomSection returns a copy of b in which every custom section called
-// name is removed and one with payload is appended at the end.
-func SetCustomSection(b []byte, name string, payload []byte) ([]byte, error) {
-	ss, err := sections(b)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]byte, 0, len(b)+len(name)+len(payload)+16)
-	out = append(out, b[:8]...)
-	for _, s := range ss {
-		if s.id == 0 && s.name == name {
-			continue
-		}
-		out = append(out, b[s.start:s.end]...)
-	}
-	body := appendUleb(nil, uint32(len(name)))
-	body = append(body, name...)
-	body = append(body, payload...)
-	out = append(out, 0)
-	out = appendUleb(out, uint32(len(body)))
-	out = append(out, body...)
 	return out, nil
 }
 

@@ -82,6 +82,11 @@ type section struct {
 	payload    []byte
 }
 
+// maxSections bounds the sections a file may have (the host's validator
+// has the same bound), so listing them cannot allocate in proportion to a
+// hostile file: 32 MiB of empty sections would otherwise cost gigabytes.
+const maxSections = 10_000
+
 func sections(b []byte) ([]section, error) {
 	if len(b) < 8 || !bytes.Equal(b[:4], magic) {
 		return nil, errors.New("is not a WebAssembly binary (bad magic number)")
@@ -95,6 +100,9 @@ func sections(b []byte) ([]section, error) {
 	}
 	var out []section
 	for i := 8; i < len(b); {
+		if len(out) == maxSections {
+			return nil, fmt.Errorf("has more than %d sections", maxSections)
+		}
 		start := i
 		id := b[i]
 		size, n, err := uleb32(b[i+1:])
