@@ -201,25 +201,7 @@ func firstPartyReady(p *proc) {
 }
 
 // countLogs counts companion's JSON log lines with msg and attrs.
-func (p *proc) countLogs(msg string, attrs map[string]string) int {
-	n := 0
-	for _, line := range strings.Split(p.stderr.String(), "\n") {
-		var rec map[string]any
-		if json.Unmarshal([]byte(line), &rec) != nil || rec["msg"] != msg {
-			continue
-		}
-		ok := true
-		for k, v := range attrs {
-			if s, _ := rec[k].(string); s != v {
-				ok = false
-			}
-		}
-		if ok {
-			n++
-		}
-	}
-	return n
-}
+func (p *proc) countLogs(msg string, attrs map[string]string) int { return len(p.logs(msg, attrs)) }
 
 // TestHostileModulesOverHTTP drives the hostile modules through the HTTP
 // API of a companion running under an address-space limit, and checks

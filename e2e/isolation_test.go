@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -22,28 +20,9 @@ import (
 // installed Wasm module whose list takes 25 s, and one whose list invents
 // boxes on every call (e2e/testdata/unruly), next to a healthy provider.
 
-// buildUnruly builds e2e/testdata/unruly as a provider author would (a
-// wasip1 reactor, packed by the built binary) and returns the .wasm path.
-func buildUnruly(t *testing.T) string {
-	t.Helper()
-	dir := t.TempDir()
-	raw := filepath.Join(dir, "raw.wasm")
-	build := exec.Command("go", "build", "-buildmode=c-shared", "-o", raw, "github.com/canvasapp/companion/e2e/testdata/unruly")
-	build.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build module: %v\n%s", err, out)
-	}
-	root, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	manifest := filepath.Join(strings.TrimSpace(string(root)), "e2e/testdata/unruly/manifest.json")
-	out := filepath.Join(dir, "unruly.wasm")
-	if b, err := exec.Command(companionBin, "providers", "pack", "--manifest", manifest, "-o", out, raw).CombinedOutput(); err != nil {
-		t.Fatalf("providers pack: %v\n%s", err, b)
-	}
-	return out
-}
+// buildUnruly builds e2e/testdata/unruly as a provider author would and
+// returns the .wasm path.
+func buildUnruly(t *testing.T) string { return buildModule(t, "e2e/testdata/unruly", "unruly") }
 
 // installModule installs module into data with the CLI, answering yes.
 func installModule(t *testing.T, data, module string) {
