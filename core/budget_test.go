@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/canvasapp/companion/core"
 	"github.com/canvasapp/companion/db"
+	"github.com/canvasapp/companion/internal/testsupport"
 )
 
 // flaky is a provider whose create fails fast with a transient error for
@@ -94,17 +96,15 @@ func runCreate(t *testing.T, p core.Provider, cfg core.Config) core.Workspace {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(time.Minute)
-	for {
-		got, err := svc.Workspace("", ws.ID)
-		if err == nil && got.State != core.StateCreating {
-			return got
+	var got core.Workspace
+	testsupport.Poll(t, time.Minute, func() error {
+		var err error
+		if got, err = svc.Workspace("", ws.ID); err == nil && got.State == core.StateCreating {
+			err = fmt.Errorf("create still running: %+v", got)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("create still running after a minute: %+v %v", got, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return err
+	})
+	return got
 }
 
 // TestRetriesShareTheActionBudget: a failed attempt is retried inside the

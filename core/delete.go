@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/canvasapp/companion/internal/units"
 )
 
 // DeletePreview tells a person exactly what a delete would destroy, and
@@ -69,7 +71,7 @@ func consequences(ws Workspace, info ProviderInfo) (lost, survives []string) {
 	}
 	files := fmt.Sprintf("the box %s at %s and every file in it, including uncommitted work, installed dependencies and caches", ws.BoxID, ws.Provider)
 	if ws.Size != nil {
-		files += fmt.Sprintf(" (%s, %s as of %s)", humanBytes(ws.Size.Bytes), ws.Size.Source, ws.Size.At.Format(time.RFC3339))
+		files += fmt.Sprintf(" (%s, %s as of %s)", units.Bytes(ws.Size.Bytes), ws.Size.Source, ws.Size.At.Format(time.RFC3339))
 	}
 	lost = append(lost, files)
 	switch {
@@ -81,19 +83,6 @@ func consequences(ws Workspace, info ProviderInfo) (lost, survives []string) {
 	lost = append(lost, "the agent's conversation history stored in the box: history export is not available yet, so it is not saved")
 	survives = append(survives, "nothing inside the box; code you pushed to a remote repository is unaffected")
 	return lost, survives
-}
-
-func humanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
 // Delete applies a preview. Under the workspace's lock it re-reads the box

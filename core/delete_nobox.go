@@ -16,33 +16,7 @@ const leftoverLookup = 5 * time.Second
 // removed, so an adapter that is missing or cannot describe itself leaves
 // p nil instead of failing.
 func (s *Service) acquireForDelete(ctx context.Context, owner, id string) (ws Workspace, acct Account, p Provider, info ProviderInfo, unlock func(), err error) {
-	ws, err = s.Workspace(owner, id)
-	if err != nil {
-		return
-	}
-	unlock, ok := s.locks.lockWithin(id, lockWait)
-	if !ok {
-		err = &Error{Kind: KindConflict, Message: fmt.Sprintf("workspace %s is busy (%s); wait for the running action to finish", id, ws.State), State: ws.State}
-		return
-	}
-	fail := func(e error) { unlock(); unlock = nil; err = e }
-	if ws, err = s.Workspace(owner, id); err != nil {
-		fail(err)
-		return
-	}
-	if acct, err = s.cfg.Store.GetAccount(ctx, ws.AccountID); err != nil {
-		fail(err)
-		return
-	}
-	var perr error
-	if p, info, perr = s.provider(ctx, acct); perr != nil {
-		if ws.BoxID != "" {
-			fail(perr)
-			return
-		}
-		p, info = nil, ProviderInfo{Name: acct.Provider}
-	}
-	return
+	return s.lockAndLoad(ctx, owner, id, true)
 }
 
 // leftoverBox looks once, briefly, for a box labelled with ws's id: a

@@ -12,6 +12,7 @@ import (
 
 	"github.com/canvasapp/companion/core"
 	"github.com/canvasapp/companion/db"
+	"github.com/canvasapp/companion/internal/testsupport"
 	"github.com/canvasapp/companion/internal/testsupport/fakeclock"
 )
 
@@ -281,12 +282,13 @@ func (e *clockEnv) waitPass(account string) passDone {
 // eventually polls cond until it holds, failing after a deadline.
 func (e *clockEnv) eventually(what string, cond func() bool) {
 	e.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			e.t.Fatalf("%s never happened; logs:\n%s", what, e.logs)
+	if err := testsupport.PollErr(30*time.Second, func() error {
+		if cond() {
+			return nil
 		}
-		time.Sleep(5 * time.Millisecond)
+		return fmt.Errorf("%s never happened", what)
+	}); err != nil {
+		e.t.Fatalf("%v; logs:\n%s", err, e.logs)
 	}
 }
 

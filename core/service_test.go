@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -37,7 +38,12 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	imageTag := dockertest.BoxImage(t)
+	return newEnvImage(t, dockertest.BoxImage(t))
+}
+
+// newEnvImage is newEnv with boxes of the given image.
+func newEnvImage(t *testing.T, imageTag string) *env {
+	t.Helper()
 	scope := dockertest.Scope(t)
 	prov, err := docker.New(docker.Config{Image: imageTag, Scope: scope, StopTimeout: 2 * time.Second})
 	if err != nil {
@@ -186,23 +192,19 @@ func TestLifecycleAgainstDocker(t *testing.T) {
 }
 
 func TestDeleteRefusedWhenUsedSincePreview(t *testing.T) {
-	e := newEnv(t)
+	// The box starts out idle for an hour (its idle clock runs inside the
+	// container), far past the tolerance, so new activity is unmistakable.
+	e := newEnvImage(t, dockertest.BoxImageEnv(t, map[string]string{"EMULATOR_IDLE_AT_START_SECONDS": "3600"}))
 	ctx := context.Background()
 	ws := e.create("busy")
-	// Let the box's idle clock run past the tolerance so new activity is
-	// unmistakable, then preview.
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	testsupport.Poll(t, 60*time.Second, func() error {
 		e.svc.ReconcileAccount(ctx, e.acct)
-		cur, _ := e.svc.Workspace("", ws.ID)
-		if !cur.LastActivityAt.IsZero() && time.Since(cur.LastActivityAt) > 4*time.Second {
-			break
+		cur, err := e.svc.Workspace("", ws.ID)
+		if err == nil && (cur.LastActivityAt.IsZero() || time.Since(cur.LastActivityAt) < 59*time.Minute) {
+			err = fmt.Errorf("last activity is not the box's hour of idle time: %+v", cur)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("last activity never aged: %+v", cur)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+		return err
+	})
 	preview, err := e.svc.PreviewDelete(ctx, "", ws.ID)
 	if err != nil {
 		t.Fatal(err)

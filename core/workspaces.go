@@ -160,6 +160,12 @@ const lockWait = 2 * time.Second
 // acquire takes the workspace's lock and loads what an action needs. The
 // caller must call unlock unless err is non-nil.
 func (s *Service) acquire(ctx context.Context, owner, id string) (ws Workspace, acct Account, p Provider, info ProviderInfo, unlock func(), err error) {
+	return s.lockAndLoad(ctx, owner, id, false)
+}
+
+// lockAndLoad is acquire; with boxlessOK, a workspace with no box gets a
+// nil provider instead of the provider's error.
+func (s *Service) lockAndLoad(ctx context.Context, owner, id string, boxlessOK bool) (ws Workspace, acct Account, p Provider, info ProviderInfo, unlock func(), err error) {
 	ws, err = s.Workspace(owner, id)
 	if err != nil {
 		return
@@ -180,7 +186,11 @@ func (s *Service) acquire(ctx context.Context, owner, id string) (ws Workspace, 
 		return
 	}
 	if p, info, err = s.provider(ctx, acct); err != nil {
-		fail(err)
+		if !boxlessOK || ws.BoxID != "" {
+			fail(err)
+			return
+		}
+		p, info, err = nil, ProviderInfo{Name: acct.Provider}, nil
 	}
 	return
 }

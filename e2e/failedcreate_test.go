@@ -1,9 +1,6 @@
 package e2e
 
 import (
-	"bytes"
-	"encoding/json"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -85,31 +82,4 @@ func TestFailedCreateIsDeletable(t *testing.T) {
 			}
 		})
 	}
-}
-
-// callWith is proc.call with a client of the caller's (one with a timeout).
-func (p *proc) callWith(c *http.Client, method, path string, body, out any) (int, []byte) {
-	p.t.Helper()
-	j, err := json.Marshal(body)
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	req, err := http.NewRequest(method, p.ready.URL+path, bytes.NewReader(j))
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+p.ready.Token)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := c.Do(req)
-	if err != nil {
-		p.t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	if out != nil && len(raw) > 0 {
-		if err := json.Unmarshal(raw, out); err != nil {
-			p.t.Fatalf("%s %s: decode %q: %v", method, path, raw, err)
-		}
-	}
-	return resp.StatusCode, raw
 }

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/canvasapp/companion/e2e/boximage"
+	"github.com/canvasapp/companion/internal/testsupport"
 )
 
 // TestKillNineMidDeleteRollsForward kills companion with SIGKILL while a
@@ -27,7 +29,12 @@ func TestKillNineMidDeleteRollsForward(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := options{dataDir: t.TempDir(), args: []string{"--docker-image", image, "--docker-scope", scope}}
+	proxy := newDockerProxy(t)
+	opts := options{
+		dataDir: t.TempDir(),
+		args:    []string{"--docker-image", image, "--docker-scope", scope},
+		env:     []string{"DOCKER_HOST=unix://" + proxy.path},
+	}
 	p := start(t, opts)
 	s := p.dial(-1)
 	s.next(10 * time.Second)
@@ -45,9 +52,9 @@ func TestKillNineMidDeleteRollsForward(t *testing.T) {
 	p.must(200, "POST", "/v1/workspaces/"+vid+"/delete-preview", nil, &preview)
 	p.must(202, "POST", "/v1/workspaces/"+vid+"/delete", map[string]string{"token": preview.Token}, nil)
 	s.waitFor("deleting", 10*time.Second, upsertOf(vid, "deleting"))
-	// The box ignores SIGTERM, so the engine's stop (and the delete) is
-	// now in progress for seconds. Crash in the middle of it.
-	time.Sleep(time.Second)
+	// The box ignores SIGTERM for a minute, so once the engine has the
+	// stop, the delete is in progress. Crash in the middle of it.
+	proxy.waitStop(t, v.BoxID, 10*time.Second)
 	p.kill()
 	if !containerExists(t, v.BoxID) {
 		t.Fatal("the box was gone before the crash; the test did not interrupt the delete")
@@ -114,12 +121,56 @@ func TestContainerRemovedBehindCompanionsBack(t *testing.T) {
 }
 
 // dockerProxy forwards a unix socket to the real Docker Engine socket and
-// can be cut, as if the engine went away.
+// can be cut, as if the engine went away. It records the request lines
+// companion sends, so a test can wait for a call to be under way.
 type dockerProxy struct {
 	path string
 	ln   net.Listener
 	mu   sync.Mutex
 	conn []net.Conn
+	seen []string // "POST /v1.47/containers/ID/stop?t=60", in order
+}
+
+// requestLines is the writer side of a tee on companion's requests: it
+// records each HTTP request line that passes.
+type requestLines struct {
+	dp   *dockerProxy
+	line []byte
+}
+
+func (r *requestLines) Write(b []byte) (int, error) {
+	for _, c := range b {
+		if c != '\n' {
+			if len(r.line) < 4096 {
+				r.line = append(r.line, c)
+			}
+			continue
+		}
+		l := strings.TrimSuffix(string(r.line), "\r")
+		r.line = r.line[:0]
+		if method, rest, ok := strings.Cut(l, " "); ok && strings.HasSuffix(rest, " HTTP/1.1") &&
+			strings.Trim(method, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") == "" {
+			r.dp.mu.Lock()
+			r.dp.seen = append(r.dp.seen, method+" "+strings.TrimSuffix(rest, " HTTP/1.1"))
+			r.dp.mu.Unlock()
+		}
+	}
+	return len(b), nil
+}
+
+// waitStop waits until companion has asked the engine to stop container id.
+func (dp *dockerProxy) waitStop(t *testing.T, id string, timeout time.Duration) {
+	t.Helper()
+	testsupport.Poll(t, timeout, func() error {
+		dp.mu.Lock()
+		defer dp.mu.Unlock()
+		for _, l := range dp.seen {
+			if strings.HasPrefix(l, "POST ") && strings.Contains(l, "/containers/"+id+"/stop") {
+				return nil
+			}
+		}
+		return fmt.Errorf("no stop of %s sent to the engine; requests seen: %d", id, len(dp.seen))
+	})
 }
 
 func newDockerProxy(t *testing.T) *dockerProxy {
@@ -151,7 +202,7 @@ func (dp *dockerProxy) listen(t *testing.T) {
 			dp.mu.Lock()
 			dp.conn = append(dp.conn, c, up)
 			dp.mu.Unlock()
-			go func() { io.Copy(up, c); up.Close() }()
+			go func() { io.Copy(up, io.TeeReader(c, &requestLines{dp: dp})); up.Close() }()
 			go func() { io.Copy(c, up); c.Close() }()
 		}
 	}()
@@ -195,7 +246,9 @@ func TestEngineDisappearsMidAction(t *testing.T) {
 
 	p.must(202, "POST", "/v1/workspaces/"+id+"/pause", nil, nil)
 	s.waitFor("pausing", 10*time.Second, upsertOf(id, "pausing"))
-	time.Sleep(500 * time.Millisecond)
+	// The box ignores SIGTERM for a minute: once the engine has the stop,
+	// the pause is in progress until the cut.
+	proxy.waitStop(t, w.BoxID, 10*time.Second)
 	proxy.cut()
 
 	failed := s.waitFor("pause failure reported", 90*time.Second, func(m wsMsg) bool {

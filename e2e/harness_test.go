@@ -188,6 +188,12 @@ type apiError struct {
 // out (if non-nil). It returns the status code and the raw body.
 func (p *proc) call(method, path string, body any, out any) (int, []byte) {
 	p.t.Helper()
+	return p.callWith(http.DefaultClient, method, path, body, out)
+}
+
+// callWith is call with a client of the caller's (one with a timeout).
+func (p *proc) callWith(c *http.Client, method, path string, body, out any) (int, []byte) {
+	p.t.Helper()
 	var r io.Reader
 	switch b := body.(type) {
 	case nil:
@@ -210,7 +216,7 @@ func (p *proc) call(method, path string, body any, out any) (int, []byte) {
 	if r != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := c.Do(req)
 	if err != nil {
 		p.t.Fatalf("%s %s: %v", method, path, err)
 	}

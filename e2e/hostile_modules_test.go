@@ -16,6 +16,8 @@ import (
 	"testing"
 	"text/template"
 	"time"
+
+	"github.com/canvasapp/companion/internal/testsupport"
 )
 
 // The hostile modules are the WAT files of the wasm package's tests,
@@ -199,25 +201,7 @@ func firstPartyReady(p *proc) {
 }
 
 // countLogs counts companion's JSON log lines with msg and attrs.
-func (p *proc) countLogs(msg string, attrs map[string]string) int {
-	n := 0
-	for _, line := range strings.Split(p.stderr.String(), "\n") {
-		var rec map[string]any
-		if json.Unmarshal([]byte(line), &rec) != nil || rec["msg"] != msg {
-			continue
-		}
-		ok := true
-		for k, v := range attrs {
-			if s, _ := rec[k].(string); s != v {
-				ok = false
-			}
-		}
-		if ok {
-			n++
-		}
-	}
-	return n
-}
+func (p *proc) countLogs(msg string, attrs map[string]string) int { return len(p.logs(msg, attrs)) }
 
 // TestHostileModulesOverHTTP drives the hostile modules through the HTTP
 // API of a companion running under an address-space limit, and checks
@@ -309,14 +293,13 @@ func TestHostileModulesOverHTTP(t *testing.T) {
 	}
 	waitLines := func(module, line string, n int) {
 		t.Helper()
-		deadline := time.Now().Add(60 * time.Second)
-		for p.countLogs("module output", map[string]string{"module": module, "line": line}) < n {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s did not say %q %d times within 60s", module, line, n)
+		testsupport.Poll(t, 60*time.Second, func() error {
+			if p.countLogs("module output", map[string]string{"module": module, "line": line}) >= n {
+				return nil
 			}
 			within(module + " calls")
-			time.Sleep(200 * time.Millisecond)
-		}
+			return fmt.Errorf("%s did not say %q %d times", module, line, n)
+		})
 	}
 	acct := install("grow_memory", 64)
 	waitLines("grow-memory", "grew", 5)
@@ -332,18 +315,14 @@ func TestHostileModulesOverHTTP(t *testing.T) {
 	within("hold-memory calls")
 	p.must(204, "DELETE", "/v1/accounts/"+acct, nil, nil)
 	p.must(204, "DELETE", "/v1/providers/hold-memory", nil, nil)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testsupport.Poll(t, 30*time.Second, func() error {
 		rss := procStatus(t, pid, "VmRSS")
 		if rss < held-20<<10 {
 			t.Logf("RSS: baseline %d kB, holding %d kB, after removal %d kB", base, held, rss)
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("memory held after removal: RSS %d kB, was %d kB while the module held 30 MiB", rss, held)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return fmt.Errorf("memory held after removal: RSS %d kB, was %d kB while the module held 30 MiB", rss, held)
+	})
 	within("removal")
 }
 

@@ -2,11 +2,10 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -14,34 +13,16 @@ import (
 
 	"github.com/canvasapp/companion/e2e/emulators/daytona"
 	"github.com/canvasapp/companion/e2e/emulators/emulator"
+	"github.com/canvasapp/companion/internal/testsupport"
 )
 
 // These tests run the reconciler's isolation through the built binary: an
 // installed Wasm module whose list takes 25 s, and one whose list invents
 // boxes on every call (e2e/testdata/unruly), next to a healthy provider.
 
-// buildUnruly builds e2e/testdata/unruly as a provider author would (a
-// wasip1 reactor, packed by the built binary) and returns the .wasm path.
-func buildUnruly(t *testing.T) string {
-	t.Helper()
-	dir := t.TempDir()
-	raw := filepath.Join(dir, "raw.wasm")
-	build := exec.Command("go", "build", "-buildmode=c-shared", "-o", raw, "github.com/canvasapp/companion/e2e/testdata/unruly")
-	build.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build module: %v\n%s", err, out)
-	}
-	root, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	manifest := filepath.Join(strings.TrimSpace(string(root)), "e2e/testdata/unruly/manifest.json")
-	out := filepath.Join(dir, "unruly.wasm")
-	if b, err := exec.Command(companionBin, "providers", "pack", "--manifest", manifest, "-o", out, raw).CombinedOutput(); err != nil {
-		t.Fatalf("providers pack: %v\n%s", err, b)
-	}
-	return out
-}
+// buildUnruly builds e2e/testdata/unruly as a provider author would and
+// returns the .wasm path.
+func buildUnruly(t *testing.T) string { return buildModule(t, "e2e/testdata/unruly", "unruly") }
 
 // installModule installs module into data with the CLI, answering yes.
 func installModule(t *testing.T, data, module string) {
@@ -194,24 +175,26 @@ func TestSlowModuleDoesNotDelayOtherAccounts(t *testing.T) {
 		t.Fatalf("slow account while its first list runs: %+v", a)
 	}
 	slow.release()
-	s.waitFor("the first list's outcome on the stream", 30*time.Second, func(m wsMsg) bool {
-		a, ok := accountMsg(m)
-		return ok && a.ID == added.Account.ID && a.Status.State == "ok"
-	})
-	s.waitFor("the slow account's box adopted", 30*time.Second, func(m wsMsg) bool {
-		return m.Type == "upsert" && m.Workspace != nil && m.Workspace.BoxID == "slow-1"
+	// The adoption and the account's outcome may reach the stream in
+	// either order.
+	var listed, adoptedSlow bool
+	s.waitFor("the first list's outcome and the slow account's box adopted", 30*time.Second, func(m wsMsg) bool {
+		if a, ok := accountMsg(m); ok && a.ID == added.Account.ID && a.Status.State == "ok" {
+			listed = true
+		}
+		if m.Type == "upsert" && m.Workspace != nil && m.Workspace.BoxID == "slow-1" {
+			adoptedSlow = true
+		}
+		return listed && adoptedSlow
 	})
 
 	// From now on every list of the slow account hangs for 25 s. Once the
 	// reconciler is inside one, delete the healthy box behind companion's
 	// back.
-	deadline := time.Now().Add(30 * time.Second)
-	for started, _ := slow.counts(); started < 2; started, _ = slow.counts() {
-		if time.Now().After(deadline) {
-			t.Fatal("the reconciler never listed the slow account")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testsupport.Until(t, 30*time.Second, "the reconciler to list the slow account again", func() bool {
+		started, _ := slow.counts()
+		return started >= 2
+	})
 	req, _ := http.NewRequest("DELETE", dtSrv.URL+"/api/sandbox/"+foreign, nil)
 	req.Header.Set("Authorization", "Bearer "+cloudToken)
 	resp, err := http.DefaultClient.Do(req)
@@ -272,18 +255,15 @@ func TestInventingModuleIsFlagged(t *testing.T) {
 		t.Fatalf("%d workspaces when flagged, want the bound %d", n, bound)
 	}
 	last := *listed.Status.LastOKAt
-	for passes := 0; passes < 2; {
-		deadline := time.Now().Add(30 * time.Second)
-		a := p.account(id)
-		for a.Status.LastOKAt == nil || !a.Status.LastOKAt.After(last) {
-			if time.Now().After(deadline) {
-				t.Fatalf("no further pass over the flagged account: %+v", a)
+	for range 2 {
+		testsupport.Poll(t, 30*time.Second, func() error {
+			a := p.account(id)
+			if a.Status.LastOKAt == nil || !a.Status.LastOKAt.After(last) {
+				return fmt.Errorf("no further pass over the flagged account: %+v", a)
 			}
-			time.Sleep(100 * time.Millisecond)
-			a = p.account(id)
-		}
-		last = *a.Status.LastOKAt
-		passes++
+			last = *a.Status.LastOKAt
+			return nil
+		})
 	}
 	if n := count(); n != bound {
 		t.Fatalf("%d workspaces after more passes of a flagged account, want still %d", n, bound)

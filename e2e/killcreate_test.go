@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/canvasapp/companion/internal/testsupport"
 	"github.com/moby/moby/client"
 )
 
@@ -136,18 +138,15 @@ func TestKillNineDuringCreate(t *testing.T) {
 // waitSettled polls a workspace until it leaves the creating state.
 func (p *proc) waitSettled(id string, timeout time.Duration) workspace {
 	p.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		var got struct{ Workspace workspace }
+	var got struct{ Workspace workspace }
+	testsupport.Poll(p.t, timeout, func() error {
 		status, raw := p.call("GET", "/v1/workspaces/"+id, nil, &got)
 		if status == 200 && got.Workspace.State != "creating" {
-			return got.Workspace
+			return nil
 		}
-		if time.Now().After(deadline) {
-			p.t.Fatalf("workspace %s still creating after %v: %d %s", id, timeout, status, raw)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return fmt.Errorf("workspace %s still creating: %d %s", id, status, raw)
+	})
+	return got.Workspace
 }
 
 // containerRunning asks the Docker Engine directly.

@@ -18,27 +18,56 @@ import (
 )
 
 // buildThirdPartyModule builds the well-behaved test module from source the
-// way a provider author would: the Go SDK, a wasip1 reactor build, then
-// `companion providers pack` to embed its manifest.
+// way a provider author would.
 func buildThirdPartyModule(t *testing.T) string {
+	return buildModule(t, "providers/wasm/testdata/good", "good")
+}
+
+// buildModule builds the module in the package at pkg (a path in this
+// repository, holding manifest.json) as a provider author would: the Go
+// SDK, a wasip1 reactor build, then `companion providers pack` to embed
+// its manifest. It returns the path of name.wasm.
+func buildModule(t *testing.T, pkg, name string) string {
 	t.Helper()
 	dir := t.TempDir()
 	raw := filepath.Join(dir, "raw.wasm")
-	build := exec.Command("go", "build", "-buildmode=c-shared", "-o", raw, "github.com/canvasapp/companion/providers/wasm/testdata/good")
+	build := exec.Command("go", "build", "-buildmode=c-shared", "-o", raw, "github.com/canvasapp/companion/"+pkg)
 	build.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build module: %v\n%s", err, out)
+		t.Fatalf("build module %s: %v\n%s", pkg, err, out)
 	}
 	root, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}").Output()
 	if err != nil {
 		t.Fatal(err)
 	}
-	manifest := filepath.Join(strings.TrimSpace(string(root)), "providers/wasm/testdata/good/manifest.json")
-	out := filepath.Join(dir, "good.wasm")
+	manifest := filepath.Join(strings.TrimSpace(string(root)), pkg, "manifest.json")
+	out := filepath.Join(dir, name+".wasm")
 	if b, err := exec.Command(companionBin, "providers", "pack", "--manifest", manifest, "-o", out, raw).CombinedOutput(); err != nil {
 		t.Fatalf("providers pack: %v\n%s", err, b)
 	}
 	return out
+}
+
+// logs returns companion's JSON log lines so far with msg and every given
+// attribute.
+func (p *proc) logs(msg string, attrs map[string]string) []map[string]any {
+	var found []map[string]any
+	for _, line := range strings.Split(p.stderr.String(), "\n") {
+		var rec map[string]any
+		if json.Unmarshal([]byte(line), &rec) != nil || rec["msg"] != msg {
+			continue
+		}
+		ok := true
+		for k, v := range attrs {
+			if s, _ := rec[k].(string); s != v {
+				ok = false
+			}
+		}
+		if ok {
+			found = append(found, rec)
+		}
+	}
+	return found
 }
 
 // waitLog waits until companion's stderr has a JSON log line with msg and
@@ -47,21 +76,9 @@ func (p *proc) waitLog(msg string, attrs map[string]string, timeout time.Duratio
 	p.t.Helper()
 	var found map[string]any
 	testsupport.Poll(p.t, timeout, func() error {
-		for _, line := range strings.Split(p.stderr.String(), "\n") {
-			var rec map[string]any
-			if json.Unmarshal([]byte(line), &rec) != nil || rec["msg"] != msg {
-				continue
-			}
-			ok := true
-			for k, v := range attrs {
-				if s, _ := rec[k].(string); s != v {
-					ok = false
-				}
-			}
-			if ok {
-				found = rec
-				return nil
-			}
+		if recs := p.logs(msg, attrs); len(recs) > 0 {
+			found = recs[0]
+			return nil
 		}
 		return fmt.Errorf("no log %q with %v", msg, attrs)
 	})

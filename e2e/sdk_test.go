@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/canvasapp/companion/internal/testsupport"
 )
 
 const (
@@ -54,18 +56,14 @@ func TestThirdPartyModuleFromSDK(t *testing.T) {
 	p := start(t, options{dataDir: data, args: []string{"--docker-scope", "unused"}})
 	s := p.dial(-1)
 	s.next(10 * time.Second)
-	deadline := time.Now().Add(time.Minute)
-	for {
+	testsupport.Poll(t, time.Minute, func() error {
 		var provs providerList
 		p.must(200, "GET", "/v1/providers", nil, &provs)
 		if provs.available("boxyard") {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("boxyard not available within a minute: %+v", provs)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return fmt.Errorf("boxyard not available: %+v", provs)
+	})
 
 	// The inspect answer states the limits in the API's units.
 	bin, err := os.ReadFile(module)

@@ -329,8 +329,17 @@ func BenchmarkIdleClientMemory(b *testing.B) {
 			b.Fatalf("helper: %q %v", line, err)
 		}
 		eventually2(b, func() bool { return e.srv.hub.clientCount() == clients })
-		time.Sleep(200 * time.Millisecond) // let every writer settle into its idle wait
+		// Every writer has sent its snapshot (the helper read them all);
+		// measure once they have let go of it: two readings in a row agree.
 		after := liveBytes()
+		testsupport.Poll(b, 60*time.Second, func() error {
+			prev := after
+			after = liveBytes()
+			if d := after - prev; d > prev/100 || -d > prev/100 {
+				return fmt.Errorf("live bytes still moving: %d then %d", prev, after)
+			}
+			return nil
+		})
 		perClient = float64(after-before) / clients
 		stdin.Close()
 		cmd.Wait()

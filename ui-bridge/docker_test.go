@@ -3,6 +3,7 @@ package uibridge
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/canvasapp/companion/core"
+	"github.com/canvasapp/companion/internal/testsupport"
 	"github.com/canvasapp/companion/internal/testsupport/dockertest"
 	"github.com/canvasapp/companion/providers/builtin/docker"
 )
@@ -204,15 +206,18 @@ func TestDockerEngineUnreachable(t *testing.T) {
 // that briefly.
 func (e *testEnv) act(path, body string) (*http.Response, []byte) {
 	e.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		resp, b := e.do("POST", path, body)
-		if resp.StatusCode != http.StatusConflict || !strings.Contains(string(b), "is busy") || time.Now().After(deadline) {
-			return resp, b
+	var resp *http.Response
+	var b []byte
+	testsupport.PollErr(10*time.Second, func() error {
+		if resp, b = e.do("POST", path, body); resp.StatusCode == http.StatusConflict && strings.Contains(string(b), "is busy") {
+			return errBusy
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
+	return resp, b
 }
+
+var errBusy = errors.New("workspace busy")
 
 func mustJSON(v any) string {
 	b, _ := json.Marshal(v)

@@ -32,6 +32,9 @@
 //	                             a test can make `docker stop` slow
 //	EMULATOR_READY_DELAY_SECONDS /ready answers 503 "initializing" this long
 //	                             after start
+//	EMULATOR_IDLE_AT_START_SECONDS  idle_time starts at this many seconds
+//	                             (uptime still starts at 0), so a test sees a
+//	                             long-idle box without waiting on the clock
 //
 // Logs go to stderr.
 package main

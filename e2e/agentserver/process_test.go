@@ -59,9 +59,10 @@ func TestMain(m *testing.M) {
 }
 
 type proc struct {
-	cmd  *exec.Cmd
-	url  string
-	done chan error
+	cmd     *exec.Cmd
+	url     string
+	done    chan error
+	holding chan struct{} // closed when it logs that it holds on after a signal
 }
 
 var listenRE = regexp.MustCompile(`addr=(\S+)`)
@@ -78,7 +79,7 @@ func start(t *testing.T, bin, dir string, env ...string) *proc {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &proc{cmd: cmd, done: make(chan error, 1)}
+	p := &proc{cmd: cmd, done: make(chan error, 1), holding: make(chan struct{})}
 	addr := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
@@ -87,6 +88,9 @@ func start(t *testing.T, bin, dir string, env ...string) *proc {
 			t.Log(line)
 			if m := listenRE.FindStringSubmatch(line); m != nil && strings.Contains(line, "listening") {
 				addr <- m[1]
+			}
+			if strings.Contains(line, "signal received; holding on") {
+				close(p.holding)
 			}
 		}
 		p.done <- cmd.Wait()
@@ -130,7 +134,11 @@ func TestProcessSignals(t *testing.T) {
 	t.Run("grace", func(t *testing.T) {
 		p := start(t, bin, t.TempDir(), "EMULATOR_STOP_GRACE_SECONDS=2")
 		p.cmd.Process.Signal(syscall.SIGTERM)
-		time.Sleep(200 * time.Millisecond)
+		select {
+		case <-p.holding:
+		case <-time.After(20 * time.Second):
+			t.Fatal("the emulator never said it received the signal")
+		}
 		// Still serving after the signal: it holds on for the grace period.
 		resp, err := http.Get(p.url + "/alive")
 		if err != nil || resp.StatusCode != 200 {

@@ -30,6 +30,10 @@ type Config struct {
 	BuildGitRef        string
 	// ReadyDelay keeps /ready at 503 this long after start.
 	ReadyDelay time.Duration
+	// IdleAtStart backdates the idle clock at start, so a test sees a box
+	// that has been idle this long without waiting for it on the wall
+	// clock (companion does not own the clock inside a container).
+	IdleAtStart time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -81,6 +85,9 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		return cfg, err
 	}
 	cfg.ReadyDelay = d
+	if cfg.IdleAtStart, err = envSeconds(getenv, "EMULATOR_IDLE_AT_START_SECONDS"); err != nil {
+		return cfg, err
+	}
 	return cfg, nil
 }
 
@@ -119,7 +126,7 @@ func NewServer(cfg Config, log *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	now := cfg.Now()
-	s := &Server{cfg: cfg, log: log, now: cfg.Now, start: now, lastEvent: now, store: st, mux: http.NewServeMux()}
+	s := &Server{cfg: cfg, log: log, now: cfg.Now, start: now, lastEvent: now.Add(-cfg.IdleAtStart), store: st, mux: http.NewServeMux()}
 	s.routes()
 	return s, nil
 }

@@ -272,6 +272,37 @@ func TestIdleClock(t *testing.T) {
 	}
 }
 
+// A box can start out idle (EMULATOR_IDLE_AT_START_SECONDS), so tests of
+// idle handling need not wait on a clock they do not own; activity still
+// resets it.
+func TestIdleAtStart(t *testing.T) {
+	cfg, err := ConfigFromEnv(func(k string) string {
+		return map[string]string{"EMULATOR_IDLE_AT_START_SECONDS": "3600", "OH_SESSION_API_KEYS_0": testKey}[k]
+	})
+	if err != nil || cfg.IdleAtStart != time.Hour {
+		t.Fatalf("ConfigFromEnv: %+v %v", cfg, err)
+	}
+	if _, err := ConfigFromEnv(func(k string) string {
+		return map[string]string{"EMULATOR_IDLE_AT_START_SECONDS": "-1"}[k]
+	}); err == nil || !strings.Contains(err.Error(), "EMULATOR_IDLE_AT_START_SECONDS") {
+		t.Fatalf("a negative idle at start: %v, want an error naming the variable", err)
+	}
+	e := newEnv(t, cfg)
+	if got := e.idle(); got != 3600 {
+		t.Fatalf("idle at start = %v, want 3600", got)
+	}
+	e.do("GET", "/api/conversations/count", nil, nil)
+	if got := e.idle(); got != 3600 {
+		t.Fatalf("a read moved the idle clock: %v", got)
+	}
+	if code, raw := e.do("POST", "/api/bash/execute_bash_command", map[string]any{"command": "echo hi"}, nil); code != 200 {
+		t.Fatalf("execute_bash_command: %d %s", code, raw)
+	}
+	if got := e.idle(); got != 0 {
+		t.Fatalf("activity did not reset an idle-at-start clock: %v", got)
+	}
+}
+
 func TestAuth(t *testing.T) {
 	e := newEnv(t, Config{Keys: []string{testKey, "second-key"}})
 	cases := []struct {

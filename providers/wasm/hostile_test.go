@@ -1,7 +1,9 @@
 package wasm
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,7 +14,6 @@ import (
 	"testing"
 
 	"github.com/canvasapp/companion/core"
-	"github.com/canvasapp/companion/providers/wasm/internal/wasmbin"
 )
 
 func mustManifest(t testing.TB, bin []byte) []byte {
@@ -206,6 +207,17 @@ func TestHostileRawModules(t *testing.T) {
 	}
 }
 
+// appendCustomSection appends a custom section to a module, unchecked,
+// which is how a test embeds a manifest Pack would refuse. Section sizes
+// are unsigned LEB128, which is what binary.AppendUvarint writes.
+func appendCustomSection(module []byte, name string, payload []byte) []byte {
+	body := binary.AppendUvarint(nil, uint64(len(name)))
+	body = append(append(body, name...), payload...)
+	out := append(bytes.Clone(module), 0)
+	out = binary.AppendUvarint(out, uint64(len(body)))
+	return append(out, body...)
+}
+
 func TestNewerABIRefused(t *testing.T) {
 	e := newEnv(t)
 	good := e.load(t, goodWasm)
@@ -219,11 +231,7 @@ func TestNewerABIRefused(t *testing.T) {
 	m["abi_version"] = 2
 	_, err := Pack(watRaw["newer_abi"], mustJSON(t, m))
 	mustKind(t, err, core.KindInvalid, "abi_version", "ABI version 2", "update companion")
-	bin, err := wasmbin.SetCustomSection(watRaw["newer_abi"], ManifestSection, mustJSON(t, m))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = e.host.LoadEmbedded(bin)
+	_, err = e.host.LoadEmbedded(appendCustomSection(watRaw["newer_abi"], ManifestSection, mustJSON(t, m)))
 	mustKind(t, err, core.KindInvalid, "abi_version", "ABI version 2", "update companion")
 
 	// Reported by the module's export while the manifest claims 1.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/canvasapp/companion/core"
+	"github.com/canvasapp/companion/internal/testsupport"
 )
 
 // mustModuleError asserts err carries a ModuleError naming module and op
@@ -223,13 +224,7 @@ func TestRemoveDuringCall(t *testing.T) {
 		_, err := a.List(context.Background(), core.Account{ID: "x"})
 		done <- err
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for a.Stats().Calls == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the call did not start")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testsupport.Until(t, 10*time.Second, "the call to start", func() bool { return a.Stats().Calls > 0 })
 	if err := e.host.Remove(context.Background(), "spin"); err != nil {
 		t.Fatal(err)
 	}

@@ -162,7 +162,9 @@ func wantKind(t *testing.T, err error, kind core.ErrorKind, what string) {
 }
 
 func TestLifecycle(t *testing.T) {
-	f := newFixture(t, docker.Config{})
+	// The box starts out idle for an hour: the agent-server's idle clock
+	// runs inside the container, where no injected clock reaches.
+	f := newFixture(t, docker.Config{Image: dockertest.BoxImageEnv(t, map[string]string{"EMULATOR_IDLE_AT_START_SECONDS": "3600"})})
 	ctx := ctxT(t)
 	before := time.Now().Add(-time.Second)
 
@@ -192,9 +194,11 @@ func TestLifecycle(t *testing.T) {
 	// Last activity comes from idle_time, and reading it does not reset it.
 	got := f.waitActivity(box.ID)
 	first := got.LastActivityAt
-	time.Sleep(2100 * time.Millisecond)
-	if idle := idleTime(t, box.URL); idle < 2 {
-		t.Errorf("idle_time = %v after 2s without activity; the provider's probes must not reset it", idle)
+	if age := time.Since(first); age < 59*time.Minute {
+		t.Errorf("last activity %v ago, want the box's idle_time of an hour", age)
+	}
+	if idle := idleTime(t, box.URL); idle < 3600 {
+		t.Errorf("idle_time = %v after create and probes, want 3600; the provider's probes must not reset it", idle)
 	}
 	got = f.waitActivity(box.ID)
 	if d := got.LastActivityAt.Sub(first); d > 1500*time.Millisecond || d < -1500*time.Millisecond {

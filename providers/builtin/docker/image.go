@@ -14,6 +14,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/canvasapp/companion/core"
+	"github.com/canvasapp/companion/internal/units"
 )
 
 // DefaultImage is the published OpenHands agent-server image (see
@@ -284,20 +285,7 @@ func pullLine(image string, layers map[string]*layerProgress) string {
 		return "pulling image " + image + ": resolving"
 	}
 	return fmt.Sprintf("pulling image %s: %s of %s downloaded, %d of %d layers done",
-		image, humanBytes(cur), humanBytes(total), done, len(layers))
-}
-
-func humanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+		image, units.Bytes(cur), units.Bytes(total), done, len(layers))
 }
 
 // checkDefaultImage is Ping's image check: the default image is there, or

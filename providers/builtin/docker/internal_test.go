@@ -197,8 +197,9 @@ func TestLastActivity(t *testing.T) {
 		"500":     func(w http.ResponseWriter, r *http.Request) { http.Error(w, "boom", 500) },
 		"garbage": func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "<html>") },
 		"no idle": func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, `{"uptime":1.0}`) },
+		// Answers only after the prober gave up and hung up.
 		"slow": func(w http.ResponseWriter, r *http.Request) {
-			time.Sleep(time.Second)
+			<-r.Context().Done()
 			fmt.Fprint(w, `{"idle_time":1.0}`)
 		},
 	} {

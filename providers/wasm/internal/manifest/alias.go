@@ -4,7 +4,11 @@
 // aliases keep one import path for the host's packages.
 package manifest
 
-import sdkmanifest "github.com/canvasapp/companion/providers/wasm/sdk/manifest"
+import (
+	"net/url"
+
+	sdkmanifest "github.com/canvasapp/companion/providers/wasm/sdk/manifest"
+)
 
 type (
 	Manifest     = sdkmanifest.Manifest
@@ -37,13 +41,24 @@ const (
 	MaxRequestsPerCall     = sdkmanifest.MaxRequestsPerCall
 )
 
-var (
-	Parse         = sdkmanifest.Parse
-	ParseBaseURL  = sdkmanifest.ParseBaseURL
-	Origin        = sdkmanifest.Origin
-	CheckName     = sdkmanifest.CheckName
-	Pack          = sdkmanifest.Pack
-	Extract       = sdkmanifest.Extract
-	ParseOverride = sdkmanifest.ParseOverride
-	LoopbackHost  = sdkmanifest.LoopbackHost
-)
+// The functions call the SDK's; funcs, not vars, so nothing can swap them.
+
+func Parse(data []byte) (*Manifest, error) { return sdkmanifest.Parse(data) }
+
+func ParseBaseURL(raw string, allowHTTP bool) (*url.URL, error) {
+	return sdkmanifest.ParseBaseURL(raw, allowHTTP)
+}
+
+func Origin(u *url.URL) string { return sdkmanifest.Origin(u) }
+
+func CheckName(name string) error { return sdkmanifest.CheckName(name) }
+
+func Pack(module, manifestJSON []byte) ([]byte, error) {
+	return sdkmanifest.Pack(module, manifestJSON)
+}
+
+func Extract(module []byte) ([]byte, error) { return sdkmanifest.Extract(module) }
+
+func ParseOverride(raw string) (*url.URL, error) { return sdkmanifest.ParseOverride(raw) }
+
+func LoopbackHost(host string) bool { return sdkmanifest.LoopbackHost(host) }

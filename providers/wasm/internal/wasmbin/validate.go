@@ -255,25 +255,25 @@ func Validate(b []byte, lim Limits) (*Shape, error) {
 	v := &validator{lim: lim, shape: &Shape{}}
 	seen := map[byte]bool{}
 	for _, s := range ss {
-		if s.id == 0 {
-			if len(s.name) > int(lim.CustomNameBytes) {
-				return nil, over("custom section name", uint64(len(s.name)), uint64(lim.CustomNameBytes), "bytes")
+		if s.ID == 0 {
+			if len(s.Name) > int(lim.CustomNameBytes) {
+				return nil, over("custom section name", uint64(len(s.Name)), uint64(lim.CustomNameBytes), "bytes")
 			}
 			continue
 		}
-		if seen[s.id] {
-			return nil, fmt.Errorf("section %d at byte %d appears twice", s.id, s.start)
+		if seen[s.ID] {
+			return nil, fmt.Errorf("section %d at byte %d appears twice", s.ID, s.Start)
 		}
-		seen[s.id] = true
-		body := b[s.start:s.end]
+		seen[s.ID] = true
+		body := b[s.Start:s.End]
 		// Skip the id and the size to reach the payload.
 		_, n, _ := uleb32(body[1:])
-		r := &reader{b: body[1+n:], base: s.start + 1 + n}
-		if err := v.section(s.id, r); err != nil {
-			return nil, fmt.Errorf("%s section: %w", sectionName(s.id), err)
+		r := &reader{b: body[1+n:], base: s.Start + 1 + n}
+		if err := v.section(s.ID, r); err != nil {
+			return nil, fmt.Errorf("%s section: %w", sectionName(s.ID), err)
 		}
-		if !r.done() && s.id != 12 {
-			return nil, fmt.Errorf("%s section: %d bytes left over at its end", sectionName(s.id), len(r.b)-r.i)
+		if !r.done() && s.ID != 12 {
+			return nil, fmt.Errorf("%s section: %d bytes left over at its end", sectionName(s.ID), len(r.b)-r.i)
 		}
 	}
 	if v.codeCount != v.shape.Functions {
@@ -720,11 +720,11 @@ func CapTables(b []byte, limit uint32) ([]byte, error) {
 		return nil, err
 	}
 	for _, s := range ss {
-		if s.id != 4 {
+		if s.ID != 4 {
 			continue
 		}
-		_, n, _ := uleb32(b[s.start+1:])
-		r := &reader{b: b[s.start+1+n : s.end], base: s.start + 1 + n}
+		_, n, _ := uleb32(b[s.Start+1:])
+		r := &reader{b: b[s.Start+1+n : s.End], base: s.Start + 1 + n}
 		count, err := r.u32()
 		if err != nil {
 			return nil, err
@@ -750,11 +750,11 @@ func CapTables(b []byte, limit uint32) ([]byte, error) {
 			return b, nil
 		}
 		out := make([]byte, 0, len(b)+8*int(count))
-		out = append(out, b[:s.start]...)
+		out = append(out, b[:s.Start]...)
 		out = append(out, 4)
 		out = appendUleb(out, uint32(len(body)))
 		out = append(out, body...)
-		return append(out, b[s.end:]...), nil
+		return append(out, b[s.End:]...), nil
 	}
 	return b, nil
 }

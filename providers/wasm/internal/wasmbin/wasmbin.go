@@ -1,111 +1,24 @@
-// Package wasmbin reads and writes custom sections of a WebAssembly binary
-// without decoding the rest of it (a module's manifest travels in a custom
-// section, so one file and one SHA-256 cover code and manifest), and
-// validates a binary against the host's limits before it is compiled
-// (validate.go).
+// Package wasmbin validates a WebAssembly binary against the host's
+// limits before it is compiled (validate.go). The manifest's custom
+// section is read and written by the SDK's manifest package, which
+// packers outside this repository share.
 package wasmbin
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
+
+	sdkmanifest "github.com/canvasapp/companion/providers/wasm/sdk/manifest"
 )
 
-var magic = []byte{0x00, 0x61, 0x73, 0x6d}
-
-// section is one top-level section: its id and where it sits in the file.
-type section struct {
-	id         byte
-	start, end int // the whole section, id byte included
-	name       string
-	payload    []byte // custom sections only: the bytes after the name
-}
-
-// maxSections bounds the sections (custom ones included) a file may have,
-// so listing them cannot allocate in proportion to a hostile file.
-const maxSections = 10_000
-
-func sections(b []byte) ([]section, error) {
-	if len(b) < 8 || !bytes.Equal(b[:4], magic) {
-		return nil, errors.New("not a WebAssembly binary (bad magic number)")
-	}
-	switch {
-	case b[4] == 1 && b[5] == 0 && b[6] == 0 && b[7] == 0:
-	case b[6] == 1 && b[7] == 0:
-		return nil, errors.New("is a WebAssembly component; companion loads core modules (wasip1) only")
-	default:
-		return nil, fmt.Errorf("unsupported WebAssembly binary version %x", b[4:8])
-	}
-	var out []section
-	for i := 8; i < len(b); {
-		if len(out) == maxSections {
-			return nil, fmt.Errorf("more than %d sections", maxSections)
-		}
-		start := i
-		id := b[i]
-		i++
-		size, n, err := uleb32(b[i:])
-		if err != nil {
-			return nil, fmt.Errorf("section at byte %d: %v", start, err)
-		}
-		i += n
-		if uint64(i)+uint64(size) > uint64(len(b)) {
-			return nil, fmt.Errorf("section at byte %d runs past the end of the file", start)
-		}
-		s := section{id: id, start: start, end: i + int(size)}
-		if id == 0 {
-			body := b[i:s.end]
-			nl, n, err := uleb32(body)
-			if err != nil || uint64(n)+uint64(nl) > uint64(len(body)) {
-				return nil, fmt.Errorf("custom section at byte %d has a malformed name", start)
-			}
-			s.name = string(body[n : n+int(nl)])
-			s.payload = body[n+int(nl):]
-		}
-		out = append(out, s)
-		i = s.end
-	}
-	return out, nil
-}
-
-// CustomSections returns the payloads of every custom section called name,
-// in file order. The slices alias b.
-func CustomSections(b []byte, name string) ([][]byte, error) {
-	ss, err := sections(b)
+// sections lists b's top-level sections with the SDK's walker, which
+// packers share, so the host and they agree on a module's layout.
+func sections(b []byte) ([]sdkmanifest.ModuleSection, error) {
+	ss, err := sdkmanifest.Sections(b)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("module %w", err)
 	}
-	var out [][]byte
-	for _, s := range ss {
-		if s.id == 0 && s.name == name {
-			out = append(out, s.payload)
-		}
-	}
-	return out, nil
-}
-
-// SetCustomSection returns a copy of b in which every custom section called
-// name is removed and one with payload is appended at the end.
-func SetCustomSection(b []byte, name string, payload []byte) ([]byte, error) {
-	ss, err := sections(b)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]byte, 0, len(b)+len(name)+len(payload)+16)
-	out = append(out, b[:8]...)
-	for _, s := range ss {
-		if s.id == 0 && s.name == name {
-			continue
-		}
-		out = append(out, b[s.start:s.end]...)
-	}
-	body := appendUleb(nil, uint32(len(name)))
-	body = append(body, name...)
-	body = append(body, payload...)
-	out = append(out, 0)
-	out = appendUleb(out, uint32(len(body)))
-	out = append(out, body...)
-	return out, nil
+	return ss, nil
 }
 
 func uleb32(b []byte) (uint32, int, error) {

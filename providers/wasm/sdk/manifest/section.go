@@ -29,17 +29,17 @@ func Pack(module, manifestJSON []byte) ([]byte, error) {
 	if err := json.Compact(&compact, manifestJSON); err != nil {
 		return nil, fmt.Errorf("manifest: %v", err)
 	}
-	secs, err := sections(module)
+	secs, err := Sections(module)
 	if err != nil {
 		return nil, fmt.Errorf("module %v", err)
 	}
 	out := make([]byte, 0, len(module)+len(Section)+compact.Len()+16)
 	out = append(out, module[:8]...)
 	for _, s := range secs {
-		if s.custom && s.name == Section {
+		if s.ID == 0 && s.Name == Section {
 			continue
 		}
-		out = append(out, module[s.start:s.end]...)
+		out = append(out, module[s.Start:s.End]...)
 	}
 	body := appendUleb(nil, uint32(len(Section)))
 	body = append(body, Section...)
@@ -52,14 +52,14 @@ func Pack(module, manifestJSON []byte) ([]byte, error) {
 // Extract returns the manifest JSON embedded in module, unvalidated (Parse
 // validates it). A module must carry exactly one.
 func Extract(module []byte) ([]byte, error) {
-	secs, err := sections(module)
+	secs, err := Sections(module)
 	if err != nil {
 		return nil, fmt.Errorf("module %v", err)
 	}
 	var found [][]byte
 	for _, s := range secs {
-		if s.custom && s.name == Section {
-			found = append(found, s.payload)
+		if s.ID == 0 && s.Name == Section {
+			found = append(found, s.Payload)
 		}
 	}
 	switch len(found) {
@@ -73,16 +73,25 @@ func Extract(module []byte) ([]byte, error) {
 
 var magic = []byte{0x00, 0x61, 0x73, 0x6d}
 
-// section is one top-level section of a binary; only custom sections are
-// looked into, the rest is copied as bytes.
-type section struct {
-	start, end int // the whole section, id byte included
-	custom     bool
-	name       string
-	payload    []byte
+// ModuleSection is one top-level section of a WebAssembly core module:
+// its id, where it sits in the file, and for a custom section (id 0) its
+// name and the bytes after the name. Nothing else is decoded.
+type ModuleSection struct {
+	ID         byte
+	Start, End int // the whole section, id byte included
+	Name       string
+	Payload    []byte // aliases the file
 }
 
-func sections(b []byte) ([]section, error) {
+// MaxSections bounds the sections (custom ones included) a module may
+// have, so listing them cannot allocate in proportion to a hostile file:
+// 32 MiB of empty sections would otherwise cost gigabytes.
+const MaxSections = 10_000
+
+// Sections lists a core module's top-level sections. Its errors complete
+// the sentence "module ...". The host's validator walks modules with it
+// too, so a packer and the host agree on what a module's sections are.
+func Sections(b []byte) ([]ModuleSection, error) {
 	if len(b) < 8 || !bytes.Equal(b[:4], magic) {
 		return nil, errors.New("is not a WebAssembly binary (bad magic number)")
 	}
@@ -93,30 +102,33 @@ func sections(b []byte) ([]section, error) {
 	default:
 		return nil, fmt.Errorf("has unsupported WebAssembly binary version %x", b[4:8])
 	}
-	var out []section
+	var out []ModuleSection
 	for i := 8; i < len(b); {
+		if len(out) == MaxSections {
+			return nil, fmt.Errorf("has more than %d sections", MaxSections)
+		}
 		start := i
 		id := b[i]
 		size, n, err := uleb32(b[i+1:])
 		if err != nil {
-			return nil, fmt.Errorf("section at byte %d: %v", start, err)
+			return nil, fmt.Errorf("has a malformed size in the section at byte %d: %v", start, err)
 		}
 		i += 1 + n
 		if uint64(i)+uint64(size) > uint64(len(b)) {
-			return nil, fmt.Errorf("section at byte %d runs past the end of the file", start)
+			return nil, fmt.Errorf("has a section at byte %d that runs past the end of the file", start)
 		}
-		s := section{start: start, end: i + int(size), custom: id == 0}
-		if s.custom {
-			body := b[i:s.end]
+		s := ModuleSection{ID: id, Start: start, End: i + int(size)}
+		if id == 0 {
+			body := b[i:s.End]
 			nl, n, err := uleb32(body)
 			if err != nil || uint64(n)+uint64(nl) > uint64(len(body)) {
-				return nil, fmt.Errorf("custom section at byte %d has a malformed name", start)
+				return nil, fmt.Errorf("has a custom section at byte %d with a malformed name", start)
 			}
-			s.name = string(body[n : n+int(nl)])
-			s.payload = body[n+int(nl):]
+			s.Name = string(body[n : n+int(nl)])
+			s.Payload = body[n+int(nl):]
 		}
 		out = append(out, s)
-		i = s.end
+		i = s.End
 	}
 	return out, nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -92,6 +93,25 @@ func TestExtractNeedsExactlyOne(t *testing.T) {
 	two := append(append(bytes.Clone(emptyModule), sec("{}")...), sec("{}")...)
 	if _, err := Extract(two); err == nil || !strings.Contains(err.Error(), "2 companion.manifest sections") {
 		t.Fatalf("two sections: %v", err)
+	}
+}
+
+// A file of 32 MiB of empty sections is refused after the bound, without
+// listing them all first (that cost gigabytes).
+func TestSectionsBounded(t *testing.T) {
+	b := bytes.Clone(emptyModule)
+	for len(b) < MaxModuleBytes-1 {
+		b = append(b, 1, 0) // an empty type section
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := Extract(b)
+	runtime.ReadMemStats(&after)
+	if err == nil || !strings.Contains(err.Error(), "more than 10000 sections") {
+		t.Fatalf("Extract of %d empty sections: %v, want the section bound", len(b)/2, err)
+	}
+	if n := after.TotalAlloc - before.TotalAlloc; n > 16<<20 {
+		t.Fatalf("Extract allocated %d MiB for a %d MiB file", n>>20, len(b)>>20)
 	}
 }
 

@@ -1,0 +1,14 @@
+package units
+
+import "testing"
+
+func TestBytes(t *testing.T) {
+	for n, want := range map[int64]string{
+		0: "0 B", 1023: "1023 B", 1024: "1.0 KiB", 1536: "1.5 KiB",
+		3 << 20: "3.0 MiB", 5 << 30: "5.0 GiB", 1 << 62: "4.0 EiB",
+	} {
+		if got := Bytes(n); got != want {
+			t.Errorf("Bytes(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
