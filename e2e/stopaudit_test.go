@@ -247,7 +247,9 @@ func TestAuditTrail(t *testing.T) {
 			t.Errorf("workspace entry %+v does not name the workspace", e)
 		}
 	}
-	var bad struct{ Error struct{ Code, Message string } }
+	var bad struct {
+		Error struct{ Code, Message string }
+	}
 	p.must(400, "GET", "/v1/audit?limit=0", nil, &bad)
 	if !strings.Contains(bad.Error.Message, "limit") {
 		t.Errorf("limit=0 error does not name limit: %+v", bad)
