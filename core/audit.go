@@ -30,6 +30,9 @@ const (
 	AuditDelete        = "delete"
 	AuditAccountAdd    = "account_add"
 	AuditAccountRemove = "account_remove"
+	// AuditAdopt: the reconciler found a box companion did not create
+	// and made a workspace of it.
+	AuditAdopt = "adopt"
 )
 
 // AuditEntry is one row of the audit trail. Hash is the SHA-256 (hex) of
