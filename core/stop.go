@@ -47,9 +47,10 @@ func (ws Workspace) PausedForRetention() bool {
 }
 
 // applyStop carries the box's stop reason and exit code onto the
-// workspace. A companion pause is known only to companion, not to the
-// provider (which reports it as a stop from outside): it is kept as long
-// as the box is still in the same stop, that is, stopped at the same time.
+// workspace; ws.State is already the box's, prevState the one before. A
+// companion pause is known only to companion, not to the provider (which
+// reports it as a stop from outside): it is kept as long as the box is
+// still in the same stop, that is, stopped at the same time.
 func applyStop(ws Workspace, box Box, prevState State, prevPausedAt time.Time) Workspace {
 	switch ws.State {
 	case StatePaused, StateStopped:
@@ -67,6 +68,11 @@ func applyStop(ws Workspace, box Box, prevState State, prevPausedAt time.Time) W
 		(prevState == StatePaused && (box.PausedAt.IsZero() || prevPausedAt.IsZero() || box.PausedAt.Equal(prevPausedAt)))
 	if ws.StopReason == StopCompanion && ws.State == StatePaused && sameStop {
 		reason = StopCompanion
+	}
+	if reason == StopNone && ws.State == prevState && sameStop {
+		// The provider can no longer tell (Docker's event window moved
+		// on, say); what was known of this same stop still holds.
+		reason = ws.StopReason
 	}
 	ws.StopReason = reason
 	ws.ExitCode = nil

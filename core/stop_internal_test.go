@@ -22,6 +22,10 @@ func TestApplyStopKeepsCompanionPauseOnlyForTheSameStop(t *testing.T) {
 	if again.StopReason != StopOutside {
 		t.Fatalf("a later stop from outside reads %q, want outside", again.StopReason)
 	}
+	outside := Workspace{ID: "ws_2", State: StatePaused, StopReason: StopOutside, PausedAt: t1}
+	if kept := s.applyBox(outside, Box{ID: "b", State: StatePaused, PausedAt: t1}); kept.StopReason != StopOutside {
+		t.Fatalf("same stop, provider no longer tells: reason %q, want outside kept", kept.StopReason)
+	}
 	code := 137
 	crashed := s.applyBox(ws, Box{ID: "b", State: StateStopped, StopReason: StopCrashed, ExitCode: &code})
 	if crashed.State != StateStopped || crashed.StopReason != StopCrashed || !crashed.PausedAt.IsZero() ||

@@ -124,7 +124,9 @@ func (p *Provider) stopFromEvents(ctx context.Context, id string, started, finis
 	case sawDie:
 		return crashVerdict(st), settled
 	}
-	return byCode, false
+	// No events at all: they left the engine's window, and will not
+	// come back.
+	return byCode, settled
 }
 
 func crashVerdict(st *container.State) stopVerdict {
