@@ -274,3 +274,29 @@ func TestAuditTrail(t *testing.T) {
 		t.Fatalf("audit verify after editing entry %d: exit %d, want 1 naming it\n%s", victim.ID, code, out)
 	}
 }
+
+// TestAuditActorServeMode: in serve mode the launch token's requests are
+// recorded as "serve local", not as the desktop's token.
+func TestAuditActorServeMode(t *testing.T) {
+	image, scope := boxImage(t), dockerScope(t)
+	p := start(t, options{mode: "serve", dataDir: t.TempDir(), args: []string{"--listen", "127.0.0.1:0", "--docker-image", image, "--docker-scope", scope}})
+	var created struct{ Workspace workspace }
+	p.must(202, "POST", "/v1/workspaces", map[string]any{"account_id": "local-docker", "name": "served"}, &created)
+	p.waitState(created.Workspace.ID, "running", 90*time.Second)
+	var pg auditPage
+	testsupport.Poll(t, 10*time.Second, func() error {
+		p.must(200, "GET", "/v1/audit", nil, &pg)
+		if len(pg.Entries) != 2 || pg.Entries[0].Outcome != "ok" {
+			return fmt.Errorf("want create started and ok, got %+v", pg.Entries)
+		}
+		return nil
+	})
+	for _, e := range pg.Entries {
+		if e.Actor != "serve local" || e.Action != "create" || e.WorkspaceID != created.Workspace.ID {
+			t.Errorf("serve-mode entry %+v: want a create by serve local", e)
+		}
+	}
+	if pg.NextBefore != nil {
+		t.Errorf("a single page has next_before %d", *pg.NextBefore)
+	}
+}
