@@ -131,7 +131,7 @@ func (s *Service) Audit(ctx context.Context, owner string, before int64, limit i
 // MaxAuditPage is the most entries one Audit call returns.
 const MaxAuditPage = 500
 
-// opActors remembers who started each running journaled action, so its
+// rememberActor notes who started a running journaled action, so its
 // outcome entry names them too.
 func (s *Service) rememberActor(opID int64, actor string) {
 	s.actorsMu.Lock()
