@@ -194,6 +194,8 @@ func (s *Service) addChecked(ctx context.Context, p Provider, info ProviderInfo,
 		}
 	})
 	s.log.Info("account added", "account", acct.ID, "provider", acct.Provider, "checked", checked)
+	s.audit(ctx, AuditEntry{Owner: acct.Owner, Actor: ActorOf(ctx, ActorReconciler), Action: AuditAccountAdd,
+		AccountID: acct.ID, Provider: acct.Provider, Outcome: "ok"})
 	s.goBackground(func(bg context.Context) {
 		defer s.status.done(acct.ID)
 		var res outcome
@@ -318,5 +320,7 @@ func (s *Service) RemoveAccount(ctx context.Context, owner, id string) error {
 	s.forgetSecrets(ctx, acct)
 	s.status.forget(id)
 	s.log.Info("account removed", "account", id, "forgotten_workspaces", len(mine))
+	s.audit(ctx, AuditEntry{Owner: acct.Owner, Actor: ActorOf(ctx, ActorReconciler), Action: AuditAccountRemove,
+		AccountID: acct.ID, Provider: acct.Provider, Outcome: fmt.Sprintf("ok (%d workspaces forgotten)", len(mine))})
 	return nil
 }

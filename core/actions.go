@@ -127,6 +127,9 @@ func (s *Service) runSuspendResume(ctx context.Context, op Op, ws Workspace, acc
 		s.log.Info("box identity changed on resume", "workspace", ws.ID, "old_box", ws.BoxID, "new_box", box.ID)
 	}
 	ws = s.applyBox(ws, box)
+	if op.Kind == OpPause && ws.State == StatePaused {
+		ws.StopReason, ws.ExitCode = StopCompanion, nil
+	}
 	ws.Error = ""
 	s.finish(ctx, op, ws, nil)
 }
@@ -198,6 +201,8 @@ func (s *Service) finish(ctx context.Context, op Op, ws Workspace, cause error) 
 		return
 	}
 	s.dropOp(op)
+	s.audit(sctx, AuditEntry{Owner: ws.Owner, Actor: s.takeActor(op.ID), Action: opAudit(op.Kind), WorkspaceID: ws.ID,
+		AccountID: ws.AccountID, Provider: ws.Provider, Outcome: outcomeOf(cause)})
 	if cause != nil {
 		s.log.Warn("workspace "+string(op.Kind)+" failed", "workspace", ws.ID, "err", messageOf(cause), "kind", KindOf(cause))
 	} else {
@@ -295,10 +300,12 @@ func (s *Service) applyBox(ws Workspace, box Box) Workspace {
 		ws.BoxID = box.ID
 	}
 	ws.BoxURL = box.URL
+	prevState, prevPausedAt := ws.State, ws.PausedAt
 	ws.State = box.State
 	if !ws.State.Valid() {
 		ws.State = StateUnknown
 	}
+	ws = applyStop(ws, box, prevState, prevPausedAt)
 	if ws.State == StatePaused {
 		switch {
 		case !box.PausedAt.IsZero():
@@ -329,7 +336,8 @@ const sizeRefresh = 5 * time.Minute
 // not a change, so an idle reconcile pass publishes nothing.
 func changed(a, b Workspace) bool {
 	if a.State != b.State || a.BoxID != b.BoxID || a.BoxURL != b.BoxURL || a.Error != b.Error ||
-		!a.PausedAt.Equal(b.PausedAt) || a.Removed != b.Removed || a.Name != b.Name {
+		!a.PausedAt.Equal(b.PausedAt) || a.Removed != b.Removed || a.Name != b.Name ||
+		a.StopReason != b.StopReason || !sameExit(a.ExitCode, b.ExitCode) {
 		return true
 	}
 	if d := b.LastActivityAt.Sub(a.LastActivityAt); d > activityTolerance || d < -activityTolerance {
@@ -383,4 +391,8 @@ func (s *Service) Recover(ctx context.Context) error {
 		})
 	}
 	return nil
+}
+
+func sameExit(a, b *int) bool {
+	return (a == nil) == (b == nil) && (a == nil || *a == *b)
 }

@@ -135,7 +135,12 @@ func (s *Service) Delete(ctx context.Context, owner, id, token string) (Workspac
 		// The box is already gone: only companion's record remains, and
 		// removing it destroys nothing.
 		ws.Removed = true
-		return s.feed.Save(ctx, ws)
+		saved, err := s.feed.Save(ctx, ws)
+		if err == nil {
+			s.audit(ctx, AuditEntry{Owner: ws.Owner, Actor: ActorOf(ctx, ActorRecovery), Action: AuditDelete, WorkspaceID: ws.ID,
+				AccountID: ws.AccountID, Provider: ws.Provider, Outcome: "ok (the box was already gone)"})
+		}
+		return saved, err
 	}
 	if reason := changedSince(plan, ws); reason != "" {
 		return Workspace{}, &Error{Kind: KindConflict, Message: fmt.Sprintf("workspace %s changed since the delete preview (%s); nothing was deleted: preview again", id, reason), State: ws.State}

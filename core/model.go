@@ -109,6 +109,13 @@ type Box struct {
 	// time; zero if unknown.
 	LastActivityAt time.Time
 	Size           *Size
+	// StopReason is why a box that is not running stopped, as far as the
+	// provider can tell ("" when it cannot). StopCompanion is never set by
+	// an adapter: only core knows that it asked.
+	StopReason StopReason
+	// ExitCode is the exit status of a stopped box's main process, when
+	// the provider reports one.
+	ExitCode *int
 }
 
 // LabelWorkspace is the label (or tag, or metadata key) an adapter puts on
@@ -150,6 +157,10 @@ type Workspace struct {
 	Size           *Size
 	Keep           bool
 	DeleteAfter    time.Time
+	// StopReason is why the box is paused or stopped; "" while it runs or
+	// when nobody can tell. ExitCode goes with it when known.
+	StopReason StopReason
+	ExitCode   *int
 	// Progress says what a running action is waiting for right now (an
 	// image pull, say); empty otherwise. It is not kept across restarts.
 	Progress string

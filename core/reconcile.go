@@ -434,6 +434,8 @@ func (s *Service) adopt(ctx context.Context, acct Account, box Box) (bool, error
 		return false, err
 	}
 	s.log.Info("adopted box", "workspace", ws.ID, "box", box.ID, "provider", acct.Provider, "state", ws.State)
+	s.audit(ctx, AuditEntry{Owner: ws.Owner, Actor: ActorReconciler, Action: AuditAdopt, WorkspaceID: ws.ID,
+		AccountID: acct.ID, Provider: acct.Provider, Outcome: "ok"})
 	return true, nil
 }
 

@@ -47,6 +47,9 @@ type Config struct {
 	// MaxAttempts is how often a failing step of a journaled action is
 	// tried (across restarts) before the action gives up; 0 means 5.
 	MaxAttempts int
+	// Audit receives the audit trail; nil means the Store, if it is an
+	// AuditLog, else no trail.
+	Audit AuditLog
 }
 
 // Service is the lifecycle service: the one place where workspaces are
@@ -73,6 +76,9 @@ type Service struct {
 	gone   map[string]time.Time // account/box ids deleted recently
 
 	status *accountStatuses // what the reconciler knows of each account
+
+	actorsMu sync.Mutex
+	actors   map[int64]string // who started each running journaled action
 }
 
 // NewService loads the feed from the store and returns a ready service.
@@ -109,6 +115,9 @@ func NewService(ctx context.Context, cfg Config) (*Service, error) {
 	if cfg.MaxAttempts == 0 {
 		cfg.MaxAttempts = 5
 	}
+	if cfg.Audit == nil {
+		cfg.Audit, _ = cfg.Store.(AuditLog)
+	}
 	feed, err := NewFeed(ctx, cfg.Store)
 	if err != nil {
 		return nil, err
@@ -124,6 +133,7 @@ func NewService(ctx context.Context, cfg Config) (*Service, error) {
 		gone:   map[string]time.Time{},
 		locks:  locks{clock: cfg.Clock},
 		status: newAccountStatuses(),
+		actors: map[int64]string{},
 	}
 	if err := s.loadFlags(ctx); err != nil {
 		cancel()

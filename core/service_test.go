@@ -309,6 +309,11 @@ func TestReconcilerAdoptsAndNoticesVanishedBoxes(t *testing.T) {
 	if !adopted.Adopted || adopted.State != core.StateRunning || adopted.Name == "" {
 		t.Fatalf("box not adopted as a running workspace: %+v", adopted)
 	}
+	entries, err := e.svc.Audit(ctx, "", 0, 10)
+	if err != nil || len(entries) == 0 || entries[0].Action != core.AuditAdopt || entries[0].Actor != core.ActorReconciler ||
+		entries[0].WorkspaceID != adopted.ID {
+		t.Fatalf("audit after adoption = %+v, %v; want an adopt entry by the reconciler first", entries, err)
+	}
 	rev := e.svc.Feed().Rev()
 	if err := e.svc.ReconcileAccount(ctx, e.acct); err != nil {
 		t.Fatal(err)

@@ -19,7 +19,7 @@ const (
 func (s State) Valid() bool {
 	switch s {
 	case StateCreating, StateRunning, StatePausing, StatePaused, StateResuming,
-		StateDeleting, StateDeleted, StateError, StateUnknown:
+		StateDeleting, StateDeleted, StateError, StateUnknown, StateStopped:
 		return true
 	}
 	return false
@@ -28,10 +28,10 @@ func (s State) Valid() bool {
 // canPause, canResume and canDelete are the legal starting points of each
 // action, checked against the provider's real state at action time.
 func (s State) canPause() bool  { return s == StateRunning }
-func (s State) canResume() bool { return s == StatePaused }
+func (s State) canResume() bool { return s == StatePaused || s == StateStopped }
 func (s State) canDelete() bool {
 	switch s {
-	case StateRunning, StatePaused, StateError, StateUnknown, StateDeleted:
+	case StateRunning, StatePaused, StateStopped, StateError, StateUnknown, StateDeleted:
 		return true
 	}
 	return false

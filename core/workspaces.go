@@ -145,6 +145,10 @@ func (s *Service) launch(ctx context.Context, ws Workspace, acct Account, kind O
 		return Workspace{}, err
 	}
 	s.log.Info("workspace "+string(kind)+" started", "workspace", ws.ID, "provider", ws.Provider, "box", ws.BoxID)
+	actor := ActorOf(ctx, ActorRecovery)
+	s.rememberActor(op.ID, actor)
+	s.audit(ctx, AuditEntry{Owner: ws.Owner, Actor: actor, Action: opAudit(kind), WorkspaceID: ws.ID,
+		AccountID: ws.AccountID, Provider: ws.Provider, Outcome: "started"})
 	s.goBackground(func(ctx context.Context) {
 		defer unlock()
 		s.runOp(ctx, op, ws, acct)

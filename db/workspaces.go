@@ -14,12 +14,12 @@ import (
 const workspaceCols = `id, owner, name, account_id, provider, state, box_id, box_url, adopted,
 	idle_pause_after, paused_ttl, options, paused_at, last_activity_at,
 	size_bytes, size_source, size_at, keep, delete_after, error,
-	created_at, updated_at, rev, removed_at`
+	created_at, updated_at, rev, removed_at, stop_reason, exit_code`
 
 // upsertWorkspace writes a whole workspace row. A tombstone keeps the time
 // of its first removal, so re-saving it does not postpone its pruning.
 const qUpsertWorkspace = `INSERT INTO workspaces (` + workspaceCols + `)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 	ON CONFLICT (id) DO UPDATE SET
 		owner = excluded.owner, name = excluded.name, account_id = excluded.account_id,
 		provider = excluded.provider, state = excluded.state, box_id = excluded.box_id,
@@ -30,6 +30,7 @@ const qUpsertWorkspace = `INSERT INTO workspaces (` + workspaceCols + `)
 		size_source = excluded.size_source, size_at = excluded.size_at, keep = excluded.keep,
 		delete_after = excluded.delete_after, error = excluded.error,
 		created_at = excluded.created_at, updated_at = excluded.updated_at, rev = excluded.rev,
+		stop_reason = excluded.stop_reason, exit_code = excluded.exit_code,
 		removed_at = CASE WHEN excluded.removed_at IS NULL THEN NULL
 			ELSE coalesce(workspaces.removed_at, excluded.removed_at) END
 	RETURNING ` + workspaceCols
@@ -86,6 +87,10 @@ func (s *Store) SaveWorkspace(ctx context.Context, ws core.Workspace) (core.Work
 	if ws.Size != nil {
 		sizeBytes, sizeSource, sizeAt = ws.Size.Bytes, string(ws.Size.Source), e.time("size_at", ws.Size.At)
 	}
+	var exitCode any
+	if ws.ExitCode != nil {
+		exitCode = int64(*ws.ExitCode)
+	}
 	var removedAt any
 	if ws.Removed {
 		removedAt = e.time("removed_at", now)
@@ -96,7 +101,9 @@ func (s *Store) SaveWorkspace(ctx context.Context, ws core.Workspace) (core.Work
 		e.time("paused_at", ws.PausedAt), e.time("last_activity_at", ws.LastActivityAt),
 		sizeBytes, sizeSource, sizeAt, ws.Keep, e.time("delete_after", ws.DeleteAfter), ws.Error,
 		e.time("created_at", ws.CreatedAt), e.time("updated_at", now), nil, removedAt,
+		string(ws.StopReason), exitCode,
 	}
+	const revArg = 22
 	if e.err != nil {
 		return ws, e.err
 	}
@@ -106,7 +113,7 @@ func (s *Store) SaveWorkspace(ctx context.Context, ws core.Workspace) (core.Work
 		if err := t.queryRow(qBumpRev).Scan(&rev); err != nil {
 			return err
 		}
-		args[len(args)-2] = rev
+		args[revArg] = rev
 		var err error
 		saved, err = scanWorkspace(t.queryRow(qUpsertWorkspace, args...))
 		return err
@@ -195,11 +202,13 @@ func scanWorkspace(r scanner) (core.Workspace, error) {
 		sizeBytes                             sql.NullInt64
 		pausedAt, activity, sizeAt, deleteAft sql.NullInt64
 		created, updated, removed             sql.NullInt64
+		stopReason                            string
+		exitCode                              sql.NullInt64
 	)
 	err := r.Scan(&ws.ID, &ws.Owner, &ws.Name, &ws.AccountID, &ws.Provider, &state, &ws.BoxID, &ws.BoxURL, &ws.Adopted,
 		&idle, &ttl, &options, &pausedAt, &activity,
 		&sizeBytes, &sizeSource, &sizeAt, &ws.Keep, &deleteAft, &ws.Error,
-		&created, &updated, &ws.Rev, &removed)
+		&created, &updated, &ws.Rev, &removed, &stopReason, &exitCode)
 	if err != nil {
 		return core.Workspace{}, err
 	}
@@ -215,6 +224,11 @@ func scanWorkspace(r scanner) (core.Workspace, error) {
 	ws.DeleteAfter = timeOf(deleteAft)
 	ws.CreatedAt, ws.UpdatedAt = timeOf(created), timeOf(updated)
 	ws.Removed = removed.Valid
+	ws.StopReason = core.StopReason(stopReason)
+	if exitCode.Valid {
+		c := int(exitCode.Int64)
+		ws.ExitCode = &c
+	}
 	return ws, nil
 }
 

@@ -159,7 +159,7 @@ func TestProviderUnavailable(t *testing.T) {
 
 // wireKeys is the workspace object's contract: exactly these keys.
 var wireKeys = []string{"id", "name", "provider", "account_id", "state", "box_id", "box_url", "adopted",
-	"paused_at", "size_bytes", "size_source", "size_at", "last_activity_at", "keep", "delete_after",
+	"paused_at", "stop_reason", "exit_code", "size_bytes", "size_source", "size_at", "last_activity_at", "keep", "delete_after",
 	"lifecycle", "progress", "error", "created_at", "updated_at", "rev"}
 
 func checkWireKeys(t *testing.T, raw json.RawMessage) map[string]json.RawMessage {
@@ -195,6 +195,9 @@ func TestWorkspaceJSON(t *testing.T) {
 	full.Options = map[string]string{"secret-ish": "not on the wire"}
 	full.Error = "pause failed: boom"
 	full.Progress = "pulling image x: 1 of 2 layers done"
+	full.StopReason = core.StopOutside
+	full.ExitCode = new(int)
+	*full.ExitCode = 143
 	full = e.save(full)
 	bare := e.save(testWorkspace("bare"))
 
@@ -217,6 +220,8 @@ func TestWorkspaceJSON(t *testing.T) {
 		"error":            `"pause failed: boom"`,
 		"progress":         `"pulling image x: 1 of 2 layers done"`,
 		"rev":              fmt.Sprint(full.Rev),
+		"stop_reason":      `"outside"`,
+		"exit_code":        `143`,
 	} {
 		if string(m[k]) != want {
 			t.Errorf("%s = %s, want %s", k, m[k], want)
@@ -228,7 +233,7 @@ func TestWorkspaceJSON(t *testing.T) {
 
 	_, body = e.do("GET", "/v1/workspaces/"+bare.ID, "")
 	m = checkWireKeys(t, decode[map[string]json.RawMessage](t, body)["workspace"])
-	for _, k := range []string{"paused_at", "size_bytes", "size_source", "size_at", "last_activity_at", "delete_after"} {
+	for _, k := range []string{"paused_at", "stop_reason", "exit_code", "size_bytes", "size_source", "size_at", "last_activity_at", "delete_after"} {
 		if string(m[k]) != "null" {
 			t.Errorf("%s = %s, want null", k, m[k])
 		}

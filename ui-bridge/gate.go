@@ -1,6 +1,8 @@
 package uibridge
 
 import (
+	"github.com/canvasapp/companion/core"
+
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -29,6 +31,9 @@ type Identity struct {
 	// Owner is the user whose workspaces and accounts the request may see
 	// and change: "" on the desktop, the logged-in user in serve mode.
 	Owner string
+	// Actor names who acts in the audit trail; "" means the gate's
+	// Config.TokenActor.
+	Actor string
 }
 
 type identityKey struct{}
@@ -157,6 +162,7 @@ type gate struct {
 	auth        []Authenticator
 	cop         *http.CrossOriginProtection
 	bodyTimeout time.Duration
+	tokenActor  string
 	next        http.Handler
 }
 
@@ -164,6 +170,10 @@ func newGate(cfg Config, next http.Handler) (*gate, error) {
 	g := &gate{hosts: map[string]bool{}, origins: map[string]bool{}, cop: http.NewCrossOriginProtection(), bodyTimeout: cfg.BodyTimeout, next: next}
 	if g.bodyTimeout <= 0 {
 		g.bodyTimeout = DefaultBodyTimeout
+	}
+	g.tokenActor = cfg.TokenActor
+	if g.tokenActor == "" {
+		g.tokenActor = core.ActorDesktopToken
 	}
 	if len(cfg.AllowedHosts) == 0 {
 		return nil, fmt.Errorf("uibridge: Config.AllowedHosts is empty; pass LoopbackHosts(port) of the bound listener")
@@ -262,7 +272,10 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			refuse(w, r, http.StatusUnauthorized, codeUnauthorized, "a valid token is required: send Authorization: Bearer <token>, or on a WebSocket the subprotocol companion.bearer.<token>")
 			return
 		}
-		r = r.WithContext(withIdentity(r.Context(), id))
+		if id.Actor == "" {
+			id.Actor = g.tokenActor
+		}
+		r = r.WithContext(core.WithActor(withIdentity(r.Context(), id), id.Actor))
 	}
 	g.next.ServeHTTP(w, r)
 }

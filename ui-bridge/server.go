@@ -21,6 +21,9 @@ type Config struct {
 	Service *core.Service
 	// Token is the per-launch token of desktop mode. It is never logged.
 	Token string
+	// TokenActor names requests made with Token in the audit trail; ""
+	// means core.ActorDesktopToken.
+	TokenActor string
 	// Authenticators are tried after the token, in order; serve mode adds
 	// its login session here.
 	Authenticators []Authenticator

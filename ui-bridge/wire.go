@@ -26,6 +26,11 @@ type Workspace struct {
 	// PausedAt is when the box was paused; paused age is
 	// server_time − paused_at.
 	PausedAt *time.Time `json:"paused_at"`
+	// StopReason is why a paused or stopped box is not running:
+	// companion, provider_idle, outside, crashed, exited; null while it
+	// runs or when nobody can tell. ExitCode goes with it when known.
+	StopReason *string `json:"stop_reason"`
+	ExitCode   *int    `json:"exit_code"`
 	// SizeBytes, SizeSource and SizeAt are null together when no size is
 	// known. SizeSource is "<origin>:<used|allocated>".
 	SizeBytes      *int64     `json:"size_bytes"`
@@ -189,6 +194,14 @@ func toWireWorkspace(ws core.Workspace) Workspace {
 		CreatedAt: wireTime(ws.CreatedAt),
 		UpdatedAt: wireTime(ws.UpdatedAt),
 		Rev:       ws.Rev,
+	}
+	if ws.StopReason != core.StopNone {
+		r := string(ws.StopReason)
+		w.StopReason = &r
+	}
+	if ws.ExitCode != nil {
+		c := *ws.ExitCode
+		w.ExitCode = &c
 	}
 	if ws.Size != nil {
 		b, src := ws.Size.Bytes, string(ws.Size.Source)

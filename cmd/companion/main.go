@@ -25,6 +25,7 @@ Usage:
                                ready line (JSON) on stdout, exits when stdin closes
   companion serve [flags]      run the always-on server for Canvas web
   companion providers ...      install, list and remove Wasm provider modules
+  companion audit verify       check the audit trail's hash chain
   companion version            print the version
   companion help [command]     show help for a command
 
@@ -45,6 +46,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return runServer(modeServe, rest, stdin, stdout, stderr)
 	case "providers":
 		return runProviders(rest, stdin, stdout, stderr)
+	case "audit":
+		return runAudit(rest, stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintf(stdout, "companion %s\n", version)
 		return 0

@@ -276,8 +276,9 @@ func serve(ctx context.Context, m mode, f *serverFlags, log *slog.Logger, stdout
 	}
 	token := newToken()
 	bridge, err := uibridge.New(uibridge.Config{
-		Service: svc,
-		Token:   token,
+		Service:    svc,
+		Token:      token,
+		TokenActor: tokenActor(m),
 		// Whatever address was bound (127.0.0.2, [::1]) is the one the
 		// ready URL names, so it must be allowed.
 		AllowedHosts:   append(uibridge.ListenerHosts(ln.Addr()), f.hosts...),

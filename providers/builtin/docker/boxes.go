@@ -180,11 +180,15 @@ func (p *Provider) describe(ctx context.Context, ins container.InspectResponse, 
 	b.CreatedAt = parseTime(ins.Created)
 	if st := ins.State; st != nil {
 		b.State = mapState(st)
-		started, finished := parseTime(st.StartedAt), parseTime(st.FinishedAt)
-		// FinishedAt is when the box was last stopped; after a later
-		// start it is stale, and for a box never started it is unset.
-		if b.State == core.StatePaused && !finished.IsZero() && !finished.Before(started) {
-			b.PausedAt = finished
+		switch st.Status {
+		case container.StateExited:
+			p.classifyStop(ctx, &b, ins.ID, st)
+		case container.StatePaused:
+			b.StopReason = core.StopOutside // frozen by `docker pause`; companion never freezes
+		case container.StateRunning:
+			if st.Paused {
+				b.StopReason = core.StopOutside
+			}
 		}
 		if st.Status == container.StateRunning && !st.Paused {
 			b.URL = publishedURL(ins.NetworkSettings)

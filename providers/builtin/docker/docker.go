@@ -118,6 +118,8 @@ type Provider struct {
 	stopBg context.CancelFunc
 	pullMu sync.Mutex
 	pulls  map[string]*pull
+
+	stops stopCache // why each exited container stopped, once known
 }
 
 // Deadlines of Engine calls, by what they do: an Engine that accepts the
