@@ -144,6 +144,7 @@ func (s *Server) routes() {
 	handle("POST", "/api/conversations/{id}/pause", s.api(s.pauseConversation))
 	handle("POST", "/api/conversations/{id}/events", s.api(s.sendMessage))
 	handle("GET", "/api/file/download-trajectory/{id}", s.api(s.downloadTrajectory))
+	handle("GET", "/api/file/archive", s.api(s.archive))
 	handle("POST", "/api/bash/execute_bash_command", s.api(s.executeBash))
 	handle("POST", "/api/bash/start_bash_command", s.api(s.startBash))
 }

@@ -1,0 +1,355 @@
+// Package exports writes verified exports: per workspace and time, one
+// directory under an export root holding the files captured from a box
+// (trajectory zips, archives) and a manifest.json describing them.
+//
+// Guarantees:
+//   - Nothing is held whole in memory: each file is streamed to a temp file
+//     in the export's staging directory and hashed (SHA-256) while it
+//     streams; it is fsynced, renamed to its name and the directory fsynced.
+//   - Commit reads every file back and hashes it again. Only when every
+//     read-back matches the hash taken while streaming is the manifest
+//     written with "verified": true (itself fsynced, renamed and read
+//     back), and only then is the staging directory renamed to its final
+//     name and the workspace directory fsynced.
+//   - So a directory <root>/<workspace>/<stamp>/ exists only with a verified
+//     manifest. Any failure (a full disk, an unwritable root, a read-back
+//     mismatch, a source that fails mid-stream) returns an error naming the
+//     file and the cause, and removes the staging directory: there is never
+//     a partial success.
+//
+// The read-back goes through the operating system, so it proves that what
+// the filesystem returns equals what was streamed, not that the medium
+// holds it (a page-cache hit can answer). This package is not wired into
+// any delete yet.
+package exports
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// ManifestName is the manifest's file name inside an export directory.
+const ManifestName = "manifest.json"
+
+// ManifestVersion is the manifest's format version.
+const ManifestVersion = 1
+
+// ErrNoSpace matches (errors.Is) a write that failed because the export
+// location is full (ENOSPC or EDQUOT).
+var ErrNoSpace = errors.New("export location is full")
+
+// ErrUnwritable matches a location that cannot be created or written
+// (permissions, read-only filesystem, a file where a directory should be).
+var ErrUnwritable = errors.New("export location is not writable")
+
+// ErrMismatch matches a read-back whose SHA-256 differs from the one taken
+// while streaming.
+var ErrMismatch = errors.New("export read-back does not match")
+
+// Kinds of exported file.
+const (
+	KindTrajectory = "trajectory"
+	KindArchive    = "archive"
+)
+
+// File describes one exported file in the manifest.
+type File struct {
+	Name string `json:"name"`
+	Kind string `json:"kind"`
+	// ConversationID is set for a trajectory.
+	ConversationID string `json:"conversation_id,omitempty"`
+	// Format is set for an archive ("tar.gz" or "git-delta").
+	Format string `json:"format,omitempty"`
+	Bytes  int64  `json:"bytes"`
+	SHA256 string `json:"sha256"`
+	// Repository facts the archive's headers carried.
+	BaseCommit string `json:"base_commit,omitempty"`
+	BaseRef    string `json:"base_ref,omitempty"`
+	HeadCommit string `json:"head_commit,omitempty"`
+	Branch     string `json:"branch,omitempty"`
+	Remote     string `json:"remote,omitempty"`
+	RepoRoot   string `json:"repo_root,omitempty"`
+}
+
+// Manifest is manifest.json.
+type Manifest struct {
+	Version         int       `json:"version"`
+	ID              string    `json:"id"`
+	WorkspaceID     string    `json:"workspace_id"`
+	BoxID           string    `json:"box_id"`
+	CreatedAt       time.Time `json:"created_at"`
+	ConversationIDs []string  `json:"conversation_ids"`
+	Files           []File    `json:"files"`
+	// BaseCommit, Branch and Remote repeat the archive's repository facts
+	// (the first archive that carried each), for a reader of the manifest
+	// alone.
+	BaseCommit string    `json:"base_commit,omitempty"`
+	Branch     string    `json:"branch,omitempty"`
+	Remote     string    `json:"remote,omitempty"`
+	Verified   bool      `json:"verified"`
+	VerifiedAt time.Time `json:"verified_at"`
+	// Bytes is the sum of the files' sizes.
+	Bytes int64 `json:"bytes"`
+}
+
+// Writer creates exports under Root. The zero value is not usable; set
+// Root. Now defaults to time.Now.
+type Writer struct {
+	Root string
+	Now  func() time.Time
+
+	// wrapFile and openRead are fault-injection hooks for tests.
+	wrapFile func(io.Writer) io.Writer
+	openRead func(string) (io.ReadCloser, error)
+}
+
+// Export is one export being written; finish it with Commit or Abort.
+type Export struct {
+	w       *Writer
+	m       Manifest
+	wsDir   string
+	staging string
+	final   string
+	done    bool
+	names   map[string]bool
+}
+
+var safeName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$`)
+
+// Begin creates the staging directory for an export of workspace (on box)
+// at the writer's current time.
+func (w *Writer) Begin(workspaceID, boxID string) (*Export, error) {
+	if w.Root == "" {
+		return nil, errors.New("export: no export root set")
+	}
+	if !safeName.MatchString(workspaceID) {
+		return nil, fmt.Errorf("export: workspace id %q is not a safe directory name", workspaceID)
+	}
+	now := time.Now
+	if w.Now != nil {
+		now = w.Now
+	}
+	t := now().UTC()
+	var rnd [4]byte
+	rand.Read(rnd[:])
+	id := t.Format("20060102T150405Z") + "-" + hex.EncodeToString(rnd[:])
+	wsDir := filepath.Join(w.Root, workspaceID)
+	if err := os.MkdirAll(wsDir, 0o700); err != nil {
+		return nil, classify(fmt.Errorf("export: create %s: %w", wsDir, err))
+	}
+	staging := filepath.Join(wsDir, "."+id+".partial")
+	if err := os.Mkdir(staging, 0o700); err != nil {
+		return nil, classify(fmt.Errorf("export: create %s: %w", staging, err))
+	}
+	return &Export{
+		w: w, wsDir: wsDir, staging: staging, final: filepath.Join(wsDir, id), names: map[string]bool{},
+		m: Manifest{Version: ManifestVersion, ID: id, WorkspaceID: workspaceID, BoxID: boxID, CreatedAt: t,
+			ConversationIDs: []string{}, Files: []File{}},
+	}, nil
+}
+
+// ID is the export's id (its directory name).
+func (e *Export) ID() string { return e.m.ID }
+
+// Add streams r into the export as f.Name, hashing it on the way, and
+// records f (with Bytes and SHA256 filled in). On error the export is
+// aborted.
+func (e *Export) Add(f File, r io.Reader) (File, error) {
+	if e.done {
+		return f, errors.New("export: already finished")
+	}
+	if !safeName.MatchString(f.Name) || f.Name == ManifestName || e.names[f.Name] {
+		e.Abort()
+		return f, fmt.Errorf("export: file name %q is unsafe, reserved or used twice", f.Name)
+	}
+	n, sum, err := e.writeFile(f.Name, r)
+	if err != nil {
+		e.Abort()
+		return f, err
+	}
+	e.names[f.Name] = true
+	f.Bytes, f.SHA256 = n, sum
+	e.m.Files = append(e.m.Files, f)
+	e.m.Bytes += n
+	if f.ConversationID != "" {
+		e.m.ConversationIDs = append(e.m.ConversationIDs, f.ConversationID)
+	}
+	if e.m.BaseCommit == "" {
+		e.m.BaseCommit = f.BaseCommit
+	}
+	if e.m.Branch == "" {
+		e.m.Branch = f.Branch
+	}
+	if e.m.Remote == "" {
+		e.m.Remote = f.Remote
+	}
+	return f, nil
+}
+
+// writeFile streams r to a temp file, fsyncs, renames it to name and
+// fsyncs the directory. It returns the size and hex SHA-256 of what it
+// read from r.
+func (e *Export) writeFile(name string, r io.Reader) (int64, string, error) {
+	tmp, err := os.CreateTemp(e.staging, "."+name+".tmp-*")
+	if err != nil {
+		return 0, "", classify(fmt.Errorf("export %s: create temp file: %w", name, err))
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	h := sha256.New()
+	var dst io.Writer = tmp
+	if e.w.wrapFile != nil {
+		dst = e.w.wrapFile(dst)
+	}
+	n, err := io.Copy(io.MultiWriter(dst, h), r)
+	if err != nil {
+		return 0, "", classify(fmt.Errorf("export %s: after %d bytes: %w", name, n, err))
+	}
+	if err := tmp.Sync(); err != nil {
+		return 0, "", classify(fmt.Errorf("export %s: fsync: %w", name, err))
+	}
+	if err := tmp.Close(); err != nil {
+		return 0, "", classify(fmt.Errorf("export %s: close: %w", name, err))
+	}
+	if err := os.Rename(tmp.Name(), filepath.Join(e.staging, name)); err != nil {
+		return 0, "", classify(fmt.Errorf("export %s: rename: %w", name, err))
+	}
+	ok = true
+	if err := syncDir(e.staging); err != nil {
+		return 0, "", classify(fmt.Errorf("export %s: fsync directory: %w", name, err))
+	}
+	return n, hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// Commit reads every file back and compares hashes, writes the verified
+// manifest, and moves the export to its final directory. It returns the
+// manifest and the export's directory. On error nothing is left behind.
+func (e *Export) Commit() (Manifest, string, error) {
+	if e.done {
+		return Manifest{}, "", errors.New("export: already finished")
+	}
+	for _, f := range e.m.Files {
+		if err := e.verify(f.Name, f.Bytes, f.SHA256); err != nil {
+			e.Abort()
+			return Manifest{}, "", err
+		}
+	}
+	now := time.Now
+	if e.w.Now != nil {
+		now = e.w.Now
+	}
+	e.m.Verified, e.m.VerifiedAt = true, now().UTC()
+	b, err := json.MarshalIndent(e.m, "", "  ")
+	if err != nil {
+		e.Abort()
+		return Manifest{}, "", fmt.Errorf("export: encode manifest: %w", err)
+	}
+	b = append(b, '\n')
+	n, sum, err := e.writeFile(ManifestName, strings.NewReader(string(b)))
+	if err == nil {
+		err = e.verify(ManifestName, n, sum)
+	}
+	if err != nil {
+		e.Abort()
+		return Manifest{}, "", err
+	}
+	if err := os.Rename(e.staging, e.final); err != nil {
+		e.Abort()
+		return Manifest{}, "", classify(fmt.Errorf("export: move into place: %w", err))
+	}
+	e.done = true
+	if err := syncDir(e.wsDir); err != nil {
+		os.RemoveAll(e.final)
+		return Manifest{}, "", classify(fmt.Errorf("export: fsync %s: %w", e.wsDir, err))
+	}
+	return e.m, e.final, nil
+}
+
+// verify hashes the file on disk and compares it with what was streamed.
+func (e *Export) verify(name string, size int64, sum string) error {
+	p := filepath.Join(e.staging, name)
+	open := func(p string) (io.ReadCloser, error) { return os.Open(p) }
+	if e.w.openRead != nil {
+		open = e.w.openRead
+	}
+	f, err := open(p)
+	if err != nil {
+		return classify(fmt.Errorf("export %s: read back: %w", name, err))
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return fmt.Errorf("export %s: read back: %w", name, err)
+	}
+	got := hex.EncodeToString(h.Sum(nil))
+	if n != size || got != sum {
+		return fmt.Errorf("export %s: %w: streamed %d bytes sha256 %s, read back %d bytes sha256 %s",
+			name, ErrMismatch, size, sum, n, got)
+	}
+	return nil
+}
+
+// Abort removes the staging directory and everything in it.
+func (e *Export) Abort() {
+	if e.done {
+		return
+	}
+	e.done = true
+	os.RemoveAll(e.staging)
+}
+
+// syncDir makes a rename in dir durable. Windows cannot open a directory
+// for syncing, and NTFS journals renames, so it is skipped there.
+func syncDir(dir string) error {
+	if runtime.GOOS == "windows" {
+		return nil
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// classified is an error that also matches a sentinel.
+type classified struct {
+	err  error
+	kind error
+}
+
+func (c classified) Error() string {
+	return c.err.Error() + " (" + c.kind.Error() + ")"
+}
+func (c classified) Unwrap() []error { return []error{c.err, c.kind} }
+
+// classify tags disk-full and unwritable-location errors so callers can
+// tell them apart with errors.Is.
+func classify(err error) error {
+	switch {
+	case errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT):
+		return classified{err, ErrNoSpace}
+	case errors.Is(err, os.ErrPermission) || errors.Is(err, syscall.EROFS) || errors.Is(err, syscall.ENOTDIR) ||
+		errors.Is(err, syscall.EISDIR):
+		return classified{err, ErrUnwritable}
+	}
+	return err
+}
