@@ -78,6 +78,10 @@ func (e *Error) Error() string {
 			b.WriteString(" ")
 			b.WriteString(strconv.Quote(e.Detail))
 		}
+		if e.Err != nil {
+			b.WriteString(": ")
+			b.WriteString(e.Err.Error())
+		}
 	}
 	fmt.Fprintf(&b, " (%s", e.Class)
 	if e.RetryAfter > 0 {
