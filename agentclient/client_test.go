@@ -54,7 +54,7 @@ func TestPagingBothReadings(t *testing.T) {
 		for _, dashed := range []bool{true, false} {
 			c := serve(t, func(w http.ResponseWriter, r *http.Request) {
 				if r.Header.Get(SessionKeyHeader) != "sk-secret" || r.URL.Query().Get("limit") != "100" {
-					http.Error(w, `{"detail":"Unauthorized"}`, 401)
+					http.Error(w, `{"detail":"Unauthorized"}`, http.StatusUnauthorized)
 					return
 				}
 				i := 0
