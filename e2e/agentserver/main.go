@@ -3,7 +3,9 @@
 // shared/reference/agent-server.md: the unauthenticated probes
 // (/server_info, /alive, /health, /ready, GET /), X-Session-API-Key auth on
 // /api/*, conversations persisted on disk, the trajectory download with
-// secret redaction, one process-wide idle clock that conversation events and
+// secret redaction, the workspace archive (GET /api/file/archive: tar.gz
+// in pure Go; git-delta through the git binary, so a 500 in the git-less
+// box image), one process-wide idle clock that conversation events and
 // bash commands reset and reads do not.
 //
 // It executes nothing: POST /api/bash/execute_bash_command only echoes, so
