@@ -144,22 +144,54 @@ func (c *corrupter) Write(b []byte) (int, error) {
 }
 
 func TestReadBackMismatchBlocks(t *testing.T) {
+	// One byte flipped on its way to disk: in a small file, and in a file
+	// long enough that it is read back in several fsynced stretches, in a
+	// later stretch.
+	for _, c := range []struct{ size, at int64 }{{1 << 20, 100_000}, {3*syncEvery + 5, 2*syncEvery + 7}} {
+		root := t.TempDir()
+		w := newWriter(root)
+		w.wrapFile = func(dst io.Writer) io.Writer { return &corrupter{w: dst, at: c.at} }
+		ex, err := w.Begin("ws-1", "box")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = ex.Add(File{Name: "a.tar.gz", Kind: KindArchive}, pattern(c.size))
+		if !errors.Is(err, ErrMismatch) || !strings.Contains(err.Error(), "a.tar.gz") {
+			t.Fatalf("size %d: Add = %v, want a read-back mismatch naming a.tar.gz", c.size, err)
+		}
+		if _, _, err := ex.Commit(); err == nil {
+			t.Fatal("Commit after a mismatch succeeded")
+		}
+		if left := entries(t, filepath.Join(root, "ws-1")); len(left) != 0 {
+			t.Fatalf("a failed export left %v", left)
+		}
+	}
+}
+
+func TestLargeFileReadBackInStretches(t *testing.T) {
 	root := t.TempDir()
-	w := newWriter(root)
-	w.wrapFile = func(dst io.Writer) io.Writer { return &corrupter{w: dst, at: 100_000} }
-	ex, err := w.Begin("ws-1", "box")
+	ex, err := newWriter(root).Begin("ws-1", "box")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ex.Add(File{Name: "a.tar.gz", Kind: KindArchive}, pattern(1<<20)); err != nil {
+	size := int64(3*syncEvery + 12345)
+	h := sha256.New()
+	if _, err := io.Copy(h, pattern(size)); err != nil {
 		t.Fatal(err)
 	}
-	_, _, err = ex.Commit()
-	if !errors.Is(err, ErrMismatch) || !strings.Contains(err.Error(), "a.tar.gz") {
-		t.Fatalf("Commit = %v, want a read-back mismatch naming a.tar.gz", err)
+	f, err := ex.Add(File{Name: "big.tar.gz", Kind: KindArchive}, pattern(size))
+	if err != nil {
+		t.Fatal(err)
 	}
-	if left := entries(t, filepath.Join(root, "ws-1")); len(left) != 0 {
-		t.Fatalf("a failed export left %v", left)
+	if f.Bytes != size || f.SHA256 != hex.EncodeToString(h.Sum(nil)) {
+		t.Fatalf("recorded %d %s", f.Bytes, f.SHA256)
+	}
+	_, dir, err := ex.Commit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := VerifyDir(dir); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -182,11 +214,11 @@ func TestReadBackReaderMismatchBlocks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ex.Add(File{Name: "c.zip", Kind: KindTrajectory, ConversationID: "c"}, strings.NewReader("hello")); err != nil {
-		t.Fatal(err)
+	if _, err := ex.Add(File{Name: "c.zip", Kind: KindTrajectory, ConversationID: "c"}, strings.NewReader("hello")); !errors.Is(err, ErrMismatch) {
+		t.Fatalf("Add = %v, want ErrMismatch", err)
 	}
-	if _, _, err := ex.Commit(); !errors.Is(err, ErrMismatch) {
-		t.Fatalf("Commit = %v, want ErrMismatch", err)
+	if _, _, err := ex.Commit(); err == nil {
+		t.Fatal("Commit after a mismatch succeeded")
 	}
 	if left := entries(t, filepath.Join(root, "ws-1")); len(left) != 0 {
 		t.Fatalf("a failed export left %v", left)
