@@ -77,7 +77,7 @@ func (c *Client) Archive(ctx context.Context, r ArchiveRequest) (ArchiveDownload
 	if err != nil {
 		return ArchiveDownload{}, err
 	}
-	return ArchiveDownload{Download: download(resp), Format: r.Format, Meta: archiveMeta(resp.Header)}, nil
+	return ArchiveDownload{Download: download("GET /api/file/archive", resp), Format: r.Format, Meta: archiveMeta(resp.Header)}, nil
 }
 
 func archiveMeta(h http.Header) ArchiveMeta {

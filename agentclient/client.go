@@ -292,8 +292,8 @@ type Download struct {
 	Length int64
 }
 
-func download(resp *http.Response) Download {
-	d := Download{Body: resp.Body, ContentType: resp.Header.Get("Content-Type"), Length: resp.ContentLength}
+func download(op string, resp *http.Response) Download {
+	d := Download{Body: &body{rc: resp.Body, op: op}, ContentType: resp.Header.Get("Content-Type"), Length: resp.ContentLength}
 	if _, params, err := mime.ParseMediaType(resp.Header.Get("Content-Disposition")); err == nil {
 		d.Filename = params["filename"]
 	}
@@ -311,5 +311,24 @@ func (c *Client) DownloadTrajectory(ctx context.Context, id string) (Download, e
 	if err != nil {
 		return Download{}, err
 	}
-	return download(resp), nil
+	return download("GET /api/file/download-trajectory", resp), nil
 }
+
+// body turns a failure mid-stream (a reset, a body shorter than its
+// Content-Length) into a retryable *Error, so whoever copies it learns the
+// class without knowing the transport.
+type body struct {
+	rc io.ReadCloser
+	op string
+}
+
+func (b *body) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	if err != nil && err != io.EOF {
+		err = &Error{Op: b.op, Status: http.StatusOK, Class: ClassRetryable,
+			Err: fmt.Errorf("body cut short: %w", stripURL(err))}
+	}
+	return n, err
+}
+
+func (b *body) Close() error { return b.rc.Close() }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -206,5 +207,25 @@ func TestBadRequestsRefusedLocally(t *testing.T) {
 	}
 	if _, err := c.DownloadTrajectory(context.Background(), "../x"); err == nil {
 		t.Error("bad id accepted")
+	}
+}
+
+func TestBodyCutShortIsRetryable(t *testing.T) {
+	c := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "100000")
+		w.WriteHeader(http.StatusOK)
+		w.Write([]byte("only a little"))
+		// The handler returns: the server closes a response shorter than
+		// its declared length.
+	})
+	a, err := c.Archive(context.Background(), ArchiveRequest{Path: "/w", Format: FormatTarGz})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Body.Close()
+	_, err = io.ReadAll(a.Body)
+	var ae *Error
+	if !errors.Is(err, ErrRetryable) || !errors.As(err, &ae) || !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("reading a cut body: %v, want a retryable *Error wrapping io.ErrUnexpectedEOF", err)
 	}
 }

@@ -90,6 +90,9 @@ func TestClientPagesAllConversationsAndTrajectories(t *testing.T) {
 			t.Fatalf("trajectory %q, first entry %q", d.Filename, zr.File[0].Name)
 		}
 	}
+	if left, _ := filepath.Glob(filepath.Join(e.dir, "*.zip")); len(left) != 0 {
+		t.Errorf("trajectory zips left behind: %v", left)
+	}
 	if si, _ := c.ServerInfo(ctx); si.Idle() != time.Minute {
 		t.Fatalf("search and trajectory reads moved the idle clock: idle %v", si.Idle())
 	}
