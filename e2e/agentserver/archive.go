@@ -93,7 +93,11 @@ func (s *Server) archive(w http.ResponseWriter, r *http.Request) {
 		ctype, fname = "application/gzip", name+".tar.gz"
 	} else {
 		var base string
-		base, err = gitDelta(tmp, root, p.baseRef, p.excludes)
+		if _, lerr := exec.LookPath("git"); lerr == nil && !s.cfg.PureGit {
+			base, err = gitDelta(tmp, root, p.baseRef, p.excludes)
+		} else {
+			base, err = gitDeltaPure(tmp, root, p.baseRef, p.excludes)
+		}
 		var bad badRef
 		if errors.As(err, &bad) {
 			writeJSON(w, http.StatusBadRequest, detail(fmt.Sprintf("base_ref '%s' could not be resolved", p.baseRef)))
@@ -414,14 +418,11 @@ func (b badRef) Error() string { return "cannot resolve " + b.ref }
 // gitDelta writes `git diff --binary` of the work tree (untracked files
 // included, .gitignore respected) against the base, built with a throwaway
 // index so the box's own index is untouched. The base is base_ref when
-// given; else the merge-base with the branch's upstream or origin's HEAD;
-// else HEAD on a detached HEAD; else the empty tree ("" returned). It needs
-// the git binary: without one (the FROM-scratch box image) it fails, a 500
-// as upstream's git failures are.
+// given; else HEAD when it is detached; else the merge-base with the
+// branch's upstream or origin's HEAD; else the empty tree ("" returned). It
+// needs the git binary; without one (the FROM-scratch box image) the
+// archive route uses gitDeltaPure.
 func gitDelta(w io.Writer, root, baseRef string, excludes []string) (base string, err error) {
-	if _, err := exec.LookPath("git"); err != nil {
-		return "", errors.New("git-delta needs the git binary, which this box does not have")
-	}
 	run := func(env []string, args ...string) (string, error) {
 		cmd := exec.Command("git", append([]string{"-C", root}, args...)...)
 		cmd.Env = append(os.Environ(), env...)
@@ -439,15 +440,14 @@ func gitDelta(w io.Writer, root, baseRef string, excludes []string) (base string
 			return "", badRef{baseRef}
 		}
 	default:
+		if _, err := run(nil, "symbolic-ref", "-q", "HEAD"); err != nil {
+			base, _ = run(nil, "rev-parse", "--verify", "--quiet", "HEAD") // detached
+			break
+		}
 		for _, up := range []string{"@{upstream}", "refs/remotes/origin/HEAD"} {
 			if mb, err := run(nil, "merge-base", "HEAD", up); err == nil && mb != "" {
 				base = mb
 				break
-			}
-		}
-		if base == "" {
-			if _, err := run(nil, "symbolic-ref", "-q", "HEAD"); err != nil {
-				base, _ = run(nil, "rev-parse", "--verify", "--quiet", "HEAD")
 			}
 		}
 	}
@@ -459,6 +459,12 @@ func gitDelta(w io.Writer, root, baseRef string, excludes []string) (base string
 	os.Remove(idx.Name()) // git wants to create it
 	defer os.Remove(idx.Name())
 	env := []string{"GIT_INDEX_FILE=" + idx.Name()}
+	// Start from HEAD's tree, so tracked files stay even when ignored.
+	if _, err := run(nil, "rev-parse", "--verify", "--quiet", "HEAD"); err == nil {
+		if _, err := run(env, "read-tree", "HEAD"); err != nil {
+			return "", err
+		}
+	}
 	args := []string{"add", "-A", "--", "."}
 	for _, e := range excludes {
 		if e == ".git/" {

@@ -100,8 +100,41 @@ func (e *env) archiveRaw(q url.Values) (int, http.Header, []byte) {
 }
 
 func TestArchiveGitDeltaAppliesOnBase(t *testing.T) {
+	for _, pure := range []bool{false, true} {
+		name := "git-binary"
+		if pure {
+			name = "pure-go"
+		}
+		t.Run(name, func(t *testing.T) { testGitDelta(t, pure) })
+	}
+}
+
+// testGitDelta checks a git-delta by rebuilding the work tree from it: the
+// base commit's tree plus `git apply` of the patch must equal what git
+// itself would stage.
+func testGitDelta(t *testing.T, pure bool) {
 	r := newRepo(t)
-	e := newEnv(t, Config{Keys: []string{testKey}})
+	// More kinds of change: a deletion, a mode change, a symlink, an empty
+	// file, a non-ASCII name, a tracked file that is now ignored, nested
+	// .gitignore rules with a negation.
+	writeFile(t, filepath.Join(r.dir, "old.txt"), "to be deleted\n")
+	writeFile(t, filepath.Join(r.dir, "run.sh"), "#!/bin/sh\n")
+	writeFile(t, filepath.Join(r.dir, "kept.log"), "tracked though ignored\n")
+	gitT(t, r.dir, "add", "-f", "old.txt", "run.sh", "kept.log")
+	gitT(t, r.dir, "commit", "-q", "-m", "third")
+	r.head = gitT(t, r.dir, "rev-parse", "HEAD")
+	os.Remove(filepath.Join(r.dir, "old.txt"))
+	os.Chmod(filepath.Join(r.dir, "run.sh"), 0o755)
+	writeFile(t, filepath.Join(r.dir, "kept.log"), "tracked, ignored, changed\n")
+	writeFile(t, filepath.Join(r.dir, "empty"), "")
+	writeFile(t, filepath.Join(r.dir, "café.txt"), "crème\n")
+	writeFile(t, filepath.Join(r.dir, "sub", ".gitignore"), "*.tmp\n!keep.tmp\n")
+	writeFile(t, filepath.Join(r.dir, "sub", "drop.tmp"), "x\n")
+	writeFile(t, filepath.Join(r.dir, "sub", "keep.tmp"), "y\n")
+	if err := os.Symlink("README.md", filepath.Join(r.dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, Config{Keys: []string{testKey}, PureGit: pure})
 	e.clock.Advance(30 * time.Second)
 	// The parent directory holds exactly one repository: it is found.
 	code, h, patch := e.archiveRaw(url.Values{"path": {filepath.Dir(r.dir)}, "format": {"git-delta"}})
@@ -130,7 +163,7 @@ func TestArchiveGitDeltaAppliesOnBase(t *testing.T) {
 	if h.Get("X-Archive-Head-Commit") != r.head {
 		t.Errorf("X-Archive-Head-Commit %q, want %q", h.Get("X-Archive-Head-Commit"), r.head)
 	}
-	for _, leak := range []string{"debug.log", "node_modules", "credentials"} {
+	for _, leak := range []string{"debug.log", "node_modules", "credentials", "drop.tmp"} {
 		if strings.Contains(string(patch), leak) {
 			t.Errorf("patch includes %s", leak)
 		}
@@ -146,12 +179,24 @@ func TestArchiveGitDeltaAppliesOnBase(t *testing.T) {
 	os.WriteFile(pf, patch, 0o644)
 	gitT(t, out, "init", "-q")
 	gitT(t, out, "apply", "--binary", pf)
-	for _, f := range []string{"README.md", "notes.txt", "blob.bin", "src/a.go", "src/b.go"} {
+	for _, f := range []string{"README.md", "notes.txt", "blob.bin", "src/a.go", "src/b.go", "run.sh", "kept.log",
+		"empty", "café.txt", "sub/.gitignore", "sub/keep.tmp"} {
 		want, _ := os.ReadFile(filepath.Join(r.dir, f))
 		got, err := os.ReadFile(filepath.Join(out, f))
 		if err != nil || string(got) != string(want) {
 			t.Errorf("%s after applying the patch: %q (%v), want %q", f, got, err, want)
 		}
+	}
+	for _, f := range []string{"old.txt", "sub/drop.tmp", "debug.log"} {
+		if _, err := os.Lstat(filepath.Join(out, f)); err == nil {
+			t.Errorf("%s exists after applying the patch", f)
+		}
+	}
+	if fi, err := os.Stat(filepath.Join(out, "run.sh")); err != nil || fi.Mode()&0o100 == 0 {
+		t.Errorf("run.sh is not executable after applying the patch (%v)", err)
+	}
+	if target, err := os.Readlink(filepath.Join(out, "link")); err != nil || target != "README.md" {
+		t.Errorf("link after applying: %q %v", target, err)
 	}
 	// The box's own index is untouched: notes.txt is still untracked.
 	if st := gitT(t, r.dir, "status", "--porcelain", "notes.txt"); !strings.HasPrefix(st, "??") {
@@ -162,6 +207,13 @@ func TestArchiveGitDeltaAppliesOnBase(t *testing.T) {
 	code, h, _ = e.archiveRaw(url.Values{"path": {r.dir}, "base_ref": {"main"}})
 	if code != 200 || h.Get("X-Archive-Base-Ref") != "main" || h.Get("X-Archive-Base-Commit") != r.base {
 		t.Errorf("base_ref=main: %d %v", code, h)
+	}
+	// A detached HEAD is its own base; the patch is the uncommitted work.
+	gitT(t, r.dir, "checkout", "-q", "--detach")
+	code, h, patch = e.archiveRaw(url.Values{"path": {r.dir}})
+	if code != 200 || h.Get("X-Archive-Base-Commit") != r.head || h.Get("X-Archive-Branch") != "" ||
+		strings.Contains(string(patch), "src/b.go") || !strings.Contains(string(patch), "notes.txt") {
+		t.Errorf("detached HEAD: %d %v\n%.300s", code, h, patch)
 	}
 }
 
@@ -278,6 +330,11 @@ func TestArchiveErrors(t *testing.T) {
 	code, h, _ := e.archiveRaw(url.Values{"path": {plain}, "format": {"tar.gz"}})
 	if code != 200 || h.Get("X-Archive-Repo-Root") != "" {
 		t.Errorf("tar.gz of a plain dir: %d %v", code, h)
+	}
+	pure := newEnv(t, Config{PureGit: true})
+	if code, _, body := pure.archiveRaw(url.Values{"path": {r.dir}, "base_ref": {"nosuch"}}); code != 400 ||
+		!strings.Contains(string(body), "could not be resolved") {
+		t.Errorf("pure-Go unknown base_ref: %d %s", code, body)
 	}
 	e.key = "wrong"
 	if code, _, _ := e.archiveRaw(url.Values{"path": {r.dir}}); code != 401 {

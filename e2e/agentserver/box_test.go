@@ -3,13 +3,13 @@ package main
 import (
 	"archive/tar"
 	"context"
-	"errors"
 	"io"
 	"io/fs"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -116,12 +116,20 @@ func TestClientAgainstBoxImage(t *testing.T) {
 	if files["project/notes.txt"] != "untracked\n" || files["project/README.md"] != "hello\nworld\n" {
 		t.Errorf("exported capture from the box lacks the uncommitted work (%d files)", len(files))
 	}
-	// git-delta needs git, which the FROM-scratch box lacks: a git failure
-	// (500) upstream, so the client calls it retryable.
-	_, err = c.Archive(ctx, agentclient.ArchiveRequest{Path: "/workspace/project", Format: agentclient.FormatGitDelta})
-	var ae *agentclient.Error
-	if !errors.As(err, &ae) || ae.Status != 500 || !errors.Is(err, agentclient.ErrRetryable) {
-		t.Errorf("git-delta in the box: %v", err)
+	// git-delta without a git binary in the box: the emulator's pure-Go
+	// implementation, against the merge-base with origin.
+	d, err := c.Archive(ctx, agentclient.ArchiveRequest{Path: "/workspace/project", Format: agentclient.FormatGitDelta, DefaultExcludes: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch, err := io.ReadAll(d.Body)
+	d.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Meta.BaseCommit != r.base || d.Meta.BaseRef != "auto" || !strings.Contains(string(patch), "diff --git a/notes.txt b/notes.txt") ||
+		strings.Contains(string(patch), "debug.log") {
+		t.Errorf("git-delta from the box: %+v\n%.400s", d.Meta, patch)
 	}
 }
 

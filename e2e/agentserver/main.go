@@ -4,8 +4,8 @@
 // (/server_info, /alive, /health, /ready, GET /), X-Session-API-Key auth on
 // /api/*, conversations persisted on disk, the trajectory download with
 // secret redaction, the workspace archive (GET /api/file/archive: tar.gz
-// in pure Go; git-delta through the git binary, so a 500 in the git-less
-// box image), one process-wide idle clock that conversation events and
+// in pure Go; git-delta through the git binary when there is one, else a
+// pure-Go writer over loose objects), one process-wide idle clock that conversation events and
 // bash commands reset and reads do not.
 //
 // It executes nothing: POST /api/bash/execute_bash_command only echoes, so
@@ -34,6 +34,8 @@
 //	                             a test can make `docker stop` slow
 //	EMULATOR_READY_DELAY_SECONDS /ready answers 503 "initializing" this long
 //	                             after start
+//	EMULATOR_PURE_GIT=1          git-delta with the built-in Go writer even
+//	                             when a git binary is present
 //
 // Logs go to stderr.
 package main

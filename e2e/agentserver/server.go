@@ -30,6 +30,9 @@ type Config struct {
 	BuildGitRef        string
 	// ReadyDelay keeps /ready at 503 this long after start.
 	ReadyDelay time.Duration
+	// PureGit makes git-delta use the built-in Go implementation even when
+	// a git binary is present (EMULATOR_PURE_GIT=1), as in the box image.
+	PureGit bool
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -76,6 +79,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	if v := getenv("OPENHANDS_BUILD_GIT_REF"); v != "" {
 		cfg.BuildGitRef = v
 	}
+	cfg.PureGit = getenv("EMULATOR_PURE_GIT") == "1"
 	d, err := envSeconds(getenv, "EMULATOR_READY_DELAY_SECONDS")
 	if err != nil {
 		return cfg, err
