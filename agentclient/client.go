@@ -69,7 +69,11 @@ func New(ep Endpoint, hc *http.Client) (*Client, error) {
 	if hc == nil {
 		hc = &http.Client{}
 	}
-	return &Client{base: u, ep: ep, hc: hc, now: time.Now}, nil
+	// A redirect is refused, not followed: Go forwards custom headers (the
+	// session key, a provider's preview token) to wherever it points.
+	own := *hc
+	own.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &Client{base: u, ep: ep, hc: &own, now: time.Now}, nil
 }
 
 // maxJSON bounds the JSON answers this client decodes (a search page of 100

@@ -229,3 +229,27 @@ func TestBodyCutShortIsRetryable(t *testing.T) {
 		t.Fatalf("reading a cut body: %v, want a retryable *Error wrapping io.ErrUnexpectedEOF", err)
 	}
 }
+
+func TestRedirectNotFollowed(t *testing.T) {
+	leaked := false
+	elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		leaked = r.Header.Get(SessionKeyHeader) != "" || r.Header.Get("X-Proxy-Token") != ""
+	}))
+	defer elsewhere.Close()
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, elsewhere.URL+r.URL.Path, http.StatusTemporaryRedirect)
+	}))
+	defer ts.Close()
+	c, err := New(Endpoint{URL: ts.URL, SessionKey: "sk-secret", Headers: http.Header{"X-Proxy-Token": {"pt"}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Archive(context.Background(), ArchiveRequest{Path: "/w", Format: FormatTarGz})
+	var ae *Error
+	if !errors.As(err, &ae) || ae.Status != http.StatusTemporaryRedirect || !errors.Is(err, ErrPermanent) {
+		t.Fatalf("redirect: %v, want a permanent *Error with status 307", err)
+	}
+	if leaked {
+		t.Fatal("the session key or the proxy token reached the redirect target")
+	}
+}

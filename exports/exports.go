@@ -320,3 +320,37 @@ func classify(err error) error {
 	}
 	return err
 }
+
+// RemovePartial deletes staging directories left by exports that never
+// finished (a crash, a kill): they never held a verified manifest, so
+// nothing refers to them. Call it at start-up, before any export begins.
+// It returns how many it removed.
+func (w *Writer) RemovePartial() (int, error) {
+	wss, err := os.ReadDir(w.Root)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("export root %s: %w", w.Root, err)
+	}
+	n := 0
+	for _, ws := range wss {
+		if !ws.IsDir() {
+			continue
+		}
+		dir := filepath.Join(w.Root, ws.Name())
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			return n, fmt.Errorf("export root %s: %w", dir, err)
+		}
+		for _, e := range ents {
+			if e.IsDir() && strings.HasPrefix(e.Name(), ".") && strings.HasSuffix(e.Name(), ".partial") {
+				if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+					return n, fmt.Errorf("remove unfinished export: %w", err)
+				}
+				n++
+			}
+		}
+	}
+	return n, nil
+}

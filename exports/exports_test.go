@@ -343,3 +343,38 @@ func mountTmpfs(t *testing.T, opts string) string {
 	})
 	return dir
 }
+
+func TestRemovePartial(t *testing.T) {
+	root := t.TempDir()
+	w := newWriter(root)
+	done, err := w.Begin("ws-1", "box")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := done.Add(File{Name: "c.zip", Kind: KindTrajectory, ConversationID: "c"}, strings.NewReader("z")); err != nil {
+		t.Fatal(err)
+	}
+	_, dir, err := done.Commit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two exports a crash interrupted: one empty, one mid-file.
+	for _, ws := range []string{"ws-1", "ws-2"} {
+		ex, err := w.Begin(ws, "box")
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(root, ws, "."+ex.ID()+".partial", ".a.tar.gz.tmp-1"), []byte("half"), 0o600)
+	}
+	n, err := w.RemovePartial()
+	if err != nil || n != 2 {
+		t.Fatalf("RemovePartial = %d, %v; want 2", n, err)
+	}
+	if got := entries(t, root); strings.Join(got, ",") != strings.Join([]string{"ws-1", filepath.Join("ws-1", filepath.Base(dir)),
+		filepath.Join("ws-1", filepath.Base(dir), "c.zip"), filepath.Join("ws-1", filepath.Base(dir), "manifest.json"), "ws-2"}, ",") {
+		t.Fatalf("after RemovePartial: %v", got)
+	}
+	if _, err := VerifyDir(dir); err != nil {
+		t.Fatal(err)
+	}
+}
