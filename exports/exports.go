@@ -59,6 +59,11 @@ var ErrNoSpace = errors.New("export location is full")
 // (permissions, read-only filesystem, a file where a directory should be).
 var ErrUnwritable = errors.New("export location is not writable")
 
+// ErrMissing matches an export root that does not exist. The root is never
+// created here: a configured location that is gone (an unmounted disk)
+// must block, not silently fill the disk underneath.
+var ErrMissing = errors.New("export location does not exist")
+
 // ErrMismatch matches a read-back whose SHA-256 differs from the one taken
 // while streaming.
 var ErrMismatch = errors.New("export read-back does not match")
@@ -109,8 +114,8 @@ type Manifest struct {
 	Bytes int64 `json:"bytes"`
 }
 
-// Writer creates exports under Root. The zero value is not usable; set
-// Root. Now defaults to time.Now.
+// Writer creates exports under Root, which must exist (see ErrMissing).
+// Now defaults to time.Now.
 type Writer struct {
 	Root string
 	Now  func() time.Time
@@ -150,6 +155,15 @@ func (w *Writer) Begin(workspaceID, boxID string) (*Export, error) {
 	var rnd [4]byte
 	rand.Read(rnd[:])
 	id := t.Format("20060102T150405Z") + "-" + hex.EncodeToString(rnd[:])
+	fi, err := os.Stat(w.Root)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil, classified{fmt.Errorf("export: root %s: %w", w.Root, err), ErrMissing}
+	case err != nil:
+		return nil, classify(fmt.Errorf("export: root %s: %w", w.Root, err))
+	case !fi.IsDir():
+		return nil, classified{fmt.Errorf("export: root %s is not a directory", w.Root), ErrUnwritable}
+	}
 	wsDir := filepath.Join(w.Root, workspaceID)
 	if err := os.MkdirAll(wsDir, 0o700); err != nil {
 		return nil, classify(fmt.Errorf("export: create %s: %w", wsDir, err))

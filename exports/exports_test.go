@@ -284,6 +284,17 @@ func TestUnwritableRootIsClearError(t *testing.T) {
 		t.Fatalf("Begin under a file = %v, want ErrUnwritable naming the path", err)
 	}
 
+	if _, err := newWriter(file).Begin("ws", "box"); !errors.Is(err, ErrUnwritable) {
+		t.Fatalf("Begin with a file as root = %v, want ErrUnwritable", err)
+	}
+	missing := filepath.Join(t.TempDir(), "unmounted", "exports")
+	if _, err := newWriter(missing).Begin("ws", "box"); !errors.Is(err, ErrMissing) || !strings.Contains(err.Error(), missing) {
+		t.Fatalf("Begin with a missing root = %v, want ErrMissing naming it", err)
+	}
+	if _, err := os.Stat(missing); !errors.Is(err, os.ErrNotExist) {
+		t.Fatal("Begin created the missing root")
+	}
+
 	// A read-only filesystem: refused even for root.
 	ro := mountTmpfs(t, "ro,size=1m")
 	_, err = newWriter(ro).Begin("ws", "box")
