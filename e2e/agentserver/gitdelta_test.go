@@ -1,8 +1,11 @@
 package main
 
 import (
+	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -48,6 +51,50 @@ func TestQuotePath(t *testing.T) {
 	} {
 		if got := quotePath(in); got != want {
 			t.Errorf("quotePath(%q) = %s, want %s", in, got, want)
+		}
+	}
+}
+
+// TestSeedRepoIsRealGit checks the seeded repository with the real git and
+// exports it both ways.
+func TestSeedRepoIsRealGit(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("skipping: the git binary is needed to check the seeded repository")
+	}
+	dir := filepath.Join(t.TempDir(), "project")
+	for _, pure := range []bool{true, false} {
+		e := newEnv(t, Config{SeedRepo: dir, PureGit: pure})
+		if out := gitT(t, dir, "fsck", "--strict"); strings.Contains(out, "error") {
+			t.Fatalf("git fsck: %s", out)
+		}
+		if st := gitT(t, dir, "status", "--porcelain"); st != "M README.md\n?? notes.md" && st != "M README.md\n?? notes.md\n" {
+			t.Errorf("status of the seeded repository: %q", st)
+		}
+		if got := gitT(t, dir, "rev-parse", "origin/main"); got != gitT(t, dir, "rev-parse", "HEAD") {
+			t.Errorf("origin/main %s is not HEAD", got)
+		}
+		code, h, patch := e.archiveRaw(url.Values{"path": {dir}})
+		if code != 200 || h.Get("X-Archive-Base-Commit") == "" || !strings.Contains(string(patch), "notes.md") ||
+			!strings.Contains(string(patch), "README.md") || strings.Contains(string(patch), "main.go") {
+			t.Errorf("pure=%v: git-delta of the seeded repo: %d %v\n%s", pure, code, h, patch)
+		}
+		// Applying the patch on a clean checkout of HEAD gives the work tree.
+		out := t.TempDir()
+		tarball := filepath.Join(t.TempDir(), "base.tar")
+		gitT(t, dir, "archive", "-o", tarball, "HEAD")
+		if b, err := exec.Command("tar", "-xf", tarball, "-C", out).CombinedOutput(); err != nil {
+			t.Fatalf("untar: %v %s", err, b)
+		}
+		pf := filepath.Join(t.TempDir(), "p.patch")
+		os.WriteFile(pf, patch, 0o644)
+		gitT(t, out, "init", "-q")
+		gitT(t, out, "apply", "--binary", pf)
+		for _, f := range []string{"README.md", "notes.md"} {
+			want, _ := os.ReadFile(filepath.Join(dir, f))
+			got, _ := os.ReadFile(filepath.Join(out, f))
+			if string(got) != string(want) {
+				t.Errorf("pure=%v: %s after apply = %q, want %q", pure, f, got, want)
+			}
 		}
 	}
 }

@@ -36,6 +36,9 @@
 //	                             after start
 //	EMULATOR_PURE_GIT=1          git-delta with the built-in Go writer even
 //	                             when a git binary is present
+//	EMULATOR_SEED_REPO=DIR       make DIR a real git repository (origin/main,
+//	                             a commit, uncommitted work) at start, if it
+//	                             is not one, so a box has work to export
 //
 // Logs go to stderr.
 package main

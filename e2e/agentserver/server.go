@@ -33,6 +33,9 @@ type Config struct {
 	// PureGit makes git-delta use the built-in Go implementation even when
 	// a git binary is present (EMULATOR_PURE_GIT=1), as in the box image.
 	PureGit bool
+	// SeedRepo, when set, is a directory made a real git repository with
+	// uncommitted work at start (EMULATOR_SEED_REPO), unless it has one.
+	SeedRepo string
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -80,6 +83,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		cfg.BuildGitRef = v
 	}
 	cfg.PureGit = getenv("EMULATOR_PURE_GIT") == "1"
+	cfg.SeedRepo = getenv("EMULATOR_SEED_REPO")
 	d, err := envSeconds(getenv, "EMULATOR_READY_DELAY_SECONDS")
 	if err != nil {
 		return cfg, err
@@ -117,6 +121,11 @@ func NewServer(cfg Config, log *slog.Logger) (*Server, error) {
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.SeedRepo != "" {
+		if err := seedRepo(cfg.SeedRepo, cfg.Now()); err != nil {
+			return nil, fmt.Errorf("seed repository %s: %w", cfg.SeedRepo, err)
+		}
 	}
 	st, err := openStore(cfg.ConversationsPath, log)
 	if err != nil {
