@@ -22,9 +22,10 @@ const (
 )
 
 // writeFile streams r into the export as name and returns the size and hex
-// SHA-256 of what it read from r. Three things run at once, so a large
+// SHA-256 of what it read from r. Four things run at once, so a large
 // archive costs about one pass, not three:
-//   - the copy: read r, write the temp file, fsync every syncEvery bytes;
+//   - the copy: read r, write the temp file;
+//   - the syncer: fsync in the background every syncEvery bytes;
 //   - the stream hasher: SHA-256 of the bytes as read from r;
 //   - the read-back: a second descriptor reads each fsynced prefix from the
 //     filesystem and hashes it.
@@ -63,7 +64,30 @@ func (e *Export) writeFile(name string, r io.Reader) (int64, string, error) {
 	// Read-back.
 	rb := &readBack{open: e.w.openRead, path: tmp.Name(), kick: make(chan struct{}, 1), h: sha256.New()}
 	hashers.Go(rb.run)
+	// Syncer: fsyncs in the background so the copy never waits on the
+	// disk; each fsync makes durable at least what was written when it
+	// began, and that stretch is handed to the read-back.
+	syncReq := make(chan int64, 1)
+	var syncErr error
+	var syncer sync.WaitGroup
+	syncer.Go(func() {
+		for off := range syncReq {
+			if syncErr != nil {
+				continue
+			}
+			if err := tmp.Sync(); err != nil {
+				syncErr = err
+				continue
+			}
+			rb.durable(off)
+		}
+	})
+	stopSync := sync.OnceFunc(func() {
+		close(syncReq)
+		syncer.Wait()
+	})
 	stop := func() {
+		stopSync()
 		close(full)
 		rb.finish()
 		hashers.Wait()
@@ -95,17 +119,20 @@ func (e *Export) writeFile(name string, r io.Reader) (int64, string, error) {
 			return 0, "", fmt.Errorf("export %s: reading the source after %d bytes: %w", name, n, rerr)
 		}
 		if n-synced >= syncEvery {
-			if err := tmp.Sync(); err != nil {
-				stop()
-				return 0, "", classify(fmt.Errorf("export %s: fsync: %w", name, err))
+			select {
+			case syncReq <- n:
+				synced = n
+			default: // the last fsync is still running; ask again later
 			}
-			synced = n
-			rb.durable(n)
 		}
 	}
-	if err := tmp.Sync(); err != nil {
+	stopSync()
+	if syncErr == nil {
+		syncErr = tmp.Sync()
+	}
+	if syncErr != nil {
 		stop()
-		return 0, "", classify(fmt.Errorf("export %s: fsync: %w", name, err))
+		return 0, "", classify(fmt.Errorf("export %s: fsync: %w", name, syncErr))
 	}
 	rb.durable(n)
 	stop()
