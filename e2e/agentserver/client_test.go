@@ -220,3 +220,47 @@ func TestClientExportThroughProxyIsVerified(t *testing.T) {
 		t.Fatal("the proxy let a request without its token through")
 	}
 }
+
+// TestExportOfCutArchiveIsRetryableAndLeavesNothing: the connection to the
+// box drops halfway through an archive. The export fails with the client's
+// retryable class (so a delete backs off and retries) and leaves no files.
+func TestExportOfCutArchiveIsRetryableAndLeavesNothing(t *testing.T) {
+	r := newRepo(t)
+	e := newEnv(t, Config{})
+	cutter := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		rec := httptest.NewRecorder()
+		e.srv.Config.Handler.ServeHTTP(rec, req)
+		for k, v := range rec.Header() {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(rec.Code)
+		body := rec.Body.Bytes()
+		w.Write(body[:len(body)/2])
+		panic(http.ErrAbortHandler) // drop the connection mid-body
+	}))
+	t.Cleanup(cutter.Close)
+	c, err := agentclient.New(agentclient.Endpoint{URL: cutter.URL}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	ex, err := (&exports.Writer{Root: root}).Begin("ws-1", "box-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := c.Archive(context.Background(), agentclient.ArchiveRequest{Path: r.dir, Format: agentclient.FormatTarGz})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Body.Close()
+	_, err = ex.Add(exports.File{Name: a.Filename, Kind: exports.KindArchive, Format: a.Format}, a.Body)
+	if !errors.Is(err, agentclient.ErrRetryable) || !strings.Contains(err.Error(), "proj.tar.gz") {
+		t.Fatalf("export of a cut archive: %v, want a retryable error naming the file", err)
+	}
+	if _, _, err := ex.Commit(); err == nil {
+		t.Fatal("Commit after a cut archive succeeded")
+	}
+	if left, _ := os.ReadDir(filepath.Join(root, "ws-1")); len(left) != 0 {
+		t.Fatalf("a failed export left %d entries", len(left))
+	}
+}
