@@ -55,7 +55,7 @@ func TestClientAgainstBoxImage(t *testing.T) {
 	created, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{
 		Config: &container.Config{
 			Image:        img,
-			Env:          []string{"OH_SESSION_API_KEYS_0=" + testKey},
+			Env:          []string{"OH_SESSION_API_KEYS_0=" + testKey, "EMULATOR_SEED_REPO=/workspace/seeded"},
 			Labels:       map[string]string{boximage.TestLabelKey: "1", "companion.scope": scope},
 			ExposedPorts: network.PortSet{port: {}},
 		},
@@ -130,6 +130,21 @@ func TestClientAgainstBoxImage(t *testing.T) {
 	if d.Meta.BaseCommit != r.base || d.Meta.BaseRef != "auto" || !strings.Contains(string(patch), "diff --git a/notes.txt b/notes.txt") ||
 		strings.Contains(string(patch), "debug.log") {
 		t.Errorf("git-delta from the box: %+v\n%.400s", d.Meta, patch)
+	}
+
+	// The repository the emulator seeded itself, without git, exports too.
+	d, err = c.Archive(ctx, agentclient.ArchiveRequest{Path: "/workspace/seeded", Format: agentclient.FormatGitDelta, DefaultExcludes: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch, err = io.ReadAll(d.Body)
+	d.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Meta.BaseCommit) != 40 || d.Meta.BaseCommit != d.Meta.HeadCommit || d.Meta.Branch != "main" ||
+		d.Meta.RepoRemote != "https://example.invalid/canvas/demo.git" || !strings.Contains(string(patch), "diff --git a/notes.md b/notes.md") {
+		t.Errorf("git-delta of the seeded repository: %+v\n%.400s", d.Meta, patch)
 	}
 }
 
