@@ -3,7 +3,9 @@
 // shared/reference/agent-server.md: the unauthenticated probes
 // (/server_info, /alive, /health, /ready, GET /), X-Session-API-Key auth on
 // /api/*, conversations persisted on disk, the trajectory download with
-// secret redaction, one process-wide idle clock that conversation events and
+// secret redaction, the workspace archive (GET /api/file/archive: tar.gz
+// in pure Go; git-delta through the git binary when there is one, else a
+// pure-Go writer over loose objects), one process-wide idle clock that conversation events and
 // bash commands reset and reads do not.
 //
 // It executes nothing: POST /api/bash/execute_bash_command only echoes, so
@@ -35,6 +37,11 @@
 //	EMULATOR_IDLE_AT_START_SECONDS  idle_time starts at this many seconds
 //	                             (uptime still starts at 0), so a test sees a
 //	                             long-idle box without waiting on the clock
+//	EMULATOR_PURE_GIT=1          git-delta with the built-in Go writer even
+//	                             when a git binary is present
+//	EMULATOR_SEED_REPO=DIR       make DIR a real git repository (origin/main,
+//	                             a commit, uncommitted work) at start, if it
+//	                             is not one, so a box has work to export
 //
 // Logs go to stderr.
 package main

@@ -34,6 +34,12 @@ type Config struct {
 	// that has been idle this long without waiting for it on the wall
 	// clock (companion does not own the clock inside a container).
 	IdleAtStart time.Duration
+	// PureGit makes git-delta use the built-in Go implementation even when
+	// a git binary is present (EMULATOR_PURE_GIT=1), as in the box image.
+	PureGit bool
+	// SeedRepo, when set, is a directory made a real git repository with
+	// uncommitted work at start (EMULATOR_SEED_REPO), unless it has one.
+	SeedRepo string
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -80,6 +86,8 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	if v := getenv("OPENHANDS_BUILD_GIT_REF"); v != "" {
 		cfg.BuildGitRef = v
 	}
+	cfg.PureGit = getenv("EMULATOR_PURE_GIT") == "1"
+	cfg.SeedRepo = getenv("EMULATOR_SEED_REPO")
 	d, err := envSeconds(getenv, "EMULATOR_READY_DELAY_SECONDS")
 	if err != nil {
 		return cfg, err
@@ -121,6 +129,11 @@ func NewServer(cfg Config, log *slog.Logger) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	if cfg.SeedRepo != "" {
+		if err := seedRepo(cfg.SeedRepo, cfg.Now()); err != nil {
+			return nil, fmt.Errorf("seed repository %s: %w", cfg.SeedRepo, err)
+		}
+	}
 	st, err := openStore(cfg.ConversationsPath, log)
 	if err != nil {
 		return nil, err
@@ -151,6 +164,7 @@ func (s *Server) routes() {
 	handle("POST", "/api/conversations/{id}/pause", s.api(s.pauseConversation))
 	handle("POST", "/api/conversations/{id}/events", s.api(s.sendMessage))
 	handle("GET", "/api/file/download-trajectory/{id}", s.api(s.downloadTrajectory))
+	handle("GET", "/api/file/archive", s.api(s.archive))
 	handle("POST", "/api/bash/execute_bash_command", s.api(s.executeBash))
 	handle("POST", "/api/bash/start_bash_command", s.api(s.startBash))
 }

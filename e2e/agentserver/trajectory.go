@@ -17,18 +17,25 @@ import (
 
 // downloadTrajectory is GET /api/file/download-trajectory/{id}: the
 // conversation's directory as a zip rooted at <hex>/, with secrets redacted
-// from JSON files. It reads the disk, not memory, and is not activity.
+// from JSON files. As upstream, the zip is built as a file beside the
+// conversation directories and deleted once sent, so a large trajectory is
+// never held in memory. It is not activity.
 func (s *Server) downloadTrajectory(w http.ResponseWriter, r *http.Request) {
 	id, ok := pathID(w, r, "conversation_id")
 	if !ok {
 		return
 	}
 	dir := s.store.convDir(id)
+	var tmp *os.File
 	s.store.mu.Lock()
 	fi, err := os.Stat(dir)
-	var buf bytes.Buffer
 	if err == nil && fi.IsDir() {
-		err = zipTrajectory(&buf, dir, id.hex())
+		tmp, err = os.CreateTemp(s.store.dir, id.hex()+"-*.zip")
+		if err == nil {
+			defer os.Remove(tmp.Name())
+			defer tmp.Close()
+			err = zipTrajectory(tmp, dir, id.hex())
+		}
 	} else if err == nil || errors.Is(err, fs.ErrNotExist) {
 		err = fs.ErrNotExist
 	}
@@ -41,11 +48,19 @@ func (s *Server) downloadTrajectory(w http.ResponseWriter, r *http.Request) {
 		internalError(w, err)
 		return
 	}
+	size, err := tmp.Seek(0, io.SeekCurrent)
+	if err == nil {
+		_, err = tmp.Seek(0, io.SeekStart)
+	}
+	if err != nil {
+		internalError(w, err)
+		return
+	}
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="%s.zip"`, id.hex()))
-	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
+	w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
 	w.WriteHeader(http.StatusOK)
-	w.Write(buf.Bytes())
+	io.Copy(w, tmp)
 }
 
 // zipTrajectory writes dir into zw under root/, redacting *.json and

@@ -8,6 +8,7 @@ func groups(startupRuns int) []group {
 		{"store", benchStore},
 		{"stream", benchStream},
 		{"wasm", benchWasm},
+		{"export", benchExport},
 	}
 }
 

@@ -1,0 +1,370 @@
+// Package exports writes verified exports: per workspace and time, one
+// directory under an export root holding the files captured from a box
+// (trajectory zips, archives) and a manifest.json describing them.
+//
+// Guarantees:
+//   - Nothing is held whole in memory: each file is streamed to a temp file
+//     in the export's staging directory and hashed (SHA-256) while it
+//     streams; it is fsynced, renamed to its name and the directory fsynced.
+//   - Each file is read back through a second descriptor and hashed again:
+//     every fsynced stretch while the rest still streams, so a large
+//     archive costs about one pass. A file whose read-back differs is an
+//     error. Commit then writes the manifest with "verified": true (itself
+//     fsynced, renamed and read back), and only then renames the staging
+//     directory to its final name and fsyncs the workspace directory.
+//   - So a directory <root>/<workspace>/<stamp>/ exists only with a verified
+//     manifest. Any failure (a full disk, an unwritable root, a read-back
+//     mismatch, a source that fails mid-stream) returns an error naming the
+//     file and the cause, and removes the staging directory: there is never
+//     a partial success.
+//
+// The read-back goes through the operating system, so it proves that what
+// the filesystem returns equals what was streamed, not that the medium
+// holds it (a page-cache hit can answer). This package is not wired into
+// any delete yet.
+package exports
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// ManifestName is the manifest's file name inside an export directory.
+const ManifestName = "manifest.json"
+
+// ManifestVersion is the manifest's format version.
+const ManifestVersion = 1
+
+// copyBuf is the size of the one buffer each copy uses: large enough that
+// syscalls do not dominate, small enough to keep memory flat.
+const copyBuf = 1 << 20
+
+// ErrNoSpace matches (errors.Is) a write that failed because the export
+// location is full (ENOSPC or EDQUOT).
+var ErrNoSpace = errors.New("export location is full")
+
+// ErrUnwritable matches a location that cannot be created or written
+// (permissions, read-only filesystem, a file where a directory should be).
+var ErrUnwritable = errors.New("export location is not writable")
+
+// ErrMissing matches an export root that does not exist. The root is never
+// created here: a configured location that is gone (an unmounted disk)
+// must block, not silently fill the disk underneath.
+var ErrMissing = errors.New("export location does not exist")
+
+// ErrMismatch matches a read-back whose SHA-256 differs from the one taken
+// while streaming.
+var ErrMismatch = errors.New("export read-back does not match")
+
+// Kinds of exported file.
+const (
+	KindTrajectory = "trajectory"
+	KindArchive    = "archive"
+)
+
+// File describes one exported file in the manifest.
+type File struct {
+	Name string `json:"name"`
+	Kind string `json:"kind"`
+	// ConversationID is set for a trajectory.
+	ConversationID string `json:"conversation_id,omitempty"`
+	// Format is set for an archive ("tar.gz" or "git-delta").
+	Format string `json:"format,omitempty"`
+	Bytes  int64  `json:"bytes"`
+	SHA256 string `json:"sha256"`
+	// Repository facts the archive's headers carried.
+	BaseCommit string `json:"base_commit,omitempty"`
+	BaseRef    string `json:"base_ref,omitempty"`
+	HeadCommit string `json:"head_commit,omitempty"`
+	Branch     string `json:"branch,omitempty"`
+	Remote     string `json:"remote,omitempty"`
+	RepoRoot   string `json:"repo_root,omitempty"`
+}
+
+// Manifest is manifest.json.
+type Manifest struct {
+	Version         int       `json:"version"`
+	ID              string    `json:"id"`
+	WorkspaceID     string    `json:"workspace_id"`
+	BoxID           string    `json:"box_id"`
+	CreatedAt       time.Time `json:"created_at"`
+	ConversationIDs []string  `json:"conversation_ids"`
+	Files           []File    `json:"files"`
+	// BaseCommit, Branch and Remote repeat the archive's repository facts
+	// (the first archive that carried each), for a reader of the manifest
+	// alone.
+	BaseCommit string    `json:"base_commit,omitempty"`
+	Branch     string    `json:"branch,omitempty"`
+	Remote     string    `json:"remote,omitempty"`
+	Verified   bool      `json:"verified"`
+	VerifiedAt time.Time `json:"verified_at"`
+	// Bytes is the sum of the files' sizes.
+	Bytes int64 `json:"bytes"`
+}
+
+// Writer creates exports under Root, which must exist (see ErrMissing).
+// Now defaults to time.Now.
+type Writer struct {
+	Root string
+	Now  func() time.Time
+
+	// wrapFile and openRead are fault-injection hooks for tests.
+	wrapFile func(io.Writer) io.Writer
+	openRead func(string) (io.ReadCloser, error)
+}
+
+// Export is one export being written; finish it with Commit or Abort.
+type Export struct {
+	w       *Writer
+	m       Manifest
+	wsDir   string
+	staging string
+	final   string
+	done    bool
+	names   map[string]bool
+}
+
+var safeName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$`)
+
+// Begin creates the staging directory for an export of workspace (on box)
+// at the writer's current time.
+func (w *Writer) Begin(workspaceID, boxID string) (*Export, error) {
+	if w.Root == "" {
+		return nil, errors.New("export: no export root set")
+	}
+	if !safeName.MatchString(workspaceID) {
+		return nil, fmt.Errorf("export: workspace id %q is not a safe directory name", workspaceID)
+	}
+	now := time.Now
+	if w.Now != nil {
+		now = w.Now
+	}
+	t := now().UTC()
+	var rnd [4]byte
+	rand.Read(rnd[:])
+	id := t.Format("20060102T150405Z") + "-" + hex.EncodeToString(rnd[:])
+	fi, err := os.Stat(w.Root)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil, classified{fmt.Errorf("export: root %s: %w", w.Root, err), ErrMissing}
+	case err != nil:
+		return nil, classify(fmt.Errorf("export: root %s: %w", w.Root, err))
+	case !fi.IsDir():
+		return nil, classified{fmt.Errorf("export: root %s is not a directory", w.Root), ErrUnwritable}
+	}
+	wsDir := filepath.Join(w.Root, workspaceID)
+	if err := os.MkdirAll(wsDir, 0o700); err != nil {
+		return nil, classify(fmt.Errorf("export: create %s: %w", wsDir, err))
+	}
+	staging := filepath.Join(wsDir, "."+id+".partial")
+	if err := os.Mkdir(staging, 0o700); err != nil {
+		return nil, classify(fmt.Errorf("export: create %s: %w", staging, err))
+	}
+	return &Export{
+		w: w, wsDir: wsDir, staging: staging, final: filepath.Join(wsDir, id), names: map[string]bool{},
+		m: Manifest{Version: ManifestVersion, ID: id, WorkspaceID: workspaceID, BoxID: boxID, CreatedAt: t,
+			ConversationIDs: []string{}, Files: []File{}},
+	}, nil
+}
+
+// ID is the export's id (its directory name).
+func (e *Export) ID() string { return e.m.ID }
+
+// Add streams r into the export as f.Name, hashing it on the way, and
+// records f (with Bytes and SHA256 filled in). On error the export is
+// aborted.
+func (e *Export) Add(f File, r io.Reader) (File, error) {
+	if e.done {
+		return f, errors.New("export: already finished")
+	}
+	if !safeName.MatchString(f.Name) || f.Name == ManifestName || e.names[f.Name] {
+		e.Abort()
+		return f, fmt.Errorf("export: file name %q is unsafe, reserved or used twice", f.Name)
+	}
+	n, sum, err := e.writeFile(f.Name, r)
+	if err != nil {
+		e.Abort()
+		return f, err
+	}
+	e.names[f.Name] = true
+	f.Bytes, f.SHA256 = n, sum
+	e.m.Files = append(e.m.Files, f)
+	e.m.Bytes += n
+	if f.ConversationID != "" {
+		e.m.ConversationIDs = append(e.m.ConversationIDs, f.ConversationID)
+	}
+	if e.m.BaseCommit == "" {
+		e.m.BaseCommit = f.BaseCommit
+	}
+	if e.m.Branch == "" {
+		e.m.Branch = f.Branch
+	}
+	if e.m.Remote == "" {
+		e.m.Remote = f.Remote
+	}
+	return f, nil
+}
+
+// Commit checks that every file read back equal (see writeFile) still has
+// its size, writes the verified manifest, and moves the export to its final directory. It returns the
+// manifest and the export's directory. On error nothing is left behind.
+func (e *Export) Commit() (Manifest, string, error) {
+	if e.done {
+		return Manifest{}, "", errors.New("export: already finished")
+	}
+	// Each file was read back after it was made durable (writeFile); what
+	// is left to check is that its name still holds those bytes.
+	for _, f := range e.m.Files {
+		fi, err := os.Stat(filepath.Join(e.staging, f.Name))
+		if err == nil && fi.Size() != f.Bytes {
+			err = fmt.Errorf("%w: size %d on disk, %d streamed", ErrMismatch, fi.Size(), f.Bytes)
+		}
+		if err != nil {
+			e.Abort()
+			return Manifest{}, "", fmt.Errorf("export %s: %w", f.Name, err)
+		}
+	}
+	now := time.Now
+	if e.w.Now != nil {
+		now = e.w.Now
+	}
+	e.m.Verified, e.m.VerifiedAt = true, now().UTC()
+	b, err := json.MarshalIndent(e.m, "", "  ")
+	if err != nil {
+		e.Abort()
+		return Manifest{}, "", fmt.Errorf("export: encode manifest: %w", err)
+	}
+	b = append(b, '\n')
+	if _, _, err := e.writeFile(ManifestName, strings.NewReader(string(b))); err != nil {
+		e.Abort()
+		return Manifest{}, "", err
+	}
+	if err := os.Rename(e.staging, e.final); err != nil {
+		e.Abort()
+		return Manifest{}, "", classify(fmt.Errorf("export: move into place: %w", err))
+	}
+	e.done = true
+	if err := syncDir(e.wsDir); err != nil {
+		os.RemoveAll(e.final)
+		return Manifest{}, "", classify(fmt.Errorf("export: fsync %s: %w", e.wsDir, err))
+	}
+	return e.m, e.final, nil
+}
+
+// verify hashes the file on disk and compares it with what was streamed.
+func (e *Export) verify(name string, size int64, sum string) error {
+	p := filepath.Join(e.staging, name)
+	open := func(p string) (io.ReadCloser, error) { return os.Open(p) }
+	if e.w.openRead != nil {
+		open = e.w.openRead
+	}
+	f, err := open(p)
+	if err != nil {
+		return classify(fmt.Errorf("export %s: read back: %w", name, err))
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.CopyBuffer(h, struct{ io.Reader }{f}, make([]byte, copyBuf))
+	if err != nil {
+		return fmt.Errorf("export %s: read back: %w", name, err)
+	}
+	got := hex.EncodeToString(h.Sum(nil))
+	if n != size || got != sum {
+		return fmt.Errorf("export %s: %w: streamed %d bytes sha256 %s, read back %d bytes sha256 %s",
+			name, ErrMismatch, size, sum, n, got)
+	}
+	return nil
+}
+
+// Abort removes the staging directory and everything in it.
+func (e *Export) Abort() {
+	if e.done {
+		return
+	}
+	e.done = true
+	os.RemoveAll(e.staging)
+}
+
+// syncDir makes a rename in dir durable. Windows cannot open a directory
+// for syncing, and NTFS journals renames, so it is skipped there.
+func syncDir(dir string) error {
+	if runtime.GOOS == "windows" {
+		return nil
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// classified is an error that also matches a sentinel.
+type classified struct {
+	err  error
+	kind error
+}
+
+func (c classified) Error() string {
+	return c.err.Error() + " (" + c.kind.Error() + ")"
+}
+func (c classified) Unwrap() []error { return []error{c.err, c.kind} }
+
+// classify tags disk-full and unwritable-location errors so callers can
+// tell them apart with errors.Is.
+func classify(err error) error {
+	switch {
+	case errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT):
+		return classified{err, ErrNoSpace}
+	case errors.Is(err, os.ErrPermission) || errors.Is(err, syscall.EROFS) || errors.Is(err, syscall.ENOTDIR) ||
+		errors.Is(err, syscall.EISDIR):
+		return classified{err, ErrUnwritable}
+	}
+	return err
+}
+
+// RemovePartial deletes staging directories left by exports that never
+// finished (a crash, a kill): they never held a verified manifest, so
+// nothing refers to them. Call it at start-up, before any export begins.
+// It returns how many it removed.
+func (w *Writer) RemovePartial() (int, error) {
+	wss, err := os.ReadDir(w.Root)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("export root %s: %w", w.Root, err)
+	}
+	n := 0
+	for _, ws := range wss {
+		if !ws.IsDir() {
+			continue
+		}
+		dir := filepath.Join(w.Root, ws.Name())
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			return n, fmt.Errorf("export root %s: %w", dir, err)
+		}
+		for _, e := range ents {
+			if e.IsDir() && strings.HasPrefix(e.Name(), ".") && strings.HasSuffix(e.Name(), ".partial") {
+				if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+					return n, fmt.Errorf("remove unfinished export: %w", err)
+				}
+				n++
+			}
+		}
+	}
+	return n, nil
+}
