@@ -119,6 +119,7 @@ func (s *Service) AddAccount(ctx context.Context, owner string, req AddAccountRe
 			return Account{}, err
 		}
 		s.log.Info("account added", "account", acct.ID, "provider", acct.Provider)
+		s.noteAccountsChanged()
 		s.Kick(acct.ID)
 		return acct, nil
 	}
@@ -139,7 +140,11 @@ func (s *Service) EnsureAccount(ctx context.Context, acct Account) error {
 	if acct.Config == nil {
 		acct.Config = map[string]string{}
 	}
-	return s.cfg.Store.PutAccount(ctx, acct)
+	if err := s.cfg.Store.PutAccount(ctx, acct); err != nil {
+		return err
+	}
+	s.noteAccountsChanged()
+	return nil
 }
 
 // addChecked lists the new account's boxes once, so a mistyped token is
@@ -182,6 +187,7 @@ func (s *Service) addChecked(ctx context.Context, p Provider, info ProviderInfo,
 		s.forgetSecrets(ctx, acct)
 		return Account{}, err
 	}
+	s.noteAccountsChanged()
 	now := s.now()
 	s.setStatus(acct, func(st *AccountStatus) {
 		switch {
@@ -315,6 +321,7 @@ func (s *Service) RemoveAccount(ctx context.Context, owner, id string) error {
 	if err := s.cfg.Store.DeleteAccount(ctx, id); err != nil {
 		return err
 	}
+	s.noteAccountsChanged()
 	s.forgetSecrets(ctx, acct)
 	s.status.forget(id)
 	s.log.Info("account removed", "account", id, "forgotten_workspaces", len(mine))

@@ -24,9 +24,16 @@ var errSlowSubscriber = errors.New("subscriber fell behind the change feed")
 // has seen every change up to N.
 //
 // The feed keeps every live workspace in memory, which makes snapshots
-// cheap; the store stays the source of truth.
+// cheap; the store stays the source of truth. Loading them takes time in
+// proportion to the store, so a feed can be made unloaded (NewLazyFeed)
+// and loaded once the program serves: until Load has finished, every
+// method waits for it, so nothing ever sees a partial set.
 type Feed struct {
 	store Store
+
+	loadOnce sync.Once
+	loaded   chan struct{} // closed when Load has finished
+	loadErr  error         // set before loaded closes
 
 	mu   sync.Mutex
 	rev  int64
@@ -36,24 +43,78 @@ type Feed struct {
 
 // NewFeed loads the live workspaces and the current revision from store.
 func NewFeed(ctx context.Context, store Store) (*Feed, error) {
-	list, err := store.ListWorkspaces(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("load workspaces: %w", err)
-	}
-	_, rev, _, err := store.Changes(ctx, 1<<62)
-	if err != nil {
-		return nil, fmt.Errorf("read feed revision: %w", err)
-	}
-	f := &Feed{store: store, rev: rev, live: make(map[string]Workspace, len(list)), subs: map[*Subscription]struct{}{}}
-	for _, ws := range list {
-		f.live[ws.ID] = ws
+	f := NewLazyFeed(store)
+	if err := f.Load(ctx); err != nil {
+		return nil, err
 	}
 	return f, nil
+}
+
+// NewLazyFeed returns a feed that reads nothing until Load is called.
+func NewLazyFeed(store Store) *Feed {
+	return &Feed{store: store, loaded: make(chan struct{}), live: map[string]Workspace{}, subs: map[*Subscription]struct{}{}}
+}
+
+// Load reads the live workspaces and the current revision; later calls
+// return the first call's outcome. No change can happen meanwhile: Save
+// waits for Load too. A failed Load leaves the feed unusable (every method
+// fails or returns nothing), and the caller should stop.
+func (f *Feed) Load(ctx context.Context) error {
+	f.loadOnce.Do(func() {
+		defer close(f.loaded)
+		_, rev, _, err := f.store.Changes(ctx, 1<<62)
+		if err != nil {
+			f.loadErr = fmt.Errorf("read feed revision: %w", err)
+			return
+		}
+		list, err := f.store.ListWorkspaces(ctx)
+		if err != nil {
+			f.loadErr = fmt.Errorf("load workspaces: %w", err)
+			return
+		}
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.rev = rev
+		f.live = make(map[string]Workspace, len(list))
+		for _, ws := range list {
+			f.live[ws.ID] = ws
+		}
+	})
+	return f.loadErr
+}
+
+// Loaded is closed once Load has finished (successfully or not).
+func (f *Feed) Loaded() <-chan struct{} { return f.loaded }
+
+// waitLoaded waits for Load, or for ctx.
+func (f *Feed) waitLoaded(ctx context.Context) error {
+	select {
+	case <-f.loaded:
+		return f.loadErr
+	default:
+	}
+	select {
+	case <-f.loaded:
+		return f.loadErr
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for the workspaces to load: %w", ctx.Err())
+	}
+}
+
+// lock is for methods without a context: it waits for Load however long
+// it takes (it ends, or the program stops), then takes mu.
+func (f *Feed) lock() error {
+	<-f.loaded
+	f.mu.Lock()
+	return f.loadErr
 }
 
 // Save stores ws with the next revision and publishes the change. A
 // workspace with Removed set leaves the live set.
 func (f *Feed) Save(ctx context.Context, ws Workspace) (Workspace, error) {
+	if err := f.waitLoaded(ctx); err != nil {
+		return ws, err
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	saved, err := f.store.SaveWorkspace(ctx, ws)
@@ -80,7 +141,7 @@ func (f *Feed) Save(ctx context.Context, ws Workspace) (Workspace, error) {
 
 // Get returns a live workspace from memory.
 func (f *Feed) Get(id string) (Workspace, bool) {
-	f.mu.Lock()
+	_ = f.lock() // a failed load leaves live empty
 	defer f.mu.Unlock()
 	ws, ok := f.live[id]
 	return ws, ok
@@ -88,7 +149,7 @@ func (f *Feed) Get(id string) (Workspace, bool) {
 
 // Snapshot returns the current revision and every live workspace.
 func (f *Feed) Snapshot() (int64, []Workspace) {
-	f.mu.Lock()
+	_ = f.lock()
 	defer f.mu.Unlock()
 	return f.rev, f.snapshotLocked()
 }
@@ -103,7 +164,7 @@ func (f *Feed) snapshotLocked() []Workspace {
 
 // Rev is the current revision.
 func (f *Feed) Rev() int64 {
-	f.mu.Lock()
+	_ = f.lock()
 	defer f.mu.Unlock()
 	return f.rev
 }
@@ -155,7 +216,7 @@ func (f *Feed) subscribeLocked(buffer int) *Subscription {
 // SubscribeSnapshot atomically takes a snapshot and subscribes to every
 // change after it.
 func (f *Feed) SubscribeSnapshot(buffer int) (rev int64, snapshot []Workspace, sub *Subscription) {
-	f.mu.Lock()
+	_ = f.lock()
 	defer f.mu.Unlock()
 	return f.rev, f.snapshotLocked(), f.subscribeLocked(buffer)
 }
@@ -165,6 +226,9 @@ func (f *Feed) SubscribeSnapshot(buffer int) (rev int64, snapshot []Workspace, s
 // from the future); the caller should then use SubscribeSnapshot instead,
 // and sub is nil.
 func (f *Feed) SubscribeSince(ctx context.Context, since int64, buffer int) (changes []Change, rev int64, complete bool, sub *Subscription, err error) {
+	if err := f.waitLoaded(ctx); err != nil {
+		return nil, 0, false, nil, err
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	list, rev, complete, err := f.store.Changes(ctx, since)
@@ -176,4 +240,11 @@ func (f *Feed) SubscribeSince(ctx context.Context, since int64, buffer int) (cha
 		changes[i] = Change{Rev: ws.Rev, Workspace: ws}
 	}
 	return changes, rev, true, f.subscribeLocked(buffer), nil
+}
+
+// Len is the number of live workspaces.
+func (f *Feed) Len() int {
+	_ = f.lock()
+	defer f.mu.Unlock()
+	return len(f.live)
 }
