@@ -119,7 +119,13 @@ func (a *Adapter) load(ctx context.Context, read func() ([]byte, error)) {
 			return
 		}
 	}
+	bin := a.bin
 	if a.h.cfg.CompileOnUse {
+		if read != nil {
+			// Megabytes per module: not kept while nobody uses it.
+			a.sha256()
+			a.bin, bin = nil, nil
+		}
 		select {
 		case <-a.wanted:
 		case <-a.unloaded:
@@ -129,9 +135,20 @@ func (a *Adapter) load(ctx context.Context, read func() ([]byte, error)) {
 			a.fail(ctx, ctx.Err())
 			return
 		}
+		if bin == nil {
+			var err error
+			if bin, err = read(); err != nil {
+				a.fail(ctx, err)
+				return
+			}
+			if sha256Hex(bin) != a.sha256() {
+				a.fail(ctx, errors.New("its bytes changed since its manifest was read"))
+				return
+			}
+		}
 	}
 	a.info = LoadInfo{Name: a.name, Version: a.man.Version, SHA256: a.sha256(), CompileCache: "off"}
-	mod, err := a.h.compile(ctx, a.name, a.man, a.bin, &a.info)
+	mod, err := a.h.compile(ctx, a.name, a.man, bin, &a.info)
 	if err == nil {
 		if err = mod.CheckCapabilities(core.Capabilities(a.man.Capabilities)); err == nil {
 			err = mod.Warm(ctx, a.man.ABIVersion)
