@@ -124,7 +124,8 @@ func TestInstallModuleFromFile(t *testing.T) {
 			ID string `json:"id"`
 		} `json:"account"`
 	}
-	p.must(201, "POST", "/v1/accounts", map[string]any{"provider": "good", "label": "static", "config": map[string]string{"mode": "static"}}, &acct)
+	p.must(201, "POST", "/v1/accounts", map[string]any{"provider": "good", "label": "static", "config": map[string]string{"mode": "static"},
+		"credentials": map[string]string{"token": "tok-static", "files_key": "key-static"}}, &acct)
 	p.waitLog("provider module ready", map[string]string{"module": "good", "compile_cache": "hit"}, time.Minute)
 	var provs providerList
 	p.must(200, "GET", "/v1/providers", nil, &provs)
