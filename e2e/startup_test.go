@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -90,4 +91,17 @@ func TestReadyBeforeLoadingLargeStore(t *testing.T) {
 		t.Errorf("the loaded line does not count %d workspaces:\n%s", n, logs[loadedAt:min(len(logs), loadedAt+300)])
 	}
 	p.stop()
+}
+
+// TestBadAllowHostStopsBeforeReady: the API is built after the ready line,
+// but its settings are checked before it: a --allow-host that cannot be a
+// host stops companion with the reason and no ready line.
+func TestBadAllowHostStopsBeforeReady(t *testing.T) {
+	cmd := exec.Command(companionBin, "serve", "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--docker-scope", "unused", "--allow-host", "a/b:80")
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if err == nil || stdout.Len() != 0 || !strings.Contains(stderr.String(), `allowed host \"a/b:80\"`) {
+		t.Fatalf("exit %v, stdout %q, stderr:\n%s", err, stdout.String(), stderr.String())
+	}
 }

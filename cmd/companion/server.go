@@ -275,6 +275,24 @@ func serve(ctx context.Context, m mode, f *serverFlags, log *slog.Logger, stdout
 		return fmt.Errorf("listen on %s: %w", f.listen, err)
 	}
 	token := newToken()
+	bridgeCfg := uibridge.Config{
+		Service: svc,
+		Token:   token,
+		// Whatever address was bound (127.0.0.2, [::1]) is the one the
+		// ready URL names, so it must be allowed.
+		AllowedHosts:   append(uibridge.ListenerHosts(ln.Addr()), f.hosts...),
+		AllowedOrigins: f.origins,
+		BodyTimeout:    f.timeouts.body,
+		Version:        version,
+		Logger:         log,
+		Modules:        provs,
+	}
+	// The bridge is built after the ready line; bad flags stop companion
+	// before it.
+	if err := uibridge.CheckConfig(bridgeCfg); err != nil {
+		ln.Close()
+		return err
+	}
 	gate := newStartGate()
 	srv := newHTTPServer(gate, f.timeouts, log)
 	served := make(chan error, 1)
@@ -308,18 +326,7 @@ func serve(ctx context.Context, m mode, f *serverFlags, log *slog.Logger, stdout
 	if err := svc.Recover(ctx); err != nil {
 		return err
 	}
-	bridge, err = uibridge.New(uibridge.Config{
-		Service: svc,
-		Token:   token,
-		// Whatever address was bound (127.0.0.2, [::1]) is the one the
-		// ready URL names, so it must be allowed.
-		AllowedHosts:   append(uibridge.ListenerHosts(ln.Addr()), f.hosts...),
-		AllowedOrigins: f.origins,
-		BodyTimeout:    f.timeouts.body,
-		Version:        version,
-		Logger:         log,
-		Modules:        provs,
-	})
+	bridge, err = uibridge.New(bridgeCfg)
 	if err != nil {
 		return err
 	}
