@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"path/filepath"
 	"runtime"
@@ -65,41 +66,112 @@ func benchIdleHeap(b *testing.B, n int) {
 		seedStore(b, dir, n)
 		base := heapInuse()
 
-		ctx, cancel := context.WithCancel(context.Background())
-		pr, pw := io.Pipe()
-		f := &serverFlags{dataDir: dir, listen: "127.0.0.1:0", dockerScope: "bench-heap", reconcileInterval: time.Hour, timeouts: httpTimeouts{header: 10 * time.Second, body: 10 * time.Second, idle: time.Minute}}
-		done := make(chan error, 1)
-		go func() { done <- serve(ctx, modeDesktop, f, slog.New(slog.DiscardHandler), pw) }()
-		var ready readyLine
-		line, err := bufio.NewReader(pr).ReadBytes('\n')
-		if err != nil || json.Unmarshal(line, &ready) != nil {
-			b.Fatalf("ready line %q: %v", line, err)
+		ready, _, stop := startInProcess(b, dir)
+		if got := countWorkspaces(b, ready); got != n {
+			b.Fatalf("listed %d workspaces, want %d", got, n)
 		}
-		go io.Copy(io.Discard, pr)
-		req, _ := http.NewRequest("GET", ready.URL+"/v1/workspaces", nil)
-		req.Header.Set("Authorization", "Bearer "+ready.Token)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			b.Fatal(err)
-		}
-		var list struct {
-			Workspaces []json.RawMessage `json:"workspaces"`
-		}
-		err = json.NewDecoder(resp.Body).Decode(&list)
-		resp.Body.Close()
-		if err != nil || len(list.Workspaces) != n {
-			b.Fatalf("list: %d workspaces, %v", len(list.Workspaces), err)
-		}
-		list.Workspaces = nil
 		http.DefaultClient.CloseIdleConnections()
 		inuse := heapInuse()
 		b.ReportMetric(float64(inuse)/(1<<20), "heap-MiB")
 		b.ReportMetric(float64(base)/(1<<20), "baseline-heap-MiB")
 		b.ReportMetric(float64(int64(inuse)-int64(base))/(1<<20), "companion-heap-MiB")
+		stop()
+	}
+}
+
+// startInProcess runs serve on dataDir and returns its ready line, the
+// time the line took, and a stop function.
+func startInProcess(tb testing.TB, dataDir string) (readyLine, time.Duration, func()) {
+	tb.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	f := &serverFlags{dataDir: dataDir, listen: "127.0.0.1:0", dockerScope: "bench-startup", reconcileInterval: time.Hour,
+		timeouts: httpTimeouts{header: 10 * time.Second, body: 10 * time.Second, idle: time.Minute}}
+	done := make(chan error, 1)
+	began := time.Now()
+	go func() { done <- serve(ctx, modeDesktop, f, slog.New(slog.DiscardHandler), pw) }()
+	var ready readyLine
+	line, err := bufio.NewReader(pr).ReadBytes('\n')
+	took := time.Since(began)
+	if err != nil || json.Unmarshal(line, &ready) != nil {
+		tb.Fatalf("ready line %q: %v", line, err)
+	}
+	go io.Copy(io.Discard, pr)
+	return ready, took, func() {
 		cancel()
 		pw.Close()
 		if err := <-done; err != nil {
-			b.Fatal(err)
+			tb.Fatal(err)
 		}
+	}
+}
+
+// countWorkspaces lists the workspaces over HTTP (waiting, as any client
+// does, until they are loaded).
+func countWorkspaces(tb testing.TB, ready readyLine) int {
+	tb.Helper()
+	req, _ := http.NewRequest("GET", ready.URL+"/v1/workspaces", nil)
+	req.Header.Set("Authorization", "Bearer "+ready.Token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var list struct {
+		Workspaces []json.RawMessage `json:"workspaces"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
+		tb.Fatal(err)
+	}
+	return len(list.Workspaces)
+}
+
+// bareReady is the in-run baseline: listen on loopback, serve net/http
+// and print a ready line, nothing else.
+func bareReady(tb testing.TB) time.Duration {
+	began := time.Now()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.NotFoundHandler(), ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	_ = json.NewEncoder(io.Discard).Encode(readyLine{Event: "ready", URL: "http://" + ln.Addr().String()})
+	took := time.Since(began)
+	srv.Close()
+	return took
+}
+
+// BenchmarkReadyLine measures, in process, the time from serve's start to
+// its ready line on stores of 0, 10,000 and 100,000 workspaces, next to a
+// bare net/http server's (the in-run baseline), and the time until the
+// workspaces are loaded and listed. The ready line should not grow with
+// the store; loading does. In process there is no exec, so the bare
+// figure is far below a process's (internal/benchrun measures exec to
+// ready line); what matters here is that ready-ms is flat across sizes.
+func BenchmarkReadyLine(b *testing.B) {
+	for _, n := range []int{0, 10000, 100000} {
+		b.Run(fmt.Sprintf("workspaces=%d", n), func(b *testing.B) {
+			dir := b.TempDir()
+			if n > 0 {
+				seedStore(b, dir, n)
+			}
+			var ready, bare, loaded time.Duration
+			for b.Loop() {
+				bare += bareReady(b)
+				line, took, stop := startInProcess(b, dir)
+				ready += took
+				began := time.Now()
+				if got := countWorkspaces(b, line); got != n {
+					b.Fatalf("listed %d workspaces, want %d", got, n)
+				}
+				loaded += took + time.Since(began)
+				stop()
+			}
+			per := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 / float64(b.N) }
+			b.ReportMetric(per(ready), "ready-ms")
+			b.ReportMetric(per(bare), "bare-ready-ms")
+			b.ReportMetric(per(loaded), "listed-ms")
+		})
 	}
 }
