@@ -437,7 +437,9 @@ func (a *Adapter) invoke1(ctx context.Context, op string, acct *core.Account, bo
 
 // Describe returns the module's description, built from its manifest. The
 // first call asks the module itself (describe) and checks that it agrees
-// with the manifest; later calls answer from memory.
+// with the manifest; later calls answer from memory. With CompileOnUse it
+// answers from the manifest alone until the module is used (the check
+// then runs when it compiles).
 func (a *Adapter) Describe(ctx context.Context) (core.ProviderInfo, error) {
 	a.descMu.Lock()
 	defer a.descMu.Unlock()

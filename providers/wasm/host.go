@@ -8,8 +8,9 @@
 // A Host owns the modules. Load one (LoadEmbedded for first-party modules
 // built into the binary, LoadInstalled/Load for modules a person
 // installed); each load returns an *Adapter, a core.Provider, at once and
-// compiles in the background, so start-up is never delayed; the first call
-// waits for the compile. Install, Installed and Remove manage installed
+// compiles in the background (or, with Config.CompileOnUse, only at its
+// first use), so start-up is never delayed; the first call waits for the
+// compile. Install, Installed and Remove manage installed
 // modules, whose SHA-256 is pinned in the caller's store and checked at
 // every load.
 package wasm
