@@ -159,6 +159,12 @@ func (s *Service) addChecked(ctx context.Context, p Provider, info ProviderInfo,
 		boxes []Box
 		err   error
 	}
+	if pr, ok := p.(Preparer); ok {
+		if err := pr.Prepare(ctx); err != nil {
+			s.forgetSecrets(ctx, acct)
+			return Account{}, err
+		}
+	}
 	s.status.tryBusy(acct.ID) // a new id: the reconciler leaves it alone until the list is done
 	first := make(chan outcome, 1)
 	s.goBackground(func(bg context.Context) {

@@ -62,7 +62,10 @@ type Adapter struct {
 	closing bool
 }
 
-var _ core.Provider = (*Adapter)(nil)
+var (
+	_ core.Provider = (*Adapter)(nil)
+	_ core.Preparer = (*Adapter)(nil)
+)
 
 // LoadInfo describes how a module was loaded.
 type LoadInfo struct {
@@ -332,6 +335,14 @@ func (a *Adapter) Wait(ctx context.Context) (LoadInfo, error) {
 	case <-ctx.Done():
 		return LoadInfo{}, &core.Error{Kind: core.KindUnavailable, Message: "provider module " + a.name + " is still loading", Err: ctx.Err()}
 	}
+}
+
+// Prepare implements core.Preparer: it compiles the module if it is not
+// yet (its first use), so that adding an account times the provider's
+// answer, not the compile.
+func (a *Adapter) Prepare(ctx context.Context) error {
+	_, err := a.Wait(ctx)
+	return err
 }
 
 // Stats returns the module's pool counters (zero before it is loaded).
