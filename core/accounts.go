@@ -299,7 +299,7 @@ func (s *Service) RemoveAccount(ctx context.Context, owner, id string) error {
 	if err != nil {
 		return err
 	}
-	_, live := s.feed.Snapshot()
+	live := s.feed.OfAccount(id)
 	var unlocks []func()
 	defer func() {
 		for _, u := range unlocks {

@@ -38,7 +38,10 @@ type Feed struct {
 	mu   sync.Mutex
 	rev  int64
 	live map[string]Workspace
-	subs map[*Subscription]struct{}
+	// byAccount indexes live by account, so that a reconciler pass costs
+	// what the account holds, not what the store holds.
+	byAccount map[string]map[string]struct{}
+	subs      map[*Subscription]struct{}
 }
 
 // NewFeed loads the live workspaces and the current revision from store.
@@ -52,7 +55,8 @@ func NewFeed(ctx context.Context, store Store) (*Feed, error) {
 
 // NewLazyFeed returns a feed that reads nothing until Load is called.
 func NewLazyFeed(store Store) *Feed {
-	return &Feed{store: store, loaded: make(chan struct{}), live: map[string]Workspace{}, subs: map[*Subscription]struct{}{}}
+	return &Feed{store: store, loaded: make(chan struct{}), live: map[string]Workspace{},
+		byAccount: map[string]map[string]struct{}{}, subs: map[*Subscription]struct{}{}}
 }
 
 // Load reads the live workspaces and the current revision; later calls
@@ -77,7 +81,7 @@ func (f *Feed) Load(ctx context.Context) error {
 		f.rev = rev
 		f.live = make(map[string]Workspace, len(list))
 		for _, ws := range list {
-			f.live[ws.ID] = ws
+			f.putLocked(ws)
 		}
 	})
 	return f.loadErr
@@ -124,9 +128,9 @@ func (f *Feed) Save(ctx context.Context, ws Workspace) (Workspace, error) {
 	saved.Progress = ws.Progress // transient: not stored
 	f.rev = saved.Rev
 	if saved.Removed {
-		delete(f.live, saved.ID)
+		f.removeLocked(saved.ID)
 	} else {
-		f.live[saved.ID] = saved
+		f.putLocked(saved)
 	}
 	ch := Change{Rev: saved.Rev, Workspace: saved}
 	for s := range f.subs {
@@ -137,6 +141,45 @@ func (f *Feed) Save(ctx context.Context, ws Workspace) (Workspace, error) {
 		}
 	}
 	return saved, nil
+}
+
+func (f *Feed) putLocked(ws Workspace) {
+	if old, ok := f.live[ws.ID]; ok && old.AccountID != ws.AccountID {
+		f.removeLocked(ws.ID)
+	}
+	f.live[ws.ID] = ws
+	ids := f.byAccount[ws.AccountID]
+	if ids == nil {
+		ids = map[string]struct{}{}
+		f.byAccount[ws.AccountID] = ids
+	}
+	ids[ws.ID] = struct{}{}
+}
+
+func (f *Feed) removeLocked(id string) {
+	old, ok := f.live[id]
+	if !ok {
+		return
+	}
+	delete(f.live, id)
+	if ids := f.byAccount[old.AccountID]; ids != nil {
+		delete(ids, id)
+		if len(ids) == 0 {
+			delete(f.byAccount, old.AccountID)
+		}
+	}
+}
+
+// OfAccount returns the live workspaces of one account.
+func (f *Feed) OfAccount(accountID string) []Workspace {
+	_ = f.lock()
+	defer f.mu.Unlock()
+	ids := f.byAccount[accountID]
+	out := make([]Workspace, 0, len(ids))
+	for id := range ids {
+		out = append(out, f.live[id])
+	}
+	return out
 }
 
 // Get returns a live workspace from memory.

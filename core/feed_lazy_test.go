@@ -3,6 +3,8 @@ package core_test
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
 	"testing"
 	"testing/synctest"
 
@@ -102,5 +104,42 @@ func TestLazyFeedSaveGivesUpWithItsContext(t *testing.T) {
 	_, err := f.Save(ctx, core.Workspace{ID: "ws_x"})
 	if !errors.Is(err, context.Canceled) || len(st.list) != 0 {
 		t.Fatalf("save before Load with a cancelled context: %v (stored %d)", err, len(st.list))
+	}
+}
+
+// TestFeedOfAccount: the per-account view follows loads, saves, a
+// workspace moving to another account, and removals.
+func TestFeedOfAccount(t *testing.T) {
+	ctx := context.Background()
+	st := &listStore{list: []core.Workspace{{ID: "ws_a", AccountID: "acc_1"}, {ID: "ws_b", AccountID: "acc_2"}}, rev: 2}
+	f, err := core.NewFeed(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := func(acct string) string {
+		var out []string
+		for _, ws := range f.OfAccount(acct) {
+			out = append(out, ws.ID)
+		}
+		slices.Sort(out)
+		return strings.Join(out, ",")
+	}
+	save := func(ws core.Workspace) {
+		t.Helper()
+		if _, err := f.Save(ctx, ws); err != nil {
+			t.Fatal(err)
+		}
+	}
+	save(core.Workspace{ID: "ws_c", AccountID: "acc_1"})
+	if got := ids("acc_1"); got != "ws_a,ws_c" {
+		t.Fatalf("acc_1 after a save: %q", got)
+	}
+	save(core.Workspace{ID: "ws_a", AccountID: "acc_2"})
+	if a, b := ids("acc_1"), ids("acc_2"); a != "ws_c" || b != "ws_a,ws_b" {
+		t.Fatalf("after a move: acc_1 %q, acc_2 %q", a, b)
+	}
+	save(core.Workspace{ID: "ws_c", AccountID: "acc_1", Removed: true})
+	if got := ids("acc_1"); got != "" {
+		t.Fatalf("acc_1 after its last workspace left: %q", got)
 	}
 }

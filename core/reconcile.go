@@ -283,14 +283,7 @@ func (s *Service) reconcileAccount(ctx context.Context, acct Account) error {
 
 // workspacesOf returns the live workspaces of an account.
 func (s *Service) workspacesOf(accountID string) []Workspace {
-	_, live := s.feed.Snapshot()
-	var mine []Workspace
-	for _, ws := range live {
-		if ws.AccountID == accountID {
-			mine = append(mine, ws)
-		}
-	}
-	return mine
+	return s.feed.OfAccount(accountID)
 }
 
 // applyList brings the account's workspaces in line with a list of its
