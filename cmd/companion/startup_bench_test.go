@@ -70,6 +70,7 @@ func benchIdleHeap(b *testing.B, n int) {
 		if got := countWorkspaces(b, ready); got != n {
 			b.Fatalf("listed %d workspaces, want %d", got, n)
 		}
+		getProviders(b, ready) // the modules' manifests have been read
 		http.DefaultClient.CloseIdleConnections()
 		inuse := heapInuse()
 		b.ReportMetric(float64(inuse)/(1<<20), "heap-MiB")
@@ -124,6 +125,22 @@ func countWorkspaces(tb testing.TB, ready readyLine) int {
 		tb.Fatal(err)
 	}
 	return len(list.Workspaces)
+}
+
+// getProviders lists the providers, which waits for their manifests.
+func getProviders(tb testing.TB, ready readyLine) {
+	tb.Helper()
+	req, _ := http.NewRequest("GET", ready.URL+"/v1/providers", nil)
+	req.Header.Set("Authorization", "Bearer "+ready.Token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		tb.Fatalf("GET /v1/providers: %s", resp.Status)
+	}
 }
 
 // bareReady is the in-run baseline: listen on loopback, serve net/http
