@@ -119,6 +119,7 @@ func (s *Service) AddAccount(ctx context.Context, owner string, req AddAccountRe
 			return Account{}, err
 		}
 		s.log.Info("account added", "account", acct.ID, "provider", acct.Provider)
+		s.noteAccountsChanged()
 		s.Kick(acct.ID)
 		return acct, nil
 	}
@@ -139,7 +140,11 @@ func (s *Service) EnsureAccount(ctx context.Context, acct Account) error {
 	if acct.Config == nil {
 		acct.Config = map[string]string{}
 	}
-	return s.cfg.Store.PutAccount(ctx, acct)
+	if err := s.cfg.Store.PutAccount(ctx, acct); err != nil {
+		return err
+	}
+	s.noteAccountsChanged()
+	return nil
 }
 
 // addChecked lists the new account's boxes once, so a mistyped token is
@@ -153,6 +158,12 @@ func (s *Service) addChecked(ctx context.Context, p Provider, info ProviderInfo,
 	type outcome struct {
 		boxes []Box
 		err   error
+	}
+	if pr, ok := p.(Preparer); ok {
+		if err := pr.Prepare(ctx); err != nil {
+			s.forgetSecrets(ctx, acct)
+			return Account{}, err
+		}
 	}
 	s.status.tryBusy(acct.ID) // a new id: the reconciler leaves it alone until the list is done
 	first := make(chan outcome, 1)
@@ -182,6 +193,7 @@ func (s *Service) addChecked(ctx context.Context, p Provider, info ProviderInfo,
 		s.forgetSecrets(ctx, acct)
 		return Account{}, err
 	}
+	s.noteAccountsChanged()
 	now := s.now()
 	s.setStatus(acct, func(st *AccountStatus) {
 		switch {
@@ -289,7 +301,7 @@ func (s *Service) RemoveAccount(ctx context.Context, owner, id string) error {
 	if err != nil {
 		return err
 	}
-	_, live := s.feed.Snapshot()
+	live := s.feed.OfAccount(id)
 	var unlocks []func()
 	defer func() {
 		for _, u := range unlocks {
@@ -317,6 +329,7 @@ func (s *Service) RemoveAccount(ctx context.Context, owner, id string) error {
 	if err := s.cfg.Store.DeleteAccount(ctx, id); err != nil {
 		return err
 	}
+	s.noteAccountsChanged()
 	s.forgetSecrets(ctx, acct)
 	s.status.forget(id)
 	s.log.Info("account removed", "account", id, "forgotten_workspaces", len(mine))

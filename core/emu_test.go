@@ -190,6 +190,8 @@ type clockEnv struct {
 	logs    *bytes.Buffer
 	passes  chan passDone
 	pending []passDone // passes seen while waiting for another account's
+	// wrap, if set, wraps the store the service is given (to observe it).
+	wrap func(core.Store) core.Store
 }
 
 type passDone struct {
@@ -213,7 +215,11 @@ func (e *clockEnv) open() {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	svc, err := core.NewService(ctx, core.Config{Store: st, Providers: e.reg, Secrets: e.secrets, Clock: e.clock,
+	var store core.Store = st
+	if e.wrap != nil {
+		store = e.wrap(st)
+	}
+	svc, err := core.NewService(ctx, core.Config{Store: store, Providers: e.reg, Secrets: e.secrets, Clock: e.clock,
 		Logger: slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	if err != nil {
 		e.t.Fatal(err)

@@ -24,36 +24,101 @@ var errSlowSubscriber = errors.New("subscriber fell behind the change feed")
 // has seen every change up to N.
 //
 // The feed keeps every live workspace in memory, which makes snapshots
-// cheap; the store stays the source of truth.
+// cheap; the store stays the source of truth. Loading them takes time in
+// proportion to the store, so a feed can be made unloaded (NewLazyFeed)
+// and loaded once the program serves: until Load has finished, every
+// method waits for it, so nothing ever sees a partial set.
 type Feed struct {
 	store Store
+
+	loadOnce sync.Once
+	loaded   chan struct{} // closed when Load has finished
+	loadErr  error         // set before loaded closes
 
 	mu   sync.Mutex
 	rev  int64
 	live map[string]Workspace
-	subs map[*Subscription]struct{}
+	// byAccount indexes live by account, so that a reconciler pass costs
+	// what the account holds, not what the store holds.
+	byAccount map[string]map[string]struct{}
+	subs      map[*Subscription]struct{}
 }
 
 // NewFeed loads the live workspaces and the current revision from store.
 func NewFeed(ctx context.Context, store Store) (*Feed, error) {
-	list, err := store.ListWorkspaces(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("load workspaces: %w", err)
-	}
-	_, rev, _, err := store.Changes(ctx, 1<<62)
-	if err != nil {
-		return nil, fmt.Errorf("read feed revision: %w", err)
-	}
-	f := &Feed{store: store, rev: rev, live: make(map[string]Workspace, len(list)), subs: map[*Subscription]struct{}{}}
-	for _, ws := range list {
-		f.live[ws.ID] = ws
+	f := NewLazyFeed(store)
+	if err := f.Load(ctx); err != nil {
+		return nil, err
 	}
 	return f, nil
+}
+
+// NewLazyFeed returns a feed that reads nothing until Load is called.
+func NewLazyFeed(store Store) *Feed {
+	return &Feed{store: store, loaded: make(chan struct{}), live: map[string]Workspace{},
+		byAccount: map[string]map[string]struct{}{}, subs: map[*Subscription]struct{}{}}
+}
+
+// Load reads the live workspaces and the current revision; later calls
+// return the first call's outcome. No change can happen meanwhile: Save
+// waits for Load too. A failed Load leaves the feed unusable (every method
+// fails or returns nothing), and the caller should stop.
+func (f *Feed) Load(ctx context.Context) error {
+	f.loadOnce.Do(func() {
+		defer close(f.loaded)
+		_, rev, _, err := f.store.Changes(ctx, 1<<62)
+		if err != nil {
+			f.loadErr = fmt.Errorf("read feed revision: %w", err)
+			return
+		}
+		list, err := f.store.ListWorkspaces(ctx)
+		if err != nil {
+			f.loadErr = fmt.Errorf("load workspaces: %w", err)
+			return
+		}
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.rev = rev
+		f.live = make(map[string]Workspace, len(list))
+		for _, ws := range list {
+			f.putLocked(ws)
+		}
+	})
+	return f.loadErr
+}
+
+// Loaded is closed once Load has finished (successfully or not).
+func (f *Feed) Loaded() <-chan struct{} { return f.loaded }
+
+// waitLoaded waits for Load, or for ctx.
+func (f *Feed) waitLoaded(ctx context.Context) error {
+	select {
+	case <-f.loaded:
+		return f.loadErr
+	default:
+	}
+	select {
+	case <-f.loaded:
+		return f.loadErr
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for the workspaces to load: %w", ctx.Err())
+	}
+}
+
+// lock is for methods without a context: it waits for Load however long
+// it takes (it ends, or the program stops), then takes mu.
+func (f *Feed) lock() error {
+	<-f.loaded
+	f.mu.Lock()
+	return f.loadErr
 }
 
 // Save stores ws with the next revision and publishes the change. A
 // workspace with Removed set leaves the live set.
 func (f *Feed) Save(ctx context.Context, ws Workspace) (Workspace, error) {
+	if err := f.waitLoaded(ctx); err != nil {
+		return ws, err
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	saved, err := f.store.SaveWorkspace(ctx, ws)
@@ -63,9 +128,9 @@ func (f *Feed) Save(ctx context.Context, ws Workspace) (Workspace, error) {
 	saved.Progress = ws.Progress // transient: not stored
 	f.rev = saved.Rev
 	if saved.Removed {
-		delete(f.live, saved.ID)
+		f.removeLocked(saved.ID)
 	} else {
-		f.live[saved.ID] = saved
+		f.putLocked(saved)
 	}
 	ch := Change{Rev: saved.Rev, Workspace: saved}
 	for s := range f.subs {
@@ -78,9 +143,48 @@ func (f *Feed) Save(ctx context.Context, ws Workspace) (Workspace, error) {
 	return saved, nil
 }
 
+func (f *Feed) putLocked(ws Workspace) {
+	if old, ok := f.live[ws.ID]; ok && old.AccountID != ws.AccountID {
+		f.removeLocked(ws.ID)
+	}
+	f.live[ws.ID] = ws
+	ids := f.byAccount[ws.AccountID]
+	if ids == nil {
+		ids = map[string]struct{}{}
+		f.byAccount[ws.AccountID] = ids
+	}
+	ids[ws.ID] = struct{}{}
+}
+
+func (f *Feed) removeLocked(id string) {
+	old, ok := f.live[id]
+	if !ok {
+		return
+	}
+	delete(f.live, id)
+	if ids := f.byAccount[old.AccountID]; ids != nil {
+		delete(ids, id)
+		if len(ids) == 0 {
+			delete(f.byAccount, old.AccountID)
+		}
+	}
+}
+
+// OfAccount returns the live workspaces of one account.
+func (f *Feed) OfAccount(accountID string) []Workspace {
+	_ = f.lock()
+	defer f.mu.Unlock()
+	ids := f.byAccount[accountID]
+	out := make([]Workspace, 0, len(ids))
+	for id := range ids {
+		out = append(out, f.live[id])
+	}
+	return out
+}
+
 // Get returns a live workspace from memory.
 func (f *Feed) Get(id string) (Workspace, bool) {
-	f.mu.Lock()
+	_ = f.lock() // a failed load leaves live empty
 	defer f.mu.Unlock()
 	ws, ok := f.live[id]
 	return ws, ok
@@ -88,7 +192,7 @@ func (f *Feed) Get(id string) (Workspace, bool) {
 
 // Snapshot returns the current revision and every live workspace.
 func (f *Feed) Snapshot() (int64, []Workspace) {
-	f.mu.Lock()
+	_ = f.lock()
 	defer f.mu.Unlock()
 	return f.rev, f.snapshotLocked()
 }
@@ -103,7 +207,7 @@ func (f *Feed) snapshotLocked() []Workspace {
 
 // Rev is the current revision.
 func (f *Feed) Rev() int64 {
-	f.mu.Lock()
+	_ = f.lock()
 	defer f.mu.Unlock()
 	return f.rev
 }
@@ -155,7 +259,7 @@ func (f *Feed) subscribeLocked(buffer int) *Subscription {
 // SubscribeSnapshot atomically takes a snapshot and subscribes to every
 // change after it.
 func (f *Feed) SubscribeSnapshot(buffer int) (rev int64, snapshot []Workspace, sub *Subscription) {
-	f.mu.Lock()
+	_ = f.lock()
 	defer f.mu.Unlock()
 	return f.rev, f.snapshotLocked(), f.subscribeLocked(buffer)
 }
@@ -165,6 +269,9 @@ func (f *Feed) SubscribeSnapshot(buffer int) (rev int64, snapshot []Workspace, s
 // from the future); the caller should then use SubscribeSnapshot instead,
 // and sub is nil.
 func (f *Feed) SubscribeSince(ctx context.Context, since int64, buffer int) (changes []Change, rev int64, complete bool, sub *Subscription, err error) {
+	if err := f.waitLoaded(ctx); err != nil {
+		return nil, 0, false, nil, err
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	list, rev, complete, err := f.store.Changes(ctx, since)
@@ -176,4 +283,11 @@ func (f *Feed) SubscribeSince(ctx context.Context, since int64, buffer int) (cha
 		changes[i] = Change{Rev: ws.Rev, Workspace: ws}
 	}
 	return changes, rev, true, f.subscribeLocked(buffer), nil
+}
+
+// Len is the number of live workspaces.
+func (f *Feed) Len() int {
+	_ = f.lock()
+	defer f.mu.Unlock()
+	return len(f.live)
 }

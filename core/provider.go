@@ -56,6 +56,15 @@ type Pinger interface {
 	Ping(ctx context.Context) error
 }
 
+// Preparer is implemented by adapters with a one-time local cost before
+// their first call (a Wasm module compiles at its first use). Adding an
+// account waits for Prepare before it starts timing the provider's first
+// answer (Config.AddAccountWait), which is about the provider, not about
+// this machine.
+type Preparer interface {
+	Prepare(ctx context.Context) error
+}
+
 // CreateChecker is implemented by adapters that can tell quickly, before a
 // create is recorded, that this create would fail (an unreachable engine,
 // an image that cannot be had), so the caller hears it at once instead of

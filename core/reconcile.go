@@ -74,16 +74,27 @@ func (s *Service) RunReconciler(ctx context.Context, cfg ReconcileConfig) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	var pruned time.Time
+	// The account list is read at start and again only when it changed
+	// (accountsChanged, or a kick for an account not known yet): between
+	// due times the loop sleeps and touches nothing.
+	var accts []Account
+	reload := true
 	for {
 		now := s.now()
 		if now.Sub(pruned) >= pruneEvery {
 			s.pruneTombstones(ctx)
 			pruned = now
 		}
-		next := now.Add(cfg.Interval)
-		accts, err := s.cfg.Store.ListAccounts(ctx)
-		if err != nil && ctx.Err() == nil {
-			s.log.Error("reconciler: cannot list accounts", "err", err)
+		next := pruned.Add(pruneEvery)
+		if reload {
+			list, err := s.cfg.Store.ListAccounts(ctx)
+			switch {
+			case err == nil:
+				accts, reload = list, false
+			case ctx.Err() == nil:
+				s.log.Error("reconciler: cannot list accounts", "err", err)
+				next = minTime(next, now.Add(cfg.Interval)) // try again
+			}
 		}
 		seen := map[string]bool{}
 		for _, acct := range accts {
@@ -134,10 +145,14 @@ func (s *Service) RunReconciler(ctx context.Context, cfg ReconcileConfig) {
 		case <-ctx.Done():
 			wake.Stop()
 			return
+		case <-s.accountsChanged:
+			reload = true
 		case id := <-s.kick:
 			if d, ok := sched[id]; ok {
 				d.at = time.Time{}
 				d.kicked = d.running
+			} else {
+				reload = true // an account added since the list was read
 			}
 		case r := <-results:
 			d := sched[r.id]
@@ -268,14 +283,7 @@ func (s *Service) reconcileAccount(ctx context.Context, acct Account) error {
 
 // workspacesOf returns the live workspaces of an account.
 func (s *Service) workspacesOf(accountID string) []Workspace {
-	_, live := s.feed.Snapshot()
-	var mine []Workspace
-	for _, ws := range live {
-		if ws.AccountID == accountID {
-			mine = append(mine, ws)
-		}
-	}
-	return mine
+	return s.feed.OfAccount(accountID)
 }
 
 // applyList brings the account's workspaces in line with a list of its

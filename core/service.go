@@ -44,6 +44,10 @@ type Config struct {
 	// list before answering; 0 means 3 seconds. A slower list goes on in
 	// the background.
 	AddAccountWait time.Duration
+	// DeferLoad leaves the workspaces unread until Service.Load, so that a
+	// program can start serving first: loading takes time in proportion
+	// to the store. Until then, whatever needs them waits.
+	DeferLoad bool
 	// MaxAttempts is how often a failing step of a journaled action is
 	// tried (across restarts) before the action gives up; 0 means 5.
 	MaxAttempts int
@@ -71,6 +75,8 @@ type Service struct {
 	wg     sync.WaitGroup
 
 	kick chan string // account ids the reconciler should visit soon
+	// accountsChanged tells the reconciler to read the account list again.
+	accountsChanged chan struct{}
 
 	goneMu sync.Mutex
 	gone   map[string]time.Time // account/box ids deleted recently
@@ -81,8 +87,8 @@ type Service struct {
 	actors   map[int64]string // who started each running journaled action
 }
 
-// NewService loads the feed from the store and returns a ready service.
-// Call Recover to resume journaled actions and RunReconciler to start the
+// NewService loads the feed from the store (unless Config.DeferLoad) and
+// returns a ready service. Call Recover to resume journaled actions and RunReconciler to start the
 // reconciler.
 func NewService(ctx context.Context, cfg Config) (*Service, error) {
 	if cfg.Store == nil || cfg.Providers == nil {
@@ -118,9 +124,11 @@ func NewService(ctx context.Context, cfg Config) (*Service, error) {
 	if cfg.Audit == nil {
 		cfg.Audit, _ = cfg.Store.(AuditLog)
 	}
-	feed, err := NewFeed(ctx, cfg.Store)
-	if err != nil {
-		return nil, err
+	feed := NewLazyFeed(cfg.Store)
+	if !cfg.DeferLoad {
+		if err := feed.Load(ctx); err != nil {
+			return nil, err
+		}
 	}
 	bg, cancel := context.WithCancel(context.Background())
 	s := &Service{
@@ -130,16 +138,27 @@ func NewService(ctx context.Context, cfg Config) (*Service, error) {
 		bg:     bg,
 		cancel: cancel,
 		kick:   make(chan string, 64),
-		gone:   map[string]time.Time{},
-		locks:  locks{clock: cfg.Clock},
-		status: newAccountStatuses(),
-		actors: map[int64]string{},
+
+		accountsChanged: make(chan struct{}, 1),
+		gone:            map[string]time.Time{},
+		locks:           locks{clock: cfg.Clock},
+		status:          newAccountStatuses(),
+		actors:          map[int64]string{},
 	}
 	if err := s.loadFlags(ctx); err != nil {
 		cancel()
 		return nil, fmt.Errorf("core: load account flags: %w", err)
 	}
 	return s, nil
+}
+
+// Load reads the workspaces into memory, when Config.DeferLoad held them
+// back; otherwise (or called again) it returns at once.
+func (s *Service) Load(ctx context.Context) error {
+	if err := s.feed.Load(ctx); err != nil {
+		return fmt.Errorf("core: %w", err)
+	}
+	return nil
 }
 
 // Feed is the service's change feed.
@@ -259,6 +278,15 @@ func (s *Service) Kick(accountID string) {
 	select {
 	case s.kick <- accountID:
 	default:
+	}
+}
+
+// noteAccountsChanged tells the reconciler that accounts were added,
+// changed or removed.
+func (s *Service) noteAccountsChanged() {
+	select {
+	case s.accountsChanged <- struct{}{}:
+	default: // already pending
 	}
 }
 

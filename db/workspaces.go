@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/canvasapp/companion/core"
@@ -78,8 +79,49 @@ func (s *Store) ListWorkspaces(ctx context.Context) ([]core.Workspace, error) {
 // Saving with Removed set makes the row a tombstone, which only Get and
 // Changes return.
 func (s *Store) SaveWorkspace(ctx context.Context, ws core.Workspace) (core.Workspace, error) {
+	args, err := s.workspaceArgs(ws)
+	if err != nil {
+		return ws, err
+	}
+	var saved core.Workspace
+	err = s.write(ctx, "save workspace "+ws.ID, func(t txn) error {
+		var err error
+		saved, err = saveWorkspace(t, args)
+		return err
+	})
+	if err != nil {
+		return ws, err
+	}
+	return saved, nil
+}
+
+// SaveWorkspaces saves many workspaces in one transaction, each with its
+// own revision, as SaveWorkspace would one by one: for bulk imports (and
+// seeding large stores in tests), where a commit per row would dominate.
+func (s *Store) SaveWorkspaces(ctx context.Context, list []core.Workspace) error {
+	all := make([][]any, len(list))
+	for i, ws := range list {
+		args, err := s.workspaceArgs(ws)
+		if err != nil {
+			return err
+		}
+		all[i] = args
+	}
+	return s.write(ctx, fmt.Sprintf("save %d workspaces", len(list)), func(t txn) error {
+		for _, args := range all {
+			if _, err := saveWorkspace(t, args); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// workspaceArgs are ws's columns for qUpsertWorkspace; the revision is
+// filled in by saveWorkspace.
+func (s *Store) workspaceArgs(ws core.Workspace) ([]any, error) {
 	if ws.ID == "" {
-		return ws, core.Errorf(core.KindInvalid, "a workspace needs an id")
+		return nil, core.Errorf(core.KindInvalid, "a workspace needs an id")
 	}
 	now := s.now().UTC()
 	var e enc
@@ -103,25 +145,20 @@ func (s *Store) SaveWorkspace(ctx context.Context, ws core.Workspace) (core.Work
 		e.time("created_at", ws.CreatedAt), e.time("updated_at", now), nil, removedAt,
 		string(ws.StopReason), exitCode,
 	}
-	const revArg = 22
-	if e.err != nil {
-		return ws, e.err
+	return args, e.err
+}
+
+// revArg is the index of the rev column in workspaceArgs.
+const revArg = 22
+
+// saveWorkspace bumps the revision and upserts one row.
+func saveWorkspace(t txn, args []any) (core.Workspace, error) {
+	var rev int64
+	if err := t.queryRow(qBumpRev).Scan(&rev); err != nil {
+		return core.Workspace{}, err
 	}
-	var saved core.Workspace
-	err := s.write(ctx, "save workspace "+ws.ID, func(t txn) error {
-		var rev int64
-		if err := t.queryRow(qBumpRev).Scan(&rev); err != nil {
-			return err
-		}
-		args[revArg] = rev
-		var err error
-		saved, err = scanWorkspace(t.queryRow(qUpsertWorkspace, args...))
-		return err
-	})
-	if err != nil {
-		return ws, err
-	}
-	return saved, nil
+	args[revArg] = rev
+	return scanWorkspace(t.queryRow(qUpsertWorkspace, args...))
 }
 
 // Changes returns the workspaces (tombstones included) changed after

@@ -190,13 +190,18 @@ func sha256File(t *testing.T, path string) (string, []byte) {
 	return hex.EncodeToString(s[:]), b
 }
 
-// firstPartyReady waits until the first-party modules, compiled in the
-// background after the ready line, are loaded: the memory baseline is
-// taken after that.
+// firstPartyReady waits until the first-party modules are listed as
+// available: their manifests are read after the ready line (they are
+// compiled only when an account uses one, and none does here), so the
+// memory baseline is taken after that.
 func firstPartyReady(p *proc) {
 	p.t.Helper()
+	var provs providerList
+	p.must(200, "GET", "/v1/providers", nil, &provs)
 	for _, m := range []string{"daytona", "e2b", "digitalocean"} {
-		p.waitLog("provider module ready", map[string]string{"module": m}, 120*time.Second)
+		if !provs.available(m) {
+			p.t.Fatalf("first-party provider %s not available: %+v", m, provs)
+		}
 	}
 }
 

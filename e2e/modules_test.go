@@ -131,9 +131,18 @@ func TestInstallModuleFromFile(t *testing.T) {
 		t.Fatalf("install: %v\n%s", err, out)
 	}
 
-	// Install compiled the module into the data dir's cache already.
+	// Install compiled the module into the data dir's cache already. A
+	// module is compiled when an account first uses it: this one (static
+	// mode: its list answers from memory) is listed at every start.
 	opts := options{dataDir: data, args: []string{"--docker-scope", "unused"}}
 	p := start(t, opts)
+	var acct struct {
+		Account struct {
+			ID string `json:"id"`
+		} `json:"account"`
+	}
+	p.must(201, "POST", "/v1/accounts", map[string]any{"provider": "good", "label": "static", "config": map[string]string{"mode": "static"},
+		"credentials": map[string]string{"token": "tok-static", "files_key": "key-static"}}, &acct)
 	p.waitLog("provider module ready", map[string]string{"module": "good", "compile_cache": "hit"}, time.Minute)
 	var provs providerList
 	p.must(200, "GET", "/v1/providers", nil, &provs)
@@ -173,6 +182,7 @@ func TestInstallModuleFromFile(t *testing.T) {
 	if !strings.Contains(p.stderr.String(), "changed since it was installed") {
 		t.Fatalf("no clear refusal in the logs:\n%s", p.stderr.String())
 	}
+	p.must(204, "DELETE", "/v1/accounts/"+acct.Account.ID, nil, nil) // a module in use cannot be removed
 	p.stop()
 	out, err = exec.Command(companionBin, "providers", "list", "--data-dir", data).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "changed") {

@@ -42,16 +42,18 @@ func newWasmHost(dataDir string, store *db.Store, keys core.Secrets, log *slog.L
 		Logger:        log.With("component", "wasm"),
 		ReservedNames: []string{"docker"},
 		Progress:      func(line string) { log.Info(line) },
-		// Compiling takes a CPU for about a second per module; it starts
-		// once companion is serving (see Start), or at a module's first use.
+		// Manifests are read once companion is serving (see Start); a
+		// module is compiled (about two seconds of a CPU, once per data
+		// dir) only when an account first uses it.
 		DeferCompile: true,
+		CompileOnUse: true,
 	})
 }
 
 // startProviders creates the adapters and registers them. Nothing here may
 // block on a provider: an unreachable Docker Engine or a module still
-// compiling must not delay the ready line (modules compile in the
-// background; the first call to one waits for it).
+// compiling must not delay the ready line (a module compiles at its first
+// use, and that call waits for it).
 func startProviders(ctx context.Context, f *serverFlags, store *db.Store, keys *secrets.Keyring, log *slog.Logger, reg *core.Registry) (*providerSet, error) {
 	dp, err := docker.New(docker.Config{Image: f.dockerImage, ImageFlag: "--docker-image", Scope: f.dockerScope, Logger: log})
 	if err != nil {
@@ -74,7 +76,8 @@ func startProviders(ctx context.Context, f *serverFlags, store *db.Store, keys *
 	return ps, nil
 }
 
-// Start lets the Wasm modules compile; call it once companion serves.
+// Start lets the Wasm host read the modules' manifests; call it once
+// companion serves.
 func (p *providerSet) Start() { p.host.Start() }
 
 // EnsureAccounts creates the accounts that exist by default. The local

@@ -116,6 +116,8 @@ func openHost(ctx context.Context, dataDir string, progressOut io.Writer) (*wasm
 		Logger:        slog.New(slog.DiscardHandler),
 		ReservedNames: []string{"docker"},
 		Progress:      func(line string) { fmt.Fprintln(progressOut, "companion: "+line) },
+		// list reads manifests only; install compiles what it admits.
+		CompileOnUse: true,
 	})
 	if err != nil {
 		store.Close()

@@ -259,14 +259,14 @@ func serve(ctx context.Context, m mode, f *serverFlags, log *slog.Logger, stdout
 	}
 	defer provs.Close()
 
-	svc, err := core.NewService(ctx, core.Config{Store: store, Providers: &registry, Secrets: keys, Logger: log})
+	// Nothing before the ready line may take time in proportion to the
+	// store: the workspaces are loaded, the journal recovered and the API
+	// built after it, while the start gate holds early requests.
+	svc, err := core.NewService(ctx, core.Config{Store: store, Providers: &registry, Secrets: keys, Logger: log, DeferLoad: true})
 	if err != nil {
 		return err
 	}
 	if err := provs.EnsureAccounts(ctx, svc); err != nil {
-		return err
-	}
-	if err := svc.Recover(ctx); err != nil {
 		return err
 	}
 
@@ -275,7 +275,7 @@ func serve(ctx context.Context, m mode, f *serverFlags, log *slog.Logger, stdout
 		return fmt.Errorf("listen on %s: %w", f.listen, err)
 	}
 	token := newToken()
-	bridge, err := uibridge.New(uibridge.Config{
+	bridgeCfg := uibridge.Config{
 		Service:    svc,
 		Token:      token,
 		TokenActor: tokenActor(m),
@@ -287,20 +287,52 @@ func serve(ctx context.Context, m mode, f *serverFlags, log *slog.Logger, stdout
 		Version:        version,
 		Logger:         log,
 		Modules:        provs,
-	})
-	if err != nil {
+	}
+	// The bridge is built after the ready line; bad flags stop companion
+	// before it.
+	if err := uibridge.CheckConfig(bridgeCfg); err != nil {
 		ln.Close()
 		return err
 	}
-	srv := newHTTPServer(bridge.Handler(), f.timeouts, log)
+	gate := newStartGate()
+	srv := newHTTPServer(gate, f.timeouts, log)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
+	var bridge *uibridge.Server
+	defer func() {
+		gate.open(nil) // no-op once opened; frees requests held by a failed start
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if bridge != nil {
+			bridge.Close() // WebSocket connections are hijacked: Shutdown does not see them
+		}
+		if err := srv.Shutdown(sctx); err != nil {
+			log.Warn("http shutdown", "err", err)
+		}
+		if err := svc.Close(sctx); err != nil {
+			log.Warn("service shutdown", "err", err)
+		}
+	}()
 
 	url := "http://" + ln.Addr().String()
 	if err := json.NewEncoder(stdout).Encode(readyLine{Event: "ready", URL: url, Token: token, Version: version}); err != nil {
 		log.Warn("could not write the ready line", "err", err)
 	}
 	log.Info("companion ready", "mode", m, "url", url, "data_dir", f.dataDir, "version", version)
+
+	loadStart := time.Now()
+	if err := svc.Load(ctx); err != nil {
+		return err
+	}
+	if err := svc.Recover(ctx); err != nil {
+		return err
+	}
+	bridge, err = uibridge.New(bridgeCfg)
+	if err != nil {
+		return err
+	}
+	gate.open(bridge.Handler())
+	log.Info("workspaces loaded", "workspaces", svc.Feed().Len(), "load_ms", time.Since(loadStart).Milliseconds())
 	provs.Start()
 
 	rctx, stopReconciler := context.WithCancel(ctx)
@@ -318,15 +350,6 @@ func serve(ctx context.Context, m mode, f *serverFlags, log *slog.Logger, stdout
 	log.Info("shutting down")
 	stopReconciler()
 	<-reconciled
-	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	bridge.Close() // WebSocket connections are hijacked: Shutdown does not see them
-	if err := srv.Shutdown(sctx); err != nil {
-		log.Warn("http shutdown", "err", err)
-	}
-	if err := svc.Close(sctx); err != nil {
-		log.Warn("service shutdown", "err", err)
-	}
 	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
 		return serveErr
 	}

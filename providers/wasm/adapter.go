@@ -41,6 +41,13 @@ type Adapter struct {
 	shaOnce sync.Once
 	sha     string
 
+	// wanted is closed at the first use (Config.CompileOnUse), unloaded
+	// when the adapter is closed; a load waiting for a use stops at either.
+	wantOnce   sync.Once
+	wanted     chan struct{}
+	unloadOnce sync.Once
+	unloaded   chan struct{}
+
 	ready   chan struct{}
 	mod     *sandbox.Module // set before ready closes
 	loadErr error
@@ -55,7 +62,10 @@ type Adapter struct {
 	closing bool
 }
 
-var _ core.Provider = (*Adapter)(nil)
+var (
+	_ core.Provider = (*Adapter)(nil)
+	_ core.Preparer = (*Adapter)(nil)
+)
 
 // LoadInfo describes how a module was loaded.
 type LoadInfo struct {
@@ -79,7 +89,8 @@ type Stats struct {
 }
 
 func newAdapter(h *Host, m *manifest.Manifest, mjson, bin []byte, builtin bool) *Adapter {
-	a := &Adapter{h: h, name: m.Name, builtin: builtin, parsed: make(chan struct{}), ready: make(chan struct{})}
+	a := &Adapter{h: h, name: m.Name, builtin: builtin, parsed: make(chan struct{}), ready: make(chan struct{}),
+		wanted: make(chan struct{}), unloaded: make(chan struct{})}
 	a.setModule(m, mjson, bin)
 	return a
 }
@@ -111,11 +122,42 @@ func (a *Adapter) load(ctx context.Context, read func() ([]byte, error)) {
 			return
 		}
 	}
+	bin := a.bin
+	if a.h.cfg.CompileOnUse {
+		if read != nil {
+			// Megabytes per module: not kept while nobody uses it.
+			a.sha256()
+			a.bin, bin = nil, nil
+		}
+		select {
+		case <-a.wanted:
+		case <-a.unloaded:
+			a.fail(ctx, errUnloaded)
+			return
+		case <-ctx.Done():
+			a.fail(ctx, ctx.Err())
+			return
+		}
+		if bin == nil {
+			var err error
+			if bin, err = read(); err != nil {
+				a.fail(ctx, err)
+				return
+			}
+			if sha256Hex(bin) != a.sha256() {
+				a.fail(ctx, errors.New("its bytes changed since its manifest was read"))
+				return
+			}
+		}
+	}
 	a.info = LoadInfo{Name: a.name, Version: a.man.Version, SHA256: a.sha256(), CompileCache: "off"}
-	mod, err := a.h.compile(ctx, a.name, a.man, a.bin, &a.info)
+	mod, err := a.h.compile(ctx, a.name, a.man, bin, &a.info)
 	if err == nil {
 		if err = mod.CheckCapabilities(core.Capabilities(a.man.Capabilities)); err == nil {
 			err = mod.Warm(ctx, a.man.ABIVersion)
+		}
+		if err == nil && a.h.cfg.CompileOnUse {
+			err = a.checkDescribe(ctx, mod)
 		}
 		if err != nil {
 			_ = mod.Close(context.Background())
@@ -128,6 +170,39 @@ func (a *Adapter) load(ctx context.Context, read func() ([]byte, error)) {
 	a.mod = mod
 	a.h.log.Info("provider module ready", "module", a.name, "version", a.man.Version, "sha256", a.sha256(),
 		"compile_cache", a.info.CompileCache, "compile_ms", a.info.CompileTime.Milliseconds(), "builtin", a.builtin)
+}
+
+// errUnloaded: the adapter was closed before anything used it.
+var errUnloaded = errors.New("unloaded before its first use")
+
+func (a *Adapter) isWanted() bool {
+	select {
+	case <-a.wanted:
+		return true
+	default:
+		return false
+	}
+}
+
+// use marks the module as wanted: with Config.CompileOnUse it compiles now.
+func (a *Adapter) use() { a.wantOnce.Do(func() { close(a.wanted) }) }
+
+// checkDescribe runs the module's describe once it is compiled and refuses
+// a module that contradicts its manifest (with CompileOnUse, Describe
+// answered from the manifest until now).
+func (a *Adapter) checkDescribe(ctx context.Context, mod *sandbox.Module) error {
+	d, err := callDescribe(ctx, mod, a.man, a.policy)
+	if err != nil {
+		return err
+	}
+	if field, err := describeMismatch(a.man, d); err != nil {
+		return &core.Error{
+			Kind:    core.KindInternal,
+			Message: fmt.Sprintf("provider module %s contradicts its manifest in describe (%s): %v", a.name, field, err),
+			Err:     &ModuleError{Module: a.name, Op: wire.OpDescribe, Field: field, Err: err},
+		}
+	}
+	return nil
 }
 
 // readModule reads and parses a lazily loaded module.
@@ -152,11 +227,14 @@ func (a *Adapter) readModule(read func() ([]byte, error)) error {
 // fail records why the module could not be loaded.
 func (a *Adapter) fail(ctx context.Context, err error) {
 	kind := core.KindInternal // the module is unusable until replaced
-	if ctx.Err() != nil {
+	if ctx.Err() != nil || errors.Is(err, errUnloaded) {
 		kind = core.KindUnavailable // the host is shutting down
 	}
 	a.loadErr = &core.Error{Kind: kind, Message: fmt.Sprintf("provider module %s could not be loaded: %v", a.name, err), Err: err}
 	if kind == core.KindUnavailable {
+		if a.h.cfg.CompileOnUse && !a.isWanted() {
+			return // never used: there was nothing to load
+		}
 		a.h.log.Info("provider module not loaded: shutting down", "module", a.name)
 		return
 	}
@@ -171,8 +249,9 @@ func (h *Host) compile(ctx context.Context, name string, m *manifest.Manifest, b
 	before := h.cacheEntries()
 	start := time.Now()
 	seen := h.seenMarker(bin)
-	if h.cfg.Progress != nil && !fileExists(seen) {
-		h.cfg.Progress(fmt.Sprintf("compiling provider module %s (first run, ~2 s; cached for later runs)...", name))
+	slow := !fileExists(seen)
+	if h.cfg.Progress != nil && slow {
+		h.cfg.Progress(fmt.Sprintf("compiling provider module %s (first use on this data dir, ~2 s; cached for later runs)...", name))
 	}
 	mod, err := sandbox.Compile(ctx, bin, sandbox.Options{
 		Name:     name,
@@ -184,6 +263,9 @@ func (h *Host) compile(ctx context.Context, name string, m *manifest.Manifest, b
 	info.CompileTime = time.Since(start)
 	if err != nil {
 		return nil, err
+	}
+	if h.cfg.Progress != nil && slow {
+		h.cfg.Progress(fmt.Sprintf("compiled provider module %s in %s", name, info.CompileTime.Round(100*time.Millisecond)))
 	}
 	if before >= 0 {
 		info.CompileCache = "hit"
@@ -246,12 +328,21 @@ func (a *Adapter) sha256() string {
 // or ctx is done.
 func (a *Adapter) Wait(ctx context.Context) (LoadInfo, error) {
 	a.h.Start() // a caller is waiting: compiling may not be held any longer
+	a.use()
 	select {
 	case <-a.ready:
 		return a.info, moduleFault(a.name, "load", a.loadErr)
 	case <-ctx.Done():
 		return LoadInfo{}, &core.Error{Kind: core.KindUnavailable, Message: "provider module " + a.name + " is still loading", Err: ctx.Err()}
 	}
+}
+
+// Prepare implements core.Preparer: it compiles the module if it is not
+// yet (its first use), so that adding an account times the provider's
+// answer, not the compile.
+func (a *Adapter) Prepare(ctx context.Context) error {
+	_, err := a.Wait(ctx)
+	return err
 }
 
 // Stats returns the module's pool counters (zero before it is loaded).
@@ -272,6 +363,7 @@ func (a *Adapter) Stats() Stats {
 func (a *Adapter) close(ctx context.Context) error {
 	a.h.forget(a)
 	a.h.Start()
+	a.unloadOnce.Do(func() { close(a.unloaded) })
 	select {
 	case <-a.ready:
 	case <-ctx.Done():
@@ -356,12 +448,32 @@ func (a *Adapter) invoke1(ctx context.Context, op string, acct *core.Account, bo
 
 // Describe returns the module's description, built from its manifest. The
 // first call asks the module itself (describe) and checks that it agrees
-// with the manifest; later calls answer from memory.
+// with the manifest; later calls answer from memory. With CompileOnUse it
+// answers from the manifest alone until the module is used (the check
+// then runs when it compiles).
 func (a *Adapter) Describe(ctx context.Context) (core.ProviderInfo, error) {
 	a.descMu.Lock()
 	defer a.descMu.Unlock()
 	if a.desc != nil {
 		return *a.desc, nil
+	}
+	if a.h.cfg.CompileOnUse {
+		// Answered from the manifest: listing providers must not compile
+		// them. The module's own describe is checked when it compiles.
+		a.h.Start()
+		<-a.parsed
+		if a.man == nil {
+			_, err := a.Wait(ctx) // the read failed: report why
+			return core.ProviderInfo{}, err
+		}
+		select {
+		case <-a.ready:
+			if a.loadErr != nil {
+				return core.ProviderInfo{}, moduleFault(a.name, "load", a.loadErr)
+			}
+		default:
+		}
+		return providerInfo(a.man), nil
 	}
 	var d wire.DescribeOut
 	if err := a.invoke(ctx, wire.OpDescribe, nil, "", nil, func(b []byte) (*wire.ErrorBody, error) { return wire.DecodeDescribe(b, &d) }, nil); err != nil {

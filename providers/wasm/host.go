@@ -8,8 +8,9 @@
 // A Host owns the modules. Load one (LoadEmbedded for first-party modules
 // built into the binary, LoadInstalled/Load for modules a person
 // installed); each load returns an *Adapter, a core.Provider, at once and
-// compiles in the background, so start-up is never delayed; the first call
-// waits for the compile. Install, Installed and Remove manage installed
+// compiles in the background (or, with Config.CompileOnUse, only at its
+// first use), so start-up is never delayed; the first call waits for the
+// compile. Install, Installed and Remove manage installed
 // modules, whose SHA-256 is pinned in the caller's store and checked at
 // every load.
 package wasm
@@ -95,6 +96,12 @@ type Config struct {
 	// compiling takes the CPU: companion desktop prints its ready line
 	// first.
 	DeferCompile bool
+	// CompileOnUse compiles a module only at its first use (a call, or
+	// Wait), never merely because it is loaded: a module no account uses
+	// is read (its manifest) but not compiled. Until then Describe answers
+	// from the manifest; the module's own describe is checked against it
+	// when it compiles.
+	CompileOnUse bool
 }
 
 // Host loads and runs provider modules. It is safe for concurrent use.
@@ -184,7 +191,8 @@ func (h *Host) LoadEmbeddedLazy(name string, read func() ([]byte, error)) (*Adap
 	if err := manifest.CheckName(name); err != nil {
 		return nil, core.Errorf(core.KindInvalid, "first-party module name: %v", err)
 	}
-	a := &Adapter{h: h, name: name, builtin: true, parsed: make(chan struct{}), ready: make(chan struct{})}
+	a := &Adapter{h: h, name: name, builtin: true, parsed: make(chan struct{}), ready: make(chan struct{}),
+		wanted: make(chan struct{}), unloaded: make(chan struct{})}
 	a, err := h.start(a, read)
 	if err != nil {
 		return nil, err

@@ -1,0 +1,135 @@
+package wasm
+
+import (
+	"context"
+	"io/fs"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/canvasapp/companion/core"
+)
+
+// progressLog collects the host's progress lines.
+type progressLog struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (p *progressLog) add(line string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.lines = append(p.lines, line)
+}
+
+func (p *progressLog) String() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return strings.Join(p.lines, "\n")
+}
+
+func compileOnUse(t *testing.T, cacheDir string, progress *progressLog) hostOpt {
+	return func(c *Config) {
+		c.CacheDir = cacheDir
+		c.CompileOnUse = true
+		c.DeferCompile = true
+		c.Progress = progress.add
+	}
+}
+
+// cacheFiles counts the files under dir.
+func cacheFiles(t *testing.T, dir string) int {
+	t.Helper()
+	n := 0
+	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			n++
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestCompileOnUse: a loaded module is described from its manifest and
+// compiles nothing (the cache dir stays empty, no compile line); its
+// first call compiles it once, saying so before and with the duration
+// after; a restart on the same cache compiles silently from the cache.
+func TestCompileOnUse(t *testing.T) {
+	cache := t.TempDir()
+	progress := &progressLog{}
+	e := newEnv(t, compileOnUse(t, cache, progress))
+	a, err := e.host.LoadEmbedded(goodWasm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.host.Start()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	info, err := a.Describe(ctx)
+	if err != nil || info.Name != "good" || info.Kind != "wasm" {
+		t.Fatalf("describe before use: %+v %v", info, err)
+	}
+	if mods, err := e.host.Installed(ctx); err != nil || len(mods) != 1 || mods[0].Name != "good" {
+		t.Fatalf("installed: %+v %v", mods, err)
+	}
+	if n := cacheFiles(t, cache); n != 0 || progress.String() != "" {
+		t.Fatalf("describing and listing compiled: %d cache files, progress %q", n, progress.String())
+	}
+	select {
+	case <-a.ready:
+		t.Fatal("the module loaded without being used")
+	default:
+	}
+
+	// The first call compiles it.
+	_, _ = a.List(ctx, core.Account{ID: "acc", Provider: "good"})
+	li, err := a.Wait(ctx)
+	if err != nil || li.CompileCache != "miss" {
+		t.Fatalf("after the first call: %+v %v", li, err)
+	}
+	got := progress.String()
+	if !strings.Contains(got, "compiling provider module good (") || !strings.Contains(got, "compiled provider module good in ") {
+		t.Fatalf("progress lines: %q", got)
+	}
+	if cacheFiles(t, cache) == 0 {
+		t.Fatal("nothing was written to the compile cache")
+	}
+
+	// Another host on the same cache: a hit, and nothing said.
+	again := &progressLog{}
+	e2 := newEnv(t, compileOnUse(t, cache, again))
+	b, err := e2.host.LoadEmbedded(goodWasm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if li, err := b.Wait(ctx); err != nil || li.CompileCache != "hit" || again.String() != "" {
+		t.Fatalf("cached load: %+v %v, progress %q", li, err, again.String())
+	}
+}
+
+// TestCompileOnUseChecksDescribe: a module whose describe contradicts its
+// manifest is described from the manifest until used; its first use
+// compiles it, runs describe and refuses it, naming the field, and
+// Describe reports that from then on.
+func TestCompileOnUseChecksDescribe(t *testing.T) {
+	e := newEnv(t, compileOnUse(t, t.TempDir(), &progressLog{}))
+	a, err := e.host.LoadEmbedded(repack(t, goodWasm, func(m map[string]any) { m["version"] = "9.9.9" }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.host.Start()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if info, err := a.Describe(ctx); err != nil || info.Version != "9.9.9" {
+		t.Fatalf("describe before use: %+v %v", info, err)
+	}
+	_, err = a.Wait(ctx)
+	mustKind(t, err, core.KindInternal, "contradicts its manifest", `describe says version "1.0.0"`)
+	_, err = a.Describe(ctx)
+	mustKind(t, err, core.KindInternal, "contradicts its manifest")
+}
