@@ -11,6 +11,7 @@ func groups(startupRuns, rounds int) []group {
 		{"stream-proc", func() error { return benchStreamProcess(rounds) }},
 		{"stream-memory", benchIdleMemory},
 		{"wasm", benchWasm},
+		{"wasm-first-call", benchFirstCalls},
 	}
 }
 

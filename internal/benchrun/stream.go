@@ -25,6 +25,12 @@ type clientResult struct {
 
 const streamClients = 1000
 
+// idleStore is the store size for RSS per idle client: small, so the
+// figure is what a connection keeps, not the garbage left by encoding
+// large snapshots (companion has no endpoint to force a GC; at 10k
+// workspaces that garbage, not yet returned to the OS, swamps the figure).
+const idleStore = 10
+
 // benchStreamProcess drives the real binary and the bare gorilla hub
 // with the same client process: connect storm and fan-out on a store of
 // 10k workspaces.
@@ -84,13 +90,14 @@ func benchStreamProcess(rounds int) error {
 }
 
 // benchIdleMemory: RSS growth of the server per idle client, 1,000
-// clients on a store of 10 workspaces, companion against the bare hub.
+// clients on a store of idleStore workspaces, companion against the bare
+// hub, each sampled until settled (see wsclient's rssSettled).
 func benchIdleMemory() error {
 	b, err := buildBins()
 	if err != nil {
 		return err
 	}
-	dir, err := seededDir(10)
+	dir, err := seededDir(idleStore)
 	if err != nil {
 		return err
 	}
