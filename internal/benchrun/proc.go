@@ -61,7 +61,13 @@ type server struct {
 // startServer starts bin and waits for its ready line. Its stderr (the
 // log) is discarded unless the bench fails.
 func startServer(bin string, args ...string) (*server, error) {
+	return startServerEnv(nil, bin, args...)
+}
+
+// startServerEnv is startServer with env added to the environment.
+func startServerEnv(env []string, bin string, args ...string) (*server, error) {
 	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
 	var logs bytes.Buffer
 	cmd.Stderr = &logs
 	out, err := cmd.StdoutPipe()

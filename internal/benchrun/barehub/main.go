@@ -88,7 +88,14 @@ func load(path string) (*hub, error) {
 	if len(list.Workspaces) == 0 {
 		return nil, fmt.Errorf("%s: no workspaces to take an upsert from", path)
 	}
-	msg, err := json.Marshal(map[string]any{"type": "snapshot", "rev": list.Rev, "server_time": list.ServerTime, "workspaces": list.Workspaces})
+	// Fields in companion's order: clients parse the type and rev from a
+	// message's head.
+	msg, err := json.Marshal(struct {
+		Type       string            `json:"type"`
+		Rev        int64             `json:"rev"`
+		ServerTime string            `json:"server_time"`
+		Workspaces []json.RawMessage `json:"workspaces"`
+	}{"snapshot", list.Rev, list.ServerTime, list.Workspaces})
 	if err != nil {
 		return nil, err
 	}

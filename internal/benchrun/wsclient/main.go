@@ -78,45 +78,88 @@ func main() {
 }
 
 func run(c config) (result, error) {
-	var res result
-	var before int64
 	if c.idle {
-		var err error
-		if before, err = rssSettled(c.pid); err != nil {
-			return res, err
-		}
+		return idle(c)
 	}
-	conns, took, size, err := storm(c)
+	var res result
+	conns, took, size, err := storm(c, c.n)
 	if err != nil {
 		return res, err
 	}
-	defer func() {
-		for _, k := range conns {
-			k.ws.Close()
-		}
-	}()
+	defer closeAll(conns)
 	res.StormMS = ms(took)
 	res.SnapshotBytes = size
-	if c.idle {
-		after, err := rssSettled(c.pid)
-		if err != nil {
-			return res, err
-		}
-		res.RSSPerClientByte = float64(after-before) / float64(c.n)
-		return res, nil
-	}
 	return fanout(c, conns, res)
 }
 
-// storm opens every client and waits until each has read its snapshot.
-func storm(c config) ([]*conn, time.Duration, int, error) {
+func closeAll(conns []*conn) {
+	for _, k := range conns {
+		k.ws.Close()
+	}
+}
+
+// idleSteps is how many batches of clients the RSS slope is fitted over.
+const idleSteps = 4
+
+// idle connects the clients in idleSteps batches, samples the server's
+// settled RSS before and after each, and reports the least-squares slope
+// of RSS over clients: what one more idle client costs, less sensitive to
+// the runtime reusing memory it already held than a single difference.
+func idle(c config) (result, error) {
+	var res result
+	var xs, ys []float64
+	var all []*conn
+	defer func() { closeAll(all) }()
+	// A first batch, closed again, makes the server allocate, so its
+	// runtime collects what start-up left (an idle Go process runs no GC
+	// for up to two minutes) before the first sample.
+	warm, _, _, err := storm(c, c.n/idleSteps)
+	if err != nil {
+		return res, err
+	}
+	closeAll(warm)
+	for step := 0; step <= idleSteps; step++ {
+		if step > 0 {
+			conns, _, size, err := storm(c, c.n/idleSteps)
+			if err != nil {
+				return res, err
+			}
+			all = append(all, conns...)
+			res.SnapshotBytes = size
+		}
+		v, err := rssSettled(c.pid)
+		if err != nil {
+			return res, err
+		}
+		xs, ys = append(xs, float64(len(all))), append(ys, float64(v))
+	}
+	res.RSSPerClientByte = slope(xs, ys)
+	return res, nil
+}
+
+func slope(xs, ys []float64) float64 {
+	var mx, my float64
+	for i := range xs {
+		mx, my = mx+xs[i], my+ys[i]
+	}
+	mx, my = mx/float64(len(xs)), my/float64(len(ys))
+	var num, den float64
+	for i := range xs {
+		num += (xs[i] - mx) * (ys[i] - my)
+		den += (xs[i] - mx) * (xs[i] - mx)
+	}
+	return num / den
+}
+
+// storm opens n clients and waits until each has read its snapshot.
+func storm(c config, n int) ([]*conn, time.Duration, int, error) {
 	d := websocket.Dialer{Subprotocols: []string{"companion.v1"}, ReadBufferSize: 32 << 10, WriteBufferSize: 1024, HandshakeTimeout: 30 * time.Second}
 	hdr := http.Header{"Authorization": {"Bearer " + c.token}}
 	wsURL := "ws" + strings.TrimPrefix(c.url, "http") + "/v1/ws"
-	conns := make([]*conn, c.n)
+	conns := make([]*conn, n)
 	sem := make(chan struct{}, c.inflight)
 	var snapBytes atomic.Int64
-	errs := make(chan error, c.n)
+	errs := make(chan error, n)
 	var wg sync.WaitGroup
 	began := time.Now()
 	for i := range conns {
