@@ -50,9 +50,10 @@ func main() {
 		log.Fatal(err)
 	}
 	up := websocket.Upgrader{
-		ReadBufferSize:  1024,
-		WriteBufferPool: &sync.Pool{},
-		Subprotocols:    []string{"companion.v1"},
+		ReadBufferSize:    1024,
+		WriteBufferPool:   &sync.Pool{},
+		Subprotocols:      []string{"companion.v1"},
+		EnableCompression: true, // used only when the client offers it
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/ws", func(w http.ResponseWriter, r *http.Request) {

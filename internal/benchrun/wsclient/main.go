@@ -38,6 +38,7 @@ type config struct {
 	rounds           int
 	pid              int
 	idle             bool
+	compress         bool
 }
 
 // result is what the parent benchrun reads.
@@ -68,6 +69,7 @@ func main() {
 	flag.IntVar(&c.rounds, "rounds", 40, "broadcasts timed")
 	flag.IntVar(&c.pid, "pid", 0, "server process id, for its CPU time and RSS")
 	flag.BoolVar(&c.idle, "idle", false, "measure RSS per idle client instead of fan-out")
+	flag.BoolVar(&c.compress, "compress", false, "offer permessage-deflate, as browsers do")
 	flag.Parse()
 	raiseNoFile()
 	res, err := run(c)
@@ -89,6 +91,9 @@ func run(c config) (result, error) {
 	defer closeAll(conns)
 	res.StormMS = ms(took)
 	res.SnapshotBytes = size
+	if c.rounds == 0 {
+		return res, nil
+	}
 	return fanout(c, conns, res)
 }
 
@@ -153,7 +158,7 @@ func slope(xs, ys []float64) float64 {
 
 // storm opens n clients and waits until each has read its snapshot.
 func storm(c config, n int) ([]*conn, time.Duration, int, error) {
-	d := websocket.Dialer{Subprotocols: []string{"companion.v1"}, ReadBufferSize: 32 << 10, WriteBufferSize: 1024, HandshakeTimeout: 30 * time.Second}
+	d := websocket.Dialer{Subprotocols: []string{"companion.v1"}, ReadBufferSize: 32 << 10, WriteBufferSize: 1024, HandshakeTimeout: 30 * time.Second, EnableCompression: c.compress}
 	hdr := http.Header{"Authorization": {"Bearer " + c.token}}
 	wsURL := "ws" + strings.TrimPrefix(c.url, "http") + "/v1/ws"
 	conns := make([]*conn, n)
