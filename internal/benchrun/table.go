@@ -6,6 +6,7 @@ import (
 	"os"
 	"runtime"
 	"strings"
+	"time"
 )
 
 // printTable writes the run's figures as a Markdown table, headed by the
@@ -14,7 +15,7 @@ func printTable(w io.Writer) {
 	if len(emitted) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "\nMeasured on %s, %d cores (nproc).\n\n", cpuModel(), runtime.NumCPU())
+	fmt.Fprintf(w, "\nMeasured on %s, %d cores (nproc), %s, %s.\n\n", cpuModel(), runtime.NumCPU(), runtime.Version(), time.Now().UTC().Format("2006-01-02"))
 	fmt.Fprintln(w, "| figure | value | baseline (same run) | ratio | goal | met |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|")
 	for _, f := range emitted {
