@@ -53,9 +53,10 @@ type result struct {
 
 // conn is one client and the upserts it read: rev and arrival time.
 type conn struct {
-	ws   *websocket.Conn
-	mu   sync.Mutex
-	seen map[int64]time.Time
+	ws     *websocket.Conn
+	mu     sync.Mutex
+	seen   map[int64]time.Time
+	closed error // why reading stopped, once it has
 }
 
 func main() {
@@ -209,6 +210,9 @@ func (k *conn) read(wg *sync.WaitGroup, snapBytes *atomic.Int64, errs chan<- err
 	for {
 		_, r, err := k.ws.NextReader()
 		if err != nil {
+			k.mu.Lock()
+			k.closed = err
+			k.mu.Unlock()
 			if first {
 				errs <- fmt.Errorf("reading snapshot: %w", err)
 				wg.Done()
@@ -273,10 +277,14 @@ func fanout(c config, conns []*conn, res result) (result, error) {
 			for {
 				k.mu.Lock()
 				at, ok := k.seen[rev]
+				closed := k.closed
 				k.mu.Unlock()
 				if ok {
 					lat = append(lat, at.Sub(t0))
 					break
+				}
+				if closed != nil {
+					return res, fmt.Errorf("round %d: a client stopped reading before upsert rev %d: %w", r, rev, closed)
 				}
 				if time.Now().After(deadline) {
 					return res, fmt.Errorf("round %d: upsert rev %d not read by every client within 30 s", r, rev)
