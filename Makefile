@@ -47,6 +47,9 @@ test: modules
 	scripts/with-keyring.sh --private env COMPANION_REQUIRE_KEYRING=1 COMPANION_REQUIRE_MODULES=1 \
 		$(GO) test -count=1 -timeout 40m ./...
 
+# One JSON line per figure on stdout (with its in-run baseline, goal and
+# whether it is met), then a Markdown table of the run on stderr for README.
+# About 4 minutes on 2 cores; `go run ./internal/benchrun -only GROUP` runs one group.
 bench: setup modules
 	scripts/with-keyring.sh --private $(GO) run ./internal/benchrun
 

@@ -2,12 +2,16 @@ package main
 
 // groups lists what `make bench` measures. Each Go benchmark named here is
 // in its package's bench_test.go; the goals are the issues' targets.
-func groups(startupRuns int) []group {
+func groups(startupRuns, rounds int) []group {
 	return []group{
 		{"startup", func() error { return measureStartup(startupRuns) }},
 		{"store", benchStore},
+		{"store-vs-sqlite", benchStoreVsSQLite},
 		{"stream", benchStream},
+		{"stream-proc", func() error { return benchStreamProcess(rounds) }},
+		{"stream-memory", benchIdleMemory},
 		{"wasm", benchWasm},
+		{"wasm-first-call", benchFirstCalls},
 		{"export", benchExport},
 	}
 }

@@ -31,7 +31,11 @@ type figure struct {
 	Met   *bool   `json:"met,omitempty"`
 }
 
+// emitted keeps every figure for the summary table.
+var emitted []figure
+
 func emit(f figure) {
+	emitted = append(emitted, f)
 	enc := json.NewEncoder(os.Stdout)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(f); err != nil {
@@ -41,10 +45,12 @@ func emit(f figure) {
 
 func main() {
 	only := flag.String("only", "", "run only the groups whose name contains this (startup, store, stream, wasm)")
-	runs := flag.Int("startup-runs", 15, "start-ups measured per binary")
+	runs := flag.Int("startup-runs", 9, "start-ups measured per binary and store size (half that at 100k workspaces)")
+	rounds := flag.Int("rounds", 40, "broadcasts timed per server in the fan-out benchmark")
 	flag.Parse()
+	raiseNoFile()
 	failed := false
-	for _, g := range groups(*runs) {
+	for _, g := range groups(*runs, *rounds) {
 		if *only != "" && !contains(g.name, *only) {
 			continue
 		}
@@ -53,6 +59,13 @@ func main() {
 			fmt.Fprintf(os.Stderr, "benchrun: %s: %v\n", g.name, err)
 			failed = true
 		}
+	}
+	printTable(os.Stderr)
+	if dataRoot != "" {
+		os.RemoveAll(dataRoot)
+	}
+	if built.dir != "" {
+		os.RemoveAll(built.dir)
 	}
 	if failed {
 		os.Exit(1)
