@@ -17,6 +17,8 @@ if [ "${1:-}" = "--test" ]; then
 	# and read its peak RSS (GNU time).
 	command -v prlimit >/dev/null || need_pkgs+=(util-linux)
 	[ -x /usr/bin/time ] || need_pkgs+=(time)
+	# The agent-server emulator's git-delta tests compare with real git.
+	command -v git >/dev/null || need_pkgs+=(git)
 fi
 
 if [ ${#need_pkgs[@]} -gt 0 ]; then
