@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-
 )
 
 const electronOrigin = "app://canvas"
