@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -45,7 +46,7 @@ var upgrader = websocket.Upgrader{
 	HandshakeTimeout: 10 * time.Second,
 	ReadBufferSize:   512,
 	WriteBufferSize:  16 << 10,
-	WriteBufferPool:  &sync.Pool{},
+	WriteBufferPool:  writeBuffers,
 	// Only companion.v1 is ever selected: the bearer entry must not be
 	// echoed back.
 	Subprotocols: []string{Subprotocol},
@@ -56,6 +57,27 @@ var upgrader = websocket.Upgrader{
 	Error: func(w http.ResponseWriter, _ *http.Request, status int, reason error) {
 		writeErrorCode(w, status, "websocket_handshake", "WebSocket handshake failed: "+reason.Error())
 	},
+}
+
+// writeBuffers lends write buffers to connections for the length of one
+// message written with a writer of their own. Stream messages are
+// prepared and bypass it; it counts loans so tests can check that.
+var writeBuffers = &countingPool{}
+
+type countingPool struct {
+	pool      sync.Pool
+	gets, out atomic.Int64
+}
+
+func (p *countingPool) Get() any {
+	p.gets.Add(1)
+	p.out.Add(1)
+	return p.pool.Get()
+}
+
+func (p *countingPool) Put(v any) {
+	p.out.Add(-1)
+	p.pool.Put(v)
 }
 
 // client is one WebSocket connection of the stream. The hub appends frames
