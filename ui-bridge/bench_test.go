@@ -231,6 +231,7 @@ func BenchmarkFanout(b *testing.B) {
 	got := make(chan receipt, clients)
 	rev := e.svc.Feed().Rev()
 	var wg sync.WaitGroup
+	var conns []*websocket.Conn
 	for range clients {
 		// Joining at the current revision skips the 6 MB snapshot per
 		// client, which BenchmarkSnapshot10k measures on its own.
@@ -238,6 +239,7 @@ func BenchmarkFanout(b *testing.B) {
 		if err != nil {
 			b.Fatalf("dial: %v", err)
 		}
+		conns = append(conns, c)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -280,6 +282,9 @@ func BenchmarkFanout(b *testing.B) {
 	b.ReportMetric(ms(percentile(lat, 99)), "p99-ms")
 	b.ReportMetric(ms(percentile(all, 99)), "p99-all-clients-ms")
 	cancel()
+	for _, c := range conns {
+		c.Close() // ends the readers
+	}
 	wg.Wait()
 }
 
