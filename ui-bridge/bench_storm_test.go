@@ -64,7 +64,9 @@ func BenchmarkConnectStorm(b *testing.B) {
 // broadcast to each client having read the message.
 func BenchmarkFanoutBareHub(b *testing.B) {
 	const clients = 1000
-	type bareClient struct{ send chan *websocket.PreparedMessage }
+	type bareClient struct {
+		send chan *websocket.PreparedMessage
+	}
 	var mu sync.Mutex
 	var all []*bareClient
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -154,4 +156,3 @@ func BenchmarkFanoutBareHub(b *testing.B) {
 	}
 	wg.Wait()
 }
-
