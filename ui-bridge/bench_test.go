@@ -209,10 +209,6 @@ func reportMillis(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/snapshot")
 }
 
-type countWriter struct{ n int64 }
-
-func (w *countWriter) Write(p []byte) (int, error) { w.n += int64(len(p)); return len(p), nil }
-
 // BenchmarkFanout measures one change reaching 1,000 connected clients
 // over real loopback WebSocket connections, with 10,000 workspaces live.
 // Latency runs from just before the change is saved (SQLite write
