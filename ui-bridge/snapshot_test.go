@@ -280,3 +280,15 @@ func compressedSize(t *testing.T, data []byte, cd *countingDialer) int64 {
 	}
 	return cd.read.Load()
 }
+
+// TestMalformedHandshake: a handshake the WebSocket library refuses gets
+// the API's JSON error, naming what is wrong.
+func TestMalformedHandshake(t *testing.T) {
+	e := newEnv(t, nil)
+	resp, body := e.do("GET", "/v1/ws", "", "Connection", "Upgrade", "Upgrade", "websocket",
+		"Sec-WebSocket-Version", "13", "Sec-WebSocket-Protocol", Subprotocol)
+	d := e.expectError(resp, body, http.StatusBadRequest, codeWebSocketHandshake)
+	if !strings.Contains(d.Message, "Sec-WebSocket-Key") {
+		t.Fatalf("message %q does not name the missing header", d.Message)
+	}
+}

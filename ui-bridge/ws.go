@@ -30,6 +30,10 @@ const (
 	ClosePongTimeout = 4010
 )
 
+// codeWebSocketHandshake answers a handshake the library refuses (no key,
+// an unsupported version).
+const codeWebSocketHandshake = "websocket_handshake"
+
 // clientReadLimit bounds a message from a client. Clients send nothing in
 // v1; whatever they send is read and discarded.
 const clientReadLimit = 4 << 10
@@ -55,7 +59,7 @@ var upgrader = websocket.Upgrader{
 	CheckOrigin:       func(*http.Request) bool { return true },
 	EnableCompression: true,
 	Error: func(w http.ResponseWriter, _ *http.Request, status int, reason error) {
-		writeErrorCode(w, status, "websocket_handshake", "WebSocket handshake failed: "+reason.Error())
+		writeErrorCode(w, status, codeWebSocketHandshake, "WebSocket handshake failed: "+reason.Error())
 	},
 }
 
