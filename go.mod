@@ -5,7 +5,6 @@ go 1.26.0
 require (
 	github.com/canvasapp/companion/providers/wasm/sdk v0.0.0
 	github.com/chromedp/chromedp v0.23.0
-	github.com/coder/websocket v1.8.15
 	github.com/containerd/errdefs v1.0.0
 	github.com/gorilla/websocket v1.5.3
 	github.com/moby/moby/api v1.56.1

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/coder/websocket"
+	"github.com/gorilla/websocket"
 
 	"github.com/canvasapp/companion/internal/testsupport"
 )
@@ -281,6 +281,21 @@ type stream struct {
 	// seen holds every message received, for checks that no secret was
 	// ever sent.
 	seen *syncBuffer
+	// pongs receives the server's answers to ping.
+	pongs chan struct{}
+}
+
+// ping sends a ping and waits for the server's pong.
+func (s *stream) ping(timeout time.Duration) error {
+	if err := s.conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(timeout)); err != nil {
+		return err
+	}
+	select {
+	case <-s.pongs:
+		return nil
+	case <-time.After(timeout):
+		return fmt.Errorf("no pong within %v", timeout)
+	}
 }
 
 // dial opens the stream; since < 0 means no ?since.
@@ -292,18 +307,23 @@ func (p *proc) dial(since int64) *stream {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	conn, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{
-		Subprotocols: []string{"companion.v1"},
-		HTTPHeader:   http.Header{"Authorization": {"Bearer " + p.ready.Token}},
-	})
+	d := websocket.Dialer{Subprotocols: []string{"companion.v1"}}
+	conn, _, err := d.DialContext(ctx, url, http.Header{"Authorization": {"Bearer " + p.ready.Token}})
 	if err != nil {
 		p.t.Fatalf("dial %s: %v", url, err)
 	}
 	conn.SetReadLimit(64 << 20)
-	s := &stream{t: p.t, conn: conn, msgs: make(chan wsMsg, 1024), errc: make(chan error, 1), seen: &syncBuffer{}}
+	s := &stream{t: p.t, conn: conn, msgs: make(chan wsMsg, 1024), errc: make(chan error, 1), seen: &syncBuffer{}, pongs: make(chan struct{}, 1)}
+	conn.SetPongHandler(func(string) error {
+		select {
+		case s.pongs <- struct{}{}:
+		default:
+		}
+		return nil
+	})
 	go func() {
 		for {
-			_, data, err := conn.Read(context.Background())
+			_, data, err := conn.ReadMessage()
 			if err != nil {
 				s.errc <- err
 				close(s.msgs)
@@ -320,7 +340,7 @@ func (p *proc) dial(since int64) *stream {
 			s.msgs <- m
 		}
 	}()
-	p.t.Cleanup(func() { conn.CloseNow() })
+	p.t.Cleanup(func() { conn.Close() })
 	return s
 }
 

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"io"
 	"os/exec"
 	"strings"
@@ -10,18 +11,22 @@ import (
 	"testing"
 	"time"
 
-	"github.com/coder/websocket"
+	"github.com/gorilla/websocket"
 )
 
 // closeCodeAfter waits for the stream to end and returns its close code.
-func (s *stream) closeCode(timeout time.Duration) websocket.StatusCode {
+func (s *stream) closeCode(timeout time.Duration) int {
 	s.t.Helper()
 	deadline := time.After(timeout)
 	for {
 		select {
 		case _, ok := <-s.msgs:
 			if !ok {
-				return websocket.CloseStatus(<-s.errc)
+				var ce *websocket.CloseError
+				if errors.As(<-s.errc, &ce) {
+					return ce.Code
+				}
+				return -1
 			}
 		case <-deadline:
 			s.t.Fatalf("stream still open %v after shutdown began", timeout)
@@ -41,7 +46,7 @@ func TestSIGTERMClosesStreamsWithGoingAway(t *testing.T) {
 				t.Fatalf("first message %q, want snapshot", m.Type)
 			}
 			p.cmd.Process.Signal(sig)
-			if code := s.closeCode(15 * time.Second); code != websocket.StatusGoingAway {
+			if code := s.closeCode(15 * time.Second); code != websocket.CloseGoingAway {
 				t.Fatalf("close code after %v = %d, want 1001\n%s", sig, code, p.stderr.String())
 			}
 			select {
@@ -126,7 +131,7 @@ func TestWithKeyringPassesLogsAndSignals(t *testing.T) {
 			} else {
 				cmd.Process.Signal(syscall.SIGTERM)
 			}
-			if code := s.closeCode(15 * time.Second); code != websocket.StatusGoingAway {
+			if code := s.closeCode(15 * time.Second); code != websocket.CloseGoingAway {
 				t.Fatalf("close code = %d, want 1001", code)
 			}
 			select {

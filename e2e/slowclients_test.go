@@ -154,9 +154,7 @@ func TestSlowClientsAreCutOff(t *testing.T) {
 	}
 
 	// Every bound has run out by now; the stream must still be up.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := s.conn.Ping(ctx); err != nil {
+	if err := s.ping(10 * time.Second); err != nil {
 		t.Fatalf("the WebSocket stream was cut by the HTTP bounds: %v", err)
 	}
 	p.must(200, "GET", "/v1/workspaces", nil, nil)

@@ -42,7 +42,7 @@ func (h *hub) followAccounts(svc *core.Service) {
 		case <-h.stop:
 			return
 		case ev := <-events:
-			fr := &frame{event: true, data: accountFrame(h.now(), toWireAccount(ev.Account, ev.Status))}
+			fr := &frame{event: true, pm: prepare(accountFrame(h.now(), toWireAccount(ev.Account, ev.Status)))}
 			h.mu.Lock()
 			for c := range h.clients[ev.Account.Owner] {
 				if ok, overflow := c.push(fr, h.queueLimit); !ok {

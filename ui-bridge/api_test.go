@@ -157,26 +157,37 @@ func TestProviderUnavailable(t *testing.T) {
 	}
 }
 
-// wireKeys is the workspace object's contract: exactly these keys.
-var wireKeys = []string{"id", "name", "provider", "account_id", "state", "box_id", "box_url", "adopted",
-	"paused_at", "stop_reason", "exit_code", "size_bytes", "size_source", "size_at", "last_activity_at", "keep", "delete_after",
-	"lifecycle", "progress", "error", "created_at", "updated_at", "rev"}
+// wireKeys is every key a workspace object may carry; alwaysKeys are the
+// ones it always carries (the others are left out when null, false, 0 or
+// "": API.md, "Omitted fields").
+var (
+	wireKeys = []string{"id", "name", "provider", "account_id", "state", "box_id", "box_url", "adopted",
+		"paused_at", "stop_reason", "exit_code", "size_bytes", "size_source", "size_at", "last_activity_at", "keep", "delete_after",
+		"lifecycle", "progress", "error", "created_at", "updated_at", "rev"}
+	alwaysKeys = []string{"id", "name", "provider", "account_id", "state", "created_at", "updated_at", "rev"}
+)
 
+// checkWireKeys checks raw carries only known keys, the always-present
+// ones among them, and no null, false, 0 or "" value.
 func checkWireKeys(t *testing.T, raw json.RawMessage) map[string]json.RawMessage {
 	t.Helper()
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &m); err != nil {
 		t.Fatal(err)
 	}
-	var keys []string
-	for k := range m {
-		keys = append(keys, k)
+	for k, v := range m {
+		if !slices.Contains(wireKeys, k) {
+			t.Fatalf("unknown workspace key %q in %s", k, raw)
+		}
+		switch string(v) {
+		case "null", "false", "0", `""`, "{}":
+			t.Fatalf("workspace key %q carries %s, which should be omitted: %s", k, v, raw)
+		}
 	}
-	slices.Sort(keys)
-	want := slices.Clone(wireKeys)
-	slices.Sort(want)
-	if !slices.Equal(keys, want) {
-		t.Fatalf("workspace keys %v, want %v", keys, want)
+	for _, k := range alwaysKeys {
+		if _, ok := m[k]; !ok {
+			t.Fatalf("workspace without %q: %s", k, raw)
+		}
 	}
 	return m
 }
@@ -207,6 +218,11 @@ func TestWorkspaceJSON(t *testing.T) {
 	}
 	got := decode[map[string]json.RawMessage](t, body)
 	m := checkWireKeys(t, got["workspace"])
+	for _, k := range wireKeys {
+		if _, ok := m[k]; !ok && k != "keep" && k != "delete_after" {
+			t.Errorf("a workspace with every field set lacks %q", k)
+		}
+	}
 	for k, want := range map[string]string{
 		"state":            `"paused"`,
 		"paused_at":        `"2025-03-01T11:00:00.123Z"`,
@@ -214,7 +230,6 @@ func TestWorkspaceJSON(t *testing.T) {
 		"size_bytes":       `12345`,
 		"size_source":      `"docker_engine:used"`,
 		"size_at":          `"2025-03-01T11:00:00.123Z"`,
-		"delete_after":     `null`,
 		"lifecycle":        `{"idle_pause_after_seconds":1800,"paused_ttl_seconds":604800}`,
 		"adopted":          `true`,
 		"error":            `"pause failed: boom"`,
@@ -233,13 +248,16 @@ func TestWorkspaceJSON(t *testing.T) {
 
 	_, body = e.do("GET", "/v1/workspaces/"+bare.ID, "")
 	m = checkWireKeys(t, decode[map[string]json.RawMessage](t, body)["workspace"])
-	for _, k := range []string{"paused_at", "stop_reason", "exit_code", "size_bytes", "size_source", "size_at", "last_activity_at", "delete_after"} {
-		if string(m[k]) != "null" {
-			t.Errorf("%s = %s, want null", k, m[k])
+	for _, k := range []string{"paused_at", "stop_reason", "exit_code", "size_bytes", "size_source", "size_at", "last_activity_at", "delete_after",
+		"box_url", "adopted", "keep", "lifecycle", "progress", "error"} {
+		if v, ok := m[k]; ok {
+			t.Errorf("%s = %s, want it omitted", k, v)
 		}
 	}
-	if string(m["error"]) != `""` {
-		t.Errorf("error = %s, want \"\"", m["error"])
+	// Omitted fields decode to their zero values.
+	var bw Workspace
+	if err := json.Unmarshal(decode[map[string]json.RawMessage](t, body)["workspace"], &bw); err != nil || bw.PausedAt != nil || bw.Error != "" || bw.Keep || bw.Lifecycle != (Lifecycle{}) || bw.ID != bare.ID {
+		t.Errorf("bare workspace decodes to %+v (%v)", bw, err)
 	}
 
 	// The list answers from the stream cache, newest first, at the feed's

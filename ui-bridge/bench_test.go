@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/coder/websocket"
+	"github.com/gorilla/websocket"
 
 	"github.com/canvasapp/companion/core"
 	"github.com/canvasapp/companion/db"
@@ -135,29 +135,31 @@ func benchEnv(b *testing.B, path string) *testEnv {
 }
 
 // BenchmarkSnapshot10k builds and encodes a snapshot of 10,000 workspaces.
-// "cached" is the stream's path (the hub's encoded cache, concatenated);
+// "cached" is the stream's path (the hub's encoded cache, concatenated
+// and prepared once; here every round is a new revision, so it encodes);
 // "cold" encodes every workspace from scratch, as at start-up;
 // "websocket" is a client connecting and reading the whole snapshot over
-// loopback.
+// loopback, "websocket-deflate" the same with compression negotiated.
+// Clients of the same revision share one encoding, so a connect storm
+// costs the writes only.
 func BenchmarkSnapshot10k(b *testing.B) {
 	e := benchEnv(b, benchDB(b))
 	b.Run("cached", func(b *testing.B) {
-		var size int64
+		var size int
 		for b.Loop() {
 			c := newClient("")
-			rev, items, err := e.srv.hub.attachSnapshot(c)
+			e.srv.hub.mu.Lock()
+			clear(e.srv.hub.snaps) // as if the revision had moved
+			e.srv.hub.mu.Unlock()
+			snap, err := e.srv.hub.attachSnapshot(c)
 			if err != nil {
 				b.Fatal(err)
 			}
 			e.srv.hub.detach(c)
-			cw := &countWriter{}
-			if err := writeSnapshotTo(cw, rev, time.Now(), items); err != nil {
+			if _, err := snap.message(); err != nil {
 				b.Fatal(err)
 			}
-			if len(items) != benchWorkspaces {
-				b.Fatalf("snapshot of %d workspaces", len(items))
-			}
-			size = cw.n
+			size = snap.size
 		}
 		reportMillis(b)
 		b.ReportMetric(float64(size), "bytes/snapshot")
@@ -170,36 +172,42 @@ func BenchmarkSnapshot10k(b *testing.B) {
 				items[i] = newEntry(ws)
 			}
 			sortEntries(items)
-			if err := writeSnapshotTo(io.Discard, rev, time.Now(), items); err != nil {
+			if _, err := websocket.NewPreparedMessage(websocket.TextMessage, encodeSnapshot(rev, time.Now(), items)); err != nil {
 				b.Fatal(err)
 			}
 		}
 		reportMillis(b)
 	})
-	b.Run("websocket", func(b *testing.B) {
-		for b.Loop() {
-			c, _, err := e.dial(context.Background(), "", nil)
-			if err != nil {
-				b.Fatal(err)
-			}
-			typ, r, err := c.Reader(context.Background())
-			if err != nil || typ != websocket.MessageText {
-				b.Fatal(err)
-			}
-			io.Copy(io.Discard, r)
-			c.CloseNow()
+	for _, deflate := range []bool{false, true} {
+		name := "websocket"
+		if deflate {
+			name = "websocket-deflate"
 		}
-		reportMillis(b)
-	})
+		b.Run(name, func(b *testing.B) {
+			var wire int64
+			for b.Loop() {
+				cw := &countingDialer{}
+				c, _, err := e.dial(context.Background(), "", &dialOptions{Compression: deflate, HTTPClient: cw.client()})
+				if err != nil {
+					b.Fatal(err)
+				}
+				typ, r, err := c.NextReader()
+				if err != nil || typ != websocket.TextMessage {
+					b.Fatal(err)
+				}
+				io.Copy(io.Discard, r)
+				c.Close()
+				wire = cw.read.Load()
+			}
+			reportMillis(b)
+			b.ReportMetric(float64(wire), "wire-bytes/snapshot")
+		})
+	}
 }
 
 func reportMillis(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/snapshot")
 }
-
-type countWriter struct{ n int64 }
-
-func (w *countWriter) Write(p []byte) (int, error) { w.n += int64(len(p)); return len(p), nil }
 
 // BenchmarkFanout measures one change reaching 1,000 connected clients
 // over real loopback WebSocket connections, with 10,000 workspaces live.
@@ -219,6 +227,7 @@ func BenchmarkFanout(b *testing.B) {
 	got := make(chan receipt, clients)
 	rev := e.svc.Feed().Rev()
 	var wg sync.WaitGroup
+	var conns []*websocket.Conn
 	for range clients {
 		// Joining at the current revision skips the 6 MB snapshot per
 		// client, which BenchmarkSnapshot10k measures on its own.
@@ -226,12 +235,13 @@ func BenchmarkFanout(b *testing.B) {
 		if err != nil {
 			b.Fatalf("dial: %v", err)
 		}
+		conns = append(conns, c)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			defer c.CloseNow()
+			defer c.Close()
 			for {
-				_, msg, err := c.Read(ctx)
+				_, msg, err := c.ReadMessage()
 				if err != nil {
 					return
 				}
@@ -268,6 +278,9 @@ func BenchmarkFanout(b *testing.B) {
 	b.ReportMetric(ms(percentile(lat, 99)), "p99-ms")
 	b.ReportMetric(ms(percentile(all, 99)), "p99-all-clients-ms")
 	cancel()
+	for _, c := range conns {
+		c.Close() // ends the readers
+	}
 	wg.Wait()
 }
 
@@ -368,7 +381,7 @@ func runIdleClients(n, url string) int {
 	}
 	ctx := context.Background()
 	for range count {
-		c, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{
+		c, _, err := wsDial(ctx, url, &dialOptions{
 			Subprotocols: []string{Subprotocol},
 			HTTPHeader:   http.Header{"Authorization": {"Bearer " + testToken}},
 		})
@@ -376,14 +389,13 @@ func runIdleClients(n, url string) int {
 			fmt.Fprintln(os.Stderr, "helper dial:", err)
 			return 1
 		}
-		c.SetReadLimit(64 << 20)
-		if _, _, err := c.Read(ctx); err != nil {
+		if _, _, err := c.ReadMessage(); err != nil {
 			fmt.Fprintln(os.Stderr, "helper read snapshot:", err)
 			return 1
 		}
 		go func() {
 			for {
-				if _, _, err := c.Read(ctx); err != nil {
+				if _, _, err := c.ReadMessage(); err != nil {
 					return
 				}
 			}

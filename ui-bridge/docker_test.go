@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/coder/websocket"
+	"github.com/gorilla/websocket"
 
 	"github.com/canvasapp/companion/core"
 	"github.com/canvasapp/companion/internal/testsupport"

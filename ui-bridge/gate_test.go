@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/coder/websocket"
 )
 
 const electronOrigin = "app://canvas"
@@ -43,25 +41,25 @@ func TestGateHostAllowlist(t *testing.T) {
 
 	// The WebSocket handshake of a rebound page: correct token even, but
 	// the Host names the attacker's domain.
-	c, resp, err := websocket.Dial(context.Background(), "ws://rebind.evil.example:"+port+"/v1/ws", &websocket.DialOptions{
+	c, resp, err := wsDial(context.Background(), "ws://rebind.evil.example:"+port+"/v1/ws", &dialOptions{
 		HTTPClient:   rebindingClient(e.port),
 		Subprotocols: []string{Subprotocol, BearerSubprotocolPrefix + e.token},
 		HTTPHeader:   http.Header{"Origin": {"http://rebind.evil.example:" + port}},
 	})
 	if err == nil {
-		c.CloseNow()
+		c.Close()
 		t.Fatal("WebSocket handshake with a foreign Host succeeded")
 	}
 	if resp == nil || resp.StatusCode != http.StatusForbidden {
 		t.Fatalf("WebSocket handshake with a foreign Host: %v, want 403", err)
 	}
 	// Without an Origin header only the Host check can refuse it.
-	c, resp, err = websocket.Dial(context.Background(), "ws://rebind.evil.example:"+port+"/v1/ws", &websocket.DialOptions{
+	c, resp, err = wsDial(context.Background(), "ws://rebind.evil.example:"+port+"/v1/ws", &dialOptions{
 		HTTPClient:   rebindingClient(e.port),
 		Subprotocols: []string{Subprotocol, BearerSubprotocolPrefix + e.token},
 	})
 	if err == nil {
-		c.CloseNow()
+		c.Close()
 		t.Fatal("WebSocket handshake with a foreign Host and no Origin succeeded")
 	}
 	if resp == nil || resp.StatusCode != http.StatusForbidden {
@@ -111,7 +109,7 @@ func TestGateOriginAllowlist(t *testing.T) {
 	e.expectError(resp, body, http.StatusForbidden, codeCrossSite)
 
 	// WebSocket handshake from a foreign page, with a valid token: 403.
-	_, wresp, err := e.dial(context.Background(), "", &websocket.DialOptions{
+	_, wresp, err := e.dial(context.Background(), "", &dialOptions{
 		Subprotocols: []string{Subprotocol, BearerSubprotocolPrefix + e.token},
 		HTTPHeader:   http.Header{"Origin": {"http://evil.example"}},
 	})
@@ -119,7 +117,7 @@ func TestGateOriginAllowlist(t *testing.T) {
 		t.Fatalf("WebSocket from a foreign Origin: err %v, want 403", err)
 	}
 	// Cross-site handshake without Origin: 403.
-	_, wresp, err = e.dial(context.Background(), "", &websocket.DialOptions{
+	_, wresp, err = e.dial(context.Background(), "", &dialOptions{
 		HTTPHeader: http.Header{"Authorization": {"Bearer " + e.token}, "Sec-Fetch-Site": {"cross-site"}},
 	})
 	if err == nil || wresp == nil || wresp.StatusCode != http.StatusForbidden {
@@ -127,14 +125,14 @@ func TestGateOriginAllowlist(t *testing.T) {
 	}
 
 	// The Electron app, as a browser: origin header, token as subprotocol.
-	c, wresp, err := e.dial(context.Background(), "", &websocket.DialOptions{
+	c, wresp, err := e.dial(context.Background(), "", &dialOptions{
 		Subprotocols: []string{Subprotocol, BearerSubprotocolPrefix + e.token},
 		HTTPHeader:   http.Header{"Origin": {electronOrigin}, "Sec-Fetch-Site": {"cross-site"}},
 	})
 	if err != nil {
 		t.Fatalf("WebSocket from the allowed app origin: %v", err)
 	}
-	defer c.CloseNow()
+	defer c.Close()
 	if got := wresp.Header.Values("Sec-WebSocket-Protocol"); len(got) != 1 || got[0] != Subprotocol {
 		t.Fatalf("selected subprotocol header %q, want exactly %q", got, Subprotocol)
 	}
@@ -172,7 +170,7 @@ func TestGateToken(t *testing.T) {
 	e.expectError(resp, body, http.StatusUnauthorized, codeUnauthorized)
 
 	// WebSocket: no token, wrong token in either place.
-	for _, opts := range []*websocket.DialOptions{
+	for _, opts := range []*dialOptions{
 		{HTTPHeader: http.Header{}},
 		{HTTPHeader: http.Header{"Authorization": {"Bearer nope"}}},
 		{HTTPHeader: http.Header{}, Subprotocols: []string{Subprotocol, BearerSubprotocolPrefix + "nope"}},
@@ -183,20 +181,20 @@ func TestGateToken(t *testing.T) {
 		}
 	}
 	// companion.v1 must be offered.
-	_, wresp, err := e.dial(context.Background(), "", &websocket.DialOptions{Subprotocols: []string{BearerSubprotocolPrefix + e.token}, HTTPHeader: http.Header{}})
+	_, wresp, err := e.dial(context.Background(), "", &dialOptions{Subprotocols: []string{BearerSubprotocolPrefix + e.token}, HTTPHeader: http.Header{}})
 	if err == nil || wresp == nil || wresp.StatusCode != http.StatusBadRequest {
 		t.Fatalf("WebSocket without companion.v1: err %v, want 400", err)
 	}
 
 	// The token as a subprotocol works and is not echoed.
-	c, wresp, err := e.dial(context.Background(), "", &websocket.DialOptions{
+	c, wresp, err := e.dial(context.Background(), "", &dialOptions{
 		Subprotocols: []string{BearerSubprotocolPrefix + e.token, Subprotocol},
 		HTTPHeader:   http.Header{},
 	})
 	if err != nil {
 		t.Fatalf("WebSocket with subprotocol token: %v", err)
 	}
-	defer c.CloseNow()
+	defer c.Close()
 	if c.Subprotocol() != Subprotocol {
 		t.Fatalf("negotiated %q, want %q", c.Subprotocol(), Subprotocol)
 	}

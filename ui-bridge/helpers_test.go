@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/coder/websocket"
+	"github.com/gorilla/websocket"
 
 	"github.com/canvasapp/companion/core"
 	"github.com/canvasapp/companion/db"
@@ -190,9 +190,9 @@ func decode[T any](t *testing.T, b []byte) T {
 
 // dial opens the stream with the bearer header and the companion.v1
 // subprotocol unless opts says otherwise.
-func (e *testEnv) dial(ctx context.Context, query string, opts *websocket.DialOptions) (*websocket.Conn, *http.Response, error) {
+func (e *testEnv) dial(ctx context.Context, query string, opts *dialOptions) (*websocket.Conn, *http.Response, error) {
 	if opts == nil {
-		opts = &websocket.DialOptions{}
+		opts = &dialOptions{}
 	}
 	if opts.Subprotocols == nil {
 		opts.Subprotocols = []string{Subprotocol}
@@ -201,11 +201,7 @@ func (e *testEnv) dial(ctx context.Context, query string, opts *websocket.DialOp
 		opts.HTTPHeader = http.Header{"Authorization": {"Bearer " + e.token}}
 	}
 	u := "ws://127.0.0.1:" + strconv.Itoa(e.port) + "/v1/ws" + query
-	c, resp, err := websocket.Dial(ctx, u, opts)
-	if c != nil {
-		c.SetReadLimit(64 << 20)
-	}
-	return c, resp, err
+	return wsDial(ctx, u, opts)
 }
 
 func (e *testEnv) mustDial(query string) *websocket.Conn {
@@ -214,7 +210,7 @@ func (e *testEnv) mustDial(query string) *websocket.Conn {
 	if err != nil {
 		e.t.Fatalf("dial: %v", err)
 	}
-	e.t.Cleanup(func() { c.CloseNow() })
+	e.t.Cleanup(func() { c.Close() })
 	return c
 }
 
@@ -229,13 +225,12 @@ func readMsg(t *testing.T, c *websocket.Conn) Message {
 }
 
 func tryReadMsg(c *websocket.Conn, timeout time.Duration) (Message, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	typ, b, err := c.Read(ctx)
+	c.SetReadDeadline(time.Now().Add(timeout))
+	typ, b, err := c.ReadMessage()
 	if err != nil {
 		return Message{}, err
 	}
-	if typ != websocket.MessageText {
+	if typ != websocket.TextMessage {
 		return Message{}, errors.New("binary message on the stream")
 	}
 	var m Message

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gorilla/websocket"
+
 	"github.com/canvasapp/companion/core"
 )
 
@@ -37,11 +39,13 @@ type hub struct {
 	clients  map[string]map[*client]struct{} // by owner
 	advanced chan struct{}                   // closed and replaced when rev moves
 	closed   bool
+	snaps    map[string]*snapshot // by owner; all at rev, dropped when it moves
 
 	stop chan struct{}
 	done chan struct{}
 
-	overflows atomic.Int64 // clients dropped because their queue was full
+	overflows     atomic.Int64 // clients dropped because their queue was full
+	snapEncodings atomic.Int64 // snapshots encoded (each may serve many clients)
 }
 
 // entry is a live workspace's encoded wire form and what the hub needs to
@@ -53,11 +57,11 @@ type entry struct {
 	json    []byte
 }
 
-// frame is one encoded stream message. Its bytes are shared by every
-// client it is queued for and must not be modified.
+// frame is one encoded stream message, prepared once (framed, and
+// compressed on demand) for every client it is queued for.
 type frame struct {
-	rev  int64
-	data []byte
+	rev int64
+	pm  *websocket.PreparedMessage
 	// event marks a frame outside the revision sequence (an account
 	// event): written as it comes, never skipped, never moves "last".
 	event bool
@@ -74,6 +78,7 @@ func newHub(feed *core.Feed, log *slog.Logger, now func() time.Time, queueLimit,
 		feedBuffer: feedBuffer,
 		entries:    map[string]*entry{},
 		clients:    map[string]map[*client]struct{}{},
+		snaps:      map[string]*snapshot{},
 		advanced:   make(chan struct{}),
 		stop:       make(chan struct{}),
 		done:       make(chan struct{}),
@@ -158,10 +163,10 @@ func (h *hub) apply(ch core.Change) {
 	var fr *frame
 	var e *entry
 	if ws.Removed {
-		fr = &frame{rev: ch.Rev, data: removeFrame(ch.Rev, now, ws.ID)}
+		fr = &frame{rev: ch.Rev, pm: prepare(removeFrame(ch.Rev, now, ws.ID))}
 	} else {
 		e = newEntry(ws)
-		fr = &frame{rev: ch.Rev, data: upsertFrame(ch.Rev, now, e.json)}
+		fr = &frame{rev: ch.Rev, pm: prepare(upsertFrame(ch.Rev, now, e.json))}
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -186,6 +191,7 @@ func (h *hub) apply(ch core.Change) {
 }
 
 func (h *hub) advanceLocked() {
+	clear(h.snaps) // none of them is current any more
 	close(h.advanced)
 	h.advanced = make(chan struct{})
 }
@@ -213,6 +219,13 @@ func (h *hub) waitFor(ctx context.Context, rev int64) {
 	}
 }
 
+// waitForTimeout is waitFor bounded by d.
+func (h *hub) waitForTimeout(rev int64, d time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	h.waitFor(ctx, rev)
+}
+
 // list returns the revision and owner's live workspaces, newest first.
 func (h *hub) list(owner string) (int64, []*entry) {
 	h.mu.Lock()
@@ -238,25 +251,30 @@ func sortEntries(items []*entry) {
 	})
 }
 
-// attachSnapshot attaches c at the current revision and returns that
-// revision and c's owner's workspaces as of it.
-func (h *hub) attachSnapshot(c *client) (int64, []*entry, error) {
+// attachSnapshot attaches c at the current revision and returns the
+// snapshot of c's owner's workspaces as of it. Clients of one owner that
+// connect at the same revision, within snapshotReuse of each other, share
+// one snapshot: it is encoded and prepared once for all of them.
+func (h *hub) attachSnapshot(c *client) (*snapshot, error) {
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	if h.closed {
-		h.mu.Unlock()
-		return 0, nil, errHubClosed
+		return nil, errHubClosed
 	}
-	rev := h.rev
-	items := make([]*entry, 0, len(h.entries))
-	for _, e := range h.entries {
-		if e.owner == c.owner {
-			items = append(items, e)
+	now := h.now()
+	snap := h.snaps[c.owner]
+	if snap == nil || snap.rev != h.rev || now.Sub(snap.at) >= snapshotReuse || now.Before(snap.at) {
+		items := make([]*entry, 0, len(h.entries))
+		for _, e := range h.entries {
+			if e.owner == c.owner {
+				items = append(items, e)
+			}
 		}
+		snap = &snapshot{rev: h.rev, at: now, items: items, encodings: &h.snapEncodings}
+		h.snaps[c.owner] = snap
 	}
 	h.addLocked(c)
-	h.mu.Unlock()
-	sortEntries(items)
-	return rev, items, nil
+	return snap, nil
 }
 
 // attachSince attaches c so that it receives every change after since.
@@ -305,9 +323,9 @@ func (h *hub) attachSince(ctx context.Context, c *client, since int64) (catchup 
 				continue
 			}
 			if ws.Removed {
-				frames = append(frames, &frame{rev: ch.Rev, data: removeFrame(ch.Rev, now, ws.ID)})
+				frames = append(frames, &frame{rev: ch.Rev, pm: prepare(removeFrame(ch.Rev, now, ws.ID))})
 			} else {
-				frames = append(frames, &frame{rev: ch.Rev, data: upsertFrame(ch.Rev, now, encodeWorkspace(ws))})
+				frames = append(frames, &frame{rev: ch.Rev, pm: prepare(upsertFrame(ch.Rev, now, encodeWorkspace(ws)))})
 			}
 		}
 		h.mu.Lock()

@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/coder/websocket"
+	"github.com/gorilla/websocket"
 
 	"github.com/canvasapp/companion/core"
 )
@@ -173,7 +173,7 @@ func (s *Server) Close() {
 	case <-time.After(3 * time.Second):
 		s.mu.Lock()
 		for c := range s.conns {
-			c.CloseNow()
+			c.Close()
 		}
 		s.mu.Unlock()
 		<-done

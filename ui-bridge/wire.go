@@ -12,50 +12,51 @@ import (
 // not silently change what front ends receive.
 
 // Workspace is a workspace as front ends see it. Times are RFC 3339 in UTC
-// with millisecond precision; fields documented as nullable are null when
-// unknown. It never carries the box's key.
+// with millisecond precision. A field whose value is null, false, 0 or ""
+// is left out (API.md, "Omitted fields"), which keeps a snapshot of 10,000
+// workspaces small; id, name, provider, account_id, state, created_at,
+// updated_at and rev are always present. It never carries the box's key.
 type Workspace struct {
 	ID        string `json:"id"`
 	Name      string `json:"name"`
 	Provider  string `json:"provider"`
 	AccountID string `json:"account_id"`
 	State     string `json:"state"`
-	BoxID     string `json:"box_id"`
-	BoxURL    string `json:"box_url"`
-	Adopted   bool   `json:"adopted"`
+	BoxID     string `json:"box_id,omitempty"`
+	BoxURL    string `json:"box_url,omitempty"`
+	Adopted   bool   `json:"adopted,omitempty"`
 	// PausedAt is when the box was paused; paused age is
 	// server_time − paused_at.
-	PausedAt *time.Time `json:"paused_at"`
+	PausedAt *time.Time `json:"paused_at,omitempty"`
 	// StopReason is why a paused or stopped box is not running:
-	// companion, provider_idle, outside, crashed, exited; null while it
+	// companion, provider_idle, outside, crashed, exited; absent while it
 	// runs or when nobody can tell. ExitCode goes with it when known.
-	StopReason *string `json:"stop_reason"`
-	ExitCode   *int    `json:"exit_code"`
-	// SizeBytes, SizeSource and SizeAt are null together when no size is
-	// known. SizeSource is "<origin>:<used|allocated>".
-	SizeBytes      *int64     `json:"size_bytes"`
-	SizeSource     *string    `json:"size_source"`
-	SizeAt         *time.Time `json:"size_at"`
-	LastActivityAt *time.Time `json:"last_activity_at"`
-	Keep           bool       `json:"keep"`
-	DeleteAfter    *time.Time `json:"delete_after"`
-	Lifecycle      Lifecycle  `json:"lifecycle"`
-	// Progress says what a running action waits for (an image pull);
-	// "" otherwise.
-	Progress string `json:"progress"`
-	// Error is the last action's failure; "" when it succeeded.
-	Error     string    `json:"error"`
+	StopReason *string `json:"stop_reason,omitempty"`
+	ExitCode   *int    `json:"exit_code,omitempty"`
+	// SizeBytes, SizeSource and SizeAt are absent together when no size
+	// is known. SizeSource is "<origin>:<used|allocated>".
+	SizeBytes      *int64     `json:"size_bytes,omitempty"`
+	SizeSource     *string    `json:"size_source,omitempty"`
+	SizeAt         *time.Time `json:"size_at,omitempty"`
+	LastActivityAt *time.Time `json:"last_activity_at,omitempty"`
+	Keep           bool       `json:"keep,omitempty"`
+	DeleteAfter    *time.Time `json:"delete_after,omitempty"`
+	Lifecycle      Lifecycle  `json:"lifecycle,omitzero"`
+	// Progress says what a running action waits for (an image pull).
+	Progress string `json:"progress,omitempty"`
+	// Error is the last action's failure; absent when it succeeded.
+	Error     string    `json:"error,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
 	// Rev is the feed revision of the workspace's last change.
 	Rev int64 `json:"rev"`
 }
 
-// Lifecycle is the settings chosen at creation, in whole seconds; 0 means
-// the provider's default.
+// Lifecycle is the settings chosen at creation, in whole seconds; an
+// absent setting (or an absent lifecycle) means the provider's default.
 type Lifecycle struct {
-	IdlePauseAfterSeconds int64 `json:"idle_pause_after_seconds"`
-	PausedTTLSeconds      int64 `json:"paused_ttl_seconds"`
+	IdlePauseAfterSeconds int64 `json:"idle_pause_after_seconds,omitempty"`
+	PausedTTLSeconds      int64 `json:"paused_ttl_seconds,omitempty"`
 }
 
 // Account is a provider account. Credential values are never returned; only

@@ -1,8 +1,6 @@
 package uibridge
 
 import (
-	"bufio"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -13,7 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/coder/websocket"
+	"github.com/gorilla/websocket"
 
 	"github.com/canvasapp/companion/core"
 )
@@ -21,7 +19,7 @@ import (
 // Close codes the server ends a stream with (see API.md).
 const (
 	// CloseGoingAway: the server is shutting down.
-	CloseGoingAway = 1001
+	CloseGoingAway = websocket.CloseGoingAway
 	// CloseSlowConsumer: the client did not read fast enough and its
 	// queue overflowed; it should reconnect with ?since=<last rev>.
 	CloseSlowConsumer = 4008
@@ -32,9 +30,59 @@ const (
 	ClosePongTimeout = 4010
 )
 
+// codeWebSocketHandshake answers a handshake the library refuses (no key,
+// an unsupported version).
+const codeWebSocketHandshake = "websocket_handshake"
+
 // clientReadLimit bounds a message from a client. Clients send nothing in
 // v1; whatever they send is read and discarded.
 const clientReadLimit = 4 << 10
+
+// closeWait is how long the server waits for the peer to answer its close
+// frame before cutting the connection.
+const closeWait = 5 * time.Second
+
+// upgrader is shared by every stream connection. Clients send almost
+// nothing, so the read buffer is small; writes of prepared messages go
+// straight to the socket, and anything else borrows a buffer from the
+// pool, so an idle client holds no write buffer.
+var upgrader = websocket.Upgrader{
+	HandshakeTimeout: 10 * time.Second,
+	ReadBufferSize:   512,
+	WriteBufferSize:  16 << 10,
+	WriteBufferPool:  writeBuffers,
+	// Only companion.v1 is ever selected: the bearer entry must not be
+	// echoed back.
+	Subprotocols: []string{Subprotocol},
+	// The gate has already matched Origin against the exact allowlist
+	// (which may name the desktop app's origin, not this host).
+	CheckOrigin:       func(*http.Request) bool { return true },
+	EnableCompression: true,
+	Error: func(w http.ResponseWriter, _ *http.Request, status int, reason error) {
+		writeErrorCode(w, status, codeWebSocketHandshake, "WebSocket handshake failed: "+reason.Error())
+	},
+}
+
+// writeBuffers lends write buffers to connections for the length of one
+// message written with a writer of their own. Stream messages are
+// prepared and bypass it; it counts loans so tests can check that.
+var writeBuffers = &countingPool{}
+
+type countingPool struct {
+	pool      sync.Pool
+	gets, out atomic.Int64
+}
+
+func (p *countingPool) Get() any {
+	p.gets.Add(1)
+	p.out.Add(1)
+	return p.pool.Get()
+}
+
+func (p *countingPool) Put(v any) {
+	p.out.Add(-1)
+	p.pool.Put(v)
+}
 
 // client is one WebSocket connection of the stream. The hub appends frames
 // to queue (under mu) and pokes wake; the client's writer goroutine takes
@@ -133,18 +181,9 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.track(-1)
-	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{
-		// Only companion.v1 is ever selected: the bearer entry must not
-		// be echoed back.
-		Subprotocols: []string{Subprotocol},
-		// The gate has already matched Origin against the exact
-		// allowlist; the library's host-pattern check would be looser.
-		InsecureSkipVerify: true,
-		CompressionMode:    websocket.CompressionDisabled,
-		OnPongReceived:     func(context.Context, []byte) { s.pongs.Add(1) },
-	})
+	conn, err := upgrader.Upgrade(w, r, nil)
 	if err != nil {
-		return // Accept has answered
+		return // the upgrader has answered
 	}
 	id, _ := IdentityFrom(r.Context())
 	s.runClient(conn, newClient(id.Owner), since)
@@ -153,48 +192,56 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 // runClient attaches c to the hub, sends the snapshot or catch-up (when
 // since >= 0), then relays changes until the connection ends.
 func (s *Server) runClient(conn *websocket.Conn, c *client, since int64) {
-	// The request's context ends with the handler's hijacked connection in
-	// unclear ways; the stream lives on the server's context.
-	ctx, cancel := context.WithCancel(s.ctx)
-	defer cancel()
 	s.addConn(conn)
 	defer s.removeConn(conn)
 
+	pongs := make(chan struct{}, 1)
+	conn.SetPongHandler(func(string) error {
+		s.pongs.Add(1)
+		select {
+		case pongs <- struct{}{}:
+		default:
+		}
+		return nil
+	})
 	conn.SetReadLimit(clientReadLimit)
 	readerDone := make(chan struct{})
 	go func() {
 		defer close(readerDone)
 		for {
-			if _, _, err := conn.Read(ctx); err != nil {
+			// Whatever a client sends is read (so the size limit holds
+			// across fragments) and discarded.
+			_, r, err := conn.NextReader()
+			if err != nil {
+				return
+			}
+			if _, err := io.Copy(io.Discard, r); err != nil {
 				return
 			}
 		}
 	}()
-	defer func() { conn.CloseNow(); <-readerDone }()
+	defer func() { conn.Close(); <-readerDone }()
 
 	// Let the hub catch up with writes that completed before the client
 	// connected, so its first message reflects them.
-	wctx, wcancel := context.WithTimeout(ctx, 2*time.Second)
-	s.hub.waitFor(wctx, s.svc.Feed().Rev())
-	wcancel()
+	s.hub.waitForTimeout(s.svc.Feed().Rev(), 2*time.Second)
 
 	var catchup []*frame
-	var snapshot []*entry
-	var rev int64
+	var snap *snapshot
 	attached := false
 	if since >= 0 {
 		var err error
-		catchup, attached, err = s.hub.attachSince(ctx, c, since)
+		catchup, attached, err = s.hub.attachSince(s.ctx, c, since)
 		if err != nil {
-			s.closeConn(conn, closeFor(err))
+			s.closeConn(conn, closeFor(err), readerDone)
 			return
 		}
 	}
 	if !attached {
 		var err error
-		rev, snapshot, err = s.hub.attachSnapshot(c)
+		snap, err = s.hub.attachSnapshot(c)
 		if err != nil {
-			s.closeConn(conn, closeFor(err))
+			s.closeConn(conn, closeFor(err), readerDone)
 			return
 		}
 	}
@@ -203,14 +250,20 @@ func (s *Server) runClient(conn *websocket.Conn, c *client, since int64) {
 
 	last := since
 	if !attached {
-		if err := s.writeSnapshot(ctx, conn, rev, snapshot); err != nil {
+		pm, err := snap.message()
+		if err != nil {
+			s.log.Error("stream snapshot could not be prepared", "err", err)
+			s.closeConn(conn, closeReason{code: websocket.CloseInternalServerErr, reason: "internal error"}, readerDone)
 			return
 		}
-		snapshot = nil // let the references go
-		last = rev
+		if err := s.write(conn, pm); err != nil {
+			return
+		}
+		last = snap.rev
+		snap = nil // let the reference go
 	}
 	for _, fr := range catchup {
-		if err := s.writeFrame(ctx, conn, fr); err != nil {
+		if err := s.write(conn, fr.pm); err != nil {
 			return
 		}
 	}
@@ -223,8 +276,13 @@ func (s *Server) runClient(conn *websocket.Conn, c *client, since int64) {
 
 	ping := time.NewTicker(s.cfg.PingInterval)
 	defer ping.Stop()
-	var pinging atomic.Bool
-	pongMissed := make(chan struct{}, 1)
+	var pongWait <-chan time.Time // set while a ping waits for its pong
+	var pongTimer *time.Timer
+	defer func() {
+		if pongTimer != nil {
+			pongTimer.Stop()
+		}
+	}()
 	for {
 		select {
 		case <-c.wake:
@@ -234,43 +292,42 @@ func (s *Server) runClient(conn *websocket.Conn, c *client, since int64) {
 					closing.reason = fmt.Sprintf("slow consumer: reconnect with ?since=%d", last)
 					s.log.Info("stream client closed: it did not keep up", "queue_limit", s.cfg.ClientQueue, "rev", last)
 				}
-				s.closeConn(conn, *closing)
+				s.closeConn(conn, *closing, readerDone)
 				return
 			}
 			for _, fr := range batch {
-				if fr.event {
-					if err := s.writeFrame(ctx, conn, fr); err != nil {
-						return
-					}
+				if !fr.event && fr.rev <= c.skip {
 					continue
 				}
-				if fr.rev <= c.skip {
-					continue
-				}
-				if err := s.writeFrame(ctx, conn, fr); err != nil {
+				if err := s.write(conn, fr.pm); err != nil {
 					return
 				}
-				last = fr.rev
+				if !fr.event {
+					last = fr.rev
+				}
 			}
 		case <-ping.C:
-			if !pinging.CompareAndSwap(false, true) {
-				continue
+			if pongWait != nil {
+				continue // the last ping is still waiting
 			}
-			go func() {
-				defer pinging.Store(false)
-				pctx, cancel := context.WithTimeout(ctx, s.cfg.PongTimeout)
-				defer cancel()
-				if err := conn.Ping(pctx); err != nil && ctx.Err() == nil {
-					select {
-					case pongMissed <- struct{}{}:
-					default:
-					}
-				}
-			}()
-		case <-pongMissed:
+			select { // a pong that arrived unasked does not count
+			case <-pongs:
+			default:
+			}
+			if err := conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(s.cfg.WriteTimeout)); err != nil {
+				return
+			}
+			pongTimer = time.NewTimer(s.cfg.PongTimeout)
+			pongWait = pongTimer.C
+		case <-pongs:
+			if pongTimer != nil {
+				pongTimer.Stop()
+			}
+			pongWait = nil
+		case <-pongWait:
 			s.pongMissed.Add(1)
 			s.log.Info("stream client closed: no pong in time", "timeout", s.cfg.PongTimeout)
-			s.closeConn(conn, closeReason{code: ClosePongTimeout, reason: "no pong in time"})
+			s.closeConn(conn, closeReason{code: ClosePongTimeout, reason: "no pong in time"}, readerDone)
 			return
 		case <-readerDone:
 			return
@@ -295,54 +352,30 @@ func closeFor(err error) closeReason {
 	if errors.Is(err, errHubClosed) {
 		return closeReason{code: CloseGoingAway, reason: "server shutting down"}
 	}
-	return closeReason{code: int(websocket.StatusInternalError), reason: "internal error"}
+	return closeReason{code: websocket.CloseInternalServerErr, reason: "internal error"}
 }
 
-func (s *Server) writeFrame(ctx context.Context, conn *websocket.Conn, fr *frame) error {
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.WriteTimeout)
-	defer cancel()
-	return conn.Write(ctx, websocket.MessageText, fr.data)
+// write sends one prepared message under the write deadline. The message
+// was framed (and compressed, for connections that negotiated it) once
+// for every client.
+func (s *Server) write(conn *websocket.Conn, pm *websocket.PreparedMessage) error {
+	conn.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
+	return conn.WritePreparedMessage(pm)
 }
 
-// snapshotBufs holds the buffers a snapshot is assembled in on its way to
-// the connection, so an idle client keeps none.
-var snapshotBufs = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 32<<10) }}
-
-// writeSnapshot streams a snapshot message made of the cached encodings.
-func (s *Server) writeSnapshot(ctx context.Context, conn *websocket.Conn, rev int64, items []*entry) error {
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.WriteTimeout)
-	defer cancel()
-	mw, err := conn.Writer(ctx, websocket.MessageText)
-	if err != nil {
-		return err
+// closeConn sends a close frame and waits a little for the peer's answer
+// (readerDone closes when the reader sees it), then ends the connection.
+func (s *Server) closeConn(conn *websocket.Conn, cr closeReason, readerDone <-chan struct{}) {
+	msg := websocket.FormatCloseMessage(cr.code, cr.reason)
+	if err := conn.WriteControl(websocket.CloseMessage, msg, time.Now().Add(closeWait)); err != nil {
+		conn.Close()
+		return
 	}
-	if err := writeSnapshotTo(mw, rev, s.cfg.Now(), items); err != nil {
-		return err
+	t := time.NewTimer(closeWait)
+	defer t.Stop()
+	select {
+	case <-readerDone:
+	case <-t.C:
 	}
-	return mw.Close()
-}
-
-// writeSnapshotTo writes a snapshot message to w through a pooled buffer,
-// so that the message is sent in large frames and an idle client keeps
-// no buffer.
-func writeSnapshotTo(w io.Writer, rev int64, now time.Time, items []*entry) error {
-	bw := snapshotBufs.Get().(*bufio.Writer)
-	bw.Reset(w)
-	defer func() { bw.Reset(nil); snapshotBufs.Put(bw) }()
-	bw.Write(appendHead(make([]byte, 0, 96), "snapshot", rev, now))
-	bw.WriteString(`,"workspaces":[`)
-	for i, e := range items {
-		if i > 0 {
-			bw.WriteByte(',')
-		}
-		bw.Write(e.json)
-	}
-	bw.WriteString("]}")
-	return bw.Flush()
-}
-
-// closeConn sends a close frame and ends the connection. A peer that does
-// not complete the close handshake is cut off by the library's timeouts.
-func (s *Server) closeConn(conn *websocket.Conn, cr closeReason) {
-	conn.Close(websocket.StatusCode(cr.code), cr.reason)
+	conn.Close()
 }

@@ -3,7 +3,6 @@ package uibridge
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -12,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/coder/websocket"
+	"github.com/gorilla/websocket"
 
 	"github.com/canvasapp/companion/core"
 )
@@ -45,8 +44,7 @@ func TestStreamSnapshot(t *testing.T) {
 	e.save(gone)
 
 	c := e.mustDial("")
-	ctx := context.Background()
-	_, raw, err := c.Read(ctx)
+	_, raw, err := c.ReadMessage()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +108,8 @@ func TestStreamSince(t *testing.T) {
 	unchanged := e.save(testWorkspace("unchanged"))
 	c := e.mustDial("")
 	r := readMsg(t, c).Rev
-	c.Close(websocket.StatusNormalClosure, "")
+	c.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(time.Second))
+	c.Close()
 
 	// Missed while disconnected.
 	a := e.save(testWorkspace("a"))
@@ -178,8 +177,8 @@ func TestStreamSince(t *testing.T) {
 
 func TestStreamFiltersByOwner(t *testing.T) {
 	e := newEnv(t, func(c *Config) { c.Authenticators = []Authenticator{headerAuth{}} })
-	as := func(user string) *websocket.DialOptions {
-		return &websocket.DialOptions{HTTPHeader: http.Header{"X-Test-User": {user}}}
+	as := func(user string) *dialOptions {
+		return &dialOptions{HTTPHeader: http.Header{"X-Test-User": {user}}}
 	}
 	mine := testWorkspace("alice-old")
 	mine.Owner = "alice"
@@ -192,12 +191,12 @@ func TestStreamFiltersByOwner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer alice.CloseNow()
+	defer alice.Close()
 	bob, _, err := e.dial(context.Background(), "", as("bob"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer bob.CloseNow()
+	defer bob.Close()
 	if m := readMsg(t, alice); len(m.Workspaces) != 1 || m.Workspaces[0].ID != mine.ID {
 		t.Fatalf("alice's snapshot %+v", m.Workspaces)
 	}
@@ -223,7 +222,7 @@ func TestStreamFiltersByOwner(t *testing.T) {
 		t.Fatalf("bob got %+v, want his own upsert %s", m, b1.ID)
 	}
 	// Catch-up is filtered too.
-	alice.CloseNow()
+	alice.Close()
 	b1.State = core.StatePaused
 	e.save(b1)
 	a1.State = core.StatePaused
@@ -232,7 +231,7 @@ func TestStreamFiltersByOwner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer alice.CloseNow()
+	defer alice.Close()
 	if m := readMsg(t, alice); m.Type != "upsert" || m.Workspace.ID != a1.ID || m.Rev != a1.Rev {
 		t.Fatalf("alice's catch-up %+v, want only her %s", m, a1.ID)
 	}
@@ -282,7 +281,7 @@ func TestStreamClosesClientWithoutPong(t *testing.T) {
 		t.Fatalf("first message %q", m.Type)
 	}
 	_, err := tryReadMsg(c, 10*time.Second)
-	if code := websocket.CloseStatus(err); code != ClosePongTimeout {
+	if code := closeStatus(err); code != ClosePongTimeout {
 		t.Fatalf("close: %v (code %d), want %d", err, code, ClosePongTimeout)
 	}
 }
@@ -305,11 +304,11 @@ func smallReadBuffer() *http.Client {
 func TestStreamSlowConsumer(t *testing.T) {
 	const limit = 4
 	e := newEnv(t, func(c *Config) { c.ClientQueue = limit; c.WriteTimeout = 5 * time.Minute })
-	c, _, err := e.dial(context.Background(), "", &websocket.DialOptions{HTTPClient: smallReadBuffer()})
+	c, _, err := e.dial(context.Background(), "", &dialOptions{HTTPClient: smallReadBuffer()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.CloseNow()
+	defer c.Close()
 	last := readMsg(t, c).Rev // snapshot; from here on the client reads nothing
 
 	big := strings.Repeat("x", 64<<10)
@@ -338,12 +337,12 @@ func TestStreamSlowConsumer(t *testing.T) {
 	for {
 		m, err := tryReadMsg(c, 30*time.Second)
 		if err != nil {
-			if code := websocket.CloseStatus(err); code != CloseSlowConsumer {
+			if code := closeStatus(err); code != CloseSlowConsumer {
 				t.Fatalf("stream ended with %v, want close %d", err, CloseSlowConsumer)
 			}
 			ce, _ := asCloseError(err)
-			if want := "slow consumer: reconnect with ?since=" + strconv.FormatInt(last, 10); ce.Reason != want {
-				t.Fatalf("close reason %q, want %q", ce.Reason, want)
+			if want := "slow consumer: reconnect with ?since=" + strconv.FormatInt(last, 10); ce.Text != want {
+				t.Fatalf("close reason %q, want %q", ce.Text, want)
 			}
 			break
 		}
@@ -371,18 +370,11 @@ func TestStreamSlowConsumer(t *testing.T) {
 	}
 }
 
-func asCloseError(err error) (websocket.CloseError, bool) {
-	var ce websocket.CloseError
-	ok := errors.As(err, &ce)
-	return ce, ok
-}
-
 func TestStreamClientMessagesDiscarded(t *testing.T) {
 	e := newEnv(t, nil)
 	c := e.mustDial("")
 	readMsg(t, c)
-	ctx := context.Background()
-	if err := c.Write(ctx, websocket.MessageText, []byte(`{"type":"hello"}`)); err != nil {
+	if err := c.WriteMessage(websocket.TextMessage, []byte(`{"type":"hello"}`)); err != nil {
 		t.Fatal(err)
 	}
 	ws := e.save(testWorkspace("still-here"))
@@ -391,9 +383,9 @@ func TestStreamClientMessagesDiscarded(t *testing.T) {
 	}
 	// The server may cut the connection before the client finishes
 	// writing; what matters is how the stream ends.
-	c.Write(ctx, websocket.MessageText, make([]byte, clientReadLimit+1))
+	c.WriteMessage(websocket.TextMessage, make([]byte, clientReadLimit+1))
 	_, err := tryReadMsg(c, 10*time.Second)
-	if code := websocket.CloseStatus(err); code != websocket.StatusMessageTooBig {
+	if code := closeStatus(err); code != websocket.CloseMessageTooBig {
 		t.Fatalf("after an oversized client message: %v, want close 1009", err)
 	}
 }
@@ -405,7 +397,7 @@ func TestStreamShutdown(t *testing.T) {
 	done := make(chan struct{})
 	go func() { e.srv.Close(); close(done) }()
 	_, err := tryReadMsg(c, 10*time.Second)
-	if code := websocket.CloseStatus(err); code != websocket.StatusGoingAway {
+	if code := closeStatus(err); code != websocket.CloseGoingAway {
 		t.Fatalf("on shutdown: %v, want close 1001", err)
 	}
 	<-done
@@ -510,7 +502,7 @@ func TestStreamResetWhenTheStoreCannotReplay(t *testing.T) {
 	for err == nil {
 		_, err = tryReadMsg(c, 10*time.Second)
 	}
-	if code := websocket.CloseStatus(err); code != CloseResync {
+	if code := closeStatus(err); code != CloseResync {
 		t.Fatalf("client of a hub that lost its place: %v, want close %d", err, CloseResync)
 	}
 	// A new connection gets a snapshot of what really exists.
