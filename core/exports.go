@@ -85,7 +85,7 @@ func (s *Service) runExport(ctx context.Context, op Op, rec ExportRecord, ws Wor
 	res, ws, err := s.captureExport(ctx, &op, ws, acct, p, info, o, actor)
 	sctx := context.WithoutCancel(ctx)
 	// Whatever happened, the workspace's progress line ends with it.
-	if cur, gerr := s.cfg.Store.GetWorkspace(sctx, ws.ID); gerr == nil && cur.Progress != "" {
+	if cur, ok := s.feed.Get(ws.ID); ok && cur.Progress != "" {
 		cur.Progress = ""
 		if _, serr := s.feed.Save(sctx, cur); serr != nil {
 			s.log.Warn("could not clear export progress", "workspace", ws.ID, "err", serr)
