@@ -56,7 +56,11 @@ func TestExportRecordRefusesVerifiedWithoutFiles(t *testing.T) {
 	t0 := time.Now()
 	base := core.ExportRecord{ID: "exp_a", WorkspaceID: "ws_1", CreatedAt: t0, UpdatedAt: t0}
 	for name, e := range map[string]core.ExportRecord{
-		"verified without files": func() core.ExportRecord { e := base; e.State, e.Verified, e.Dir = core.ExportVerified, true, "/d"; return e }(),
+		"verified without files": func() core.ExportRecord {
+			e := base
+			e.State, e.Verified, e.Dir = core.ExportVerified, true, "/d"
+			return e
+		}(),
 		"verified flag on failed": func() core.ExportRecord {
 			e := base
 			e.State, e.Verified, e.Dir = core.ExportFailed, true, "/d"

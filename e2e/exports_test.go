@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -400,5 +401,84 @@ func TestExportLocationErrors(t *testing.T) {
 		if e.Verified || e.State != "failed" {
 			t.Errorf("record %+v should be failed", e)
 		}
+	}
+}
+
+// putBigFile copies size bytes of incompressible data into the box at
+// /workspace/big.bin through the Engine API, so that archiving it takes a
+// while.
+func putBigFile(t *testing.T, boxID string, size int64) {
+	t.Helper()
+	pr, pw := io.Pipe()
+	go func() {
+		tw := tar.NewWriter(pw)
+		if err := tw.WriteHeader(&tar.Header{Name: "big.bin", Mode: 0o644, Size: size, Typeflag: tar.TypeReg}); err != nil {
+			pw.CloseWithError(err)
+			return
+		}
+		if _, err := io.CopyN(tw, rand.NewChaCha8([32]byte{1}), size); err != nil {
+			pw.CloseWithError(err)
+			return
+		}
+		pw.CloseWithError(tw.Close())
+	}()
+	if _, err := dockerCLI(t).CopyToContainer(context.Background(), boxID, client.CopyToContainerOptions{DestinationPath: "/workspace", Content: pr}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestExportKilledMidway: companion is killed (SIGKILL) while an export is
+// staged; after a restart its staging directory is gone, its record is
+// failed and not verified, and a new export of the same workspace verifies.
+func TestExportKilledMidway(t *testing.T) {
+	image, scope := boxImage(t), dockerScope(t)
+	dataDir := t.TempDir()
+	args := []string{"--docker-image", image, "--docker-scope", scope}
+	p := start(t, options{dataDir: dataDir, args: args})
+	var created struct{ Workspace workspace }
+	p.must(202, "POST", "/v1/workspaces", map[string]any{"account_id": "local-docker", "name": "killed"}, &created)
+	id := created.Workspace.ID
+	ws := p.waitState(id, "running", 90*time.Second)
+	putBigFile(t, ws.BoxID, 96<<20)
+
+	var started struct{ Export exportRec }
+	p.must(202, "POST", "/v1/workspaces/"+id+"/export", nil, &started)
+	staging := filepath.Join(dataDir, "exports", id, ".*.partial")
+	testsupport.Poll(t, time.Minute, func() error {
+		if m, _ := filepath.Glob(staging); len(m) == 0 {
+			return fmt.Errorf("no staging directory yet")
+		}
+		return nil
+	})
+	p.kill()
+	var rec struct{ Export exportRec }
+	if m, _ := filepath.Glob(staging); len(m) != 1 {
+		t.Fatalf("after the kill, staging directories: %v", m)
+	}
+
+	p = start(t, options{dataDir: dataDir, args: args})
+	p.must(200, "GET", "/v1/exports/"+started.Export.ID, nil, &rec)
+	if rec.Export.State != "failed" || rec.Export.Verified || rec.Export.Error == nil || len(rec.Export.Files) != 0 {
+		t.Fatalf("after restart the interrupted export is %+v; want failed, unverified, no files", rec.Export)
+	}
+	if m, _ := filepath.Glob(staging); len(m) != 0 {
+		t.Errorf("staging directories survived the restart: %v", m)
+	}
+	if done, _ := filepath.Glob(filepath.Join(dataDir, "exports", id, "2*")); len(done) != 0 {
+		t.Errorf("an interrupted export left a final directory: %v", done)
+	}
+	p.must(202, "POST", "/v1/workspaces/"+id+"/export", nil, &started)
+	again := p.waitExport(started.Export.ID, 3*time.Minute)
+	if !again.Verified {
+		t.Fatalf("export after the restart: %+v", again)
+	}
+	var big *exportFile
+	for i := range again.Files {
+		if again.Files[i].Name == "workspace.tar.gz" {
+			big = &again.Files[i]
+		}
+	}
+	if big == nil || big.Bytes < 96<<20 {
+		t.Errorf("the archive should hold the 96 MiB file: %+v", again.Files)
 	}
 }
