@@ -303,10 +303,23 @@ func TestExportDockerWorkspace(t *testing.T) {
 	if got := p.stopState(id).State; got != "paused" {
 		t.Fatalf("a refused export changed the workspace to %s", got)
 	}
-	p.must(202, "POST", "/v1/workspaces/"+id+"/export?wake=true", nil, &started)
+	p.must(202, "POST", "/v1/workspaces/"+id+"/export?wake=true&git_delta=true", nil, &started)
 	rec2 := p.waitExport(started.Export.ID, 2*time.Minute)
 	if !rec2.Verified {
 		t.Fatalf("export with wake=true: %+v", rec2)
+	}
+	// The compact capture came along, with its repository facts in the manifest.
+	delta := false
+	for _, f := range rec2.Files {
+		if f.Name == "workspace.git-delta" && f.Format != nil && *f.Format == "git-delta" && f.Bytes > 0 {
+			delta = true
+		}
+	}
+	if !delta {
+		t.Errorf("export with git_delta=true lacks the git-delta archive: %+v", rec2.Files)
+	}
+	if c, _ := p.call("POST", "/v1/workspaces/"+id+"/export?wake=maybe", nil, nil); c != 400 {
+		t.Errorf("wake=maybe answered %d, want 400", c)
 	}
 	if got := p.stopState(id).State; got != "running" {
 		t.Errorf("after an export with wake=true the workspace is %s, want running", got)
