@@ -79,10 +79,11 @@ type BoxEndpoint struct {
 	SessionKey string
 }
 
-// BoxEndpointer is implemented by providers whose boxes' agent-server is
-// not simply the box's URL with its key (a proxy with its own headers). A
-// provider without it is reached at Box.URL with Box.Key as Get reports
-// them, which is what the docker adapter serves.
+// BoxEndpointer is implemented by providers that can say how to reach a
+// box's agent-server (URL, proxy headers, key). A provider without it
+// cannot export: a URL is not trusted with the session key on a guess.
+// The endpoint must be checked by the provider side (for a Wasm module,
+// against its manifest's declared hosts) before it is returned.
 type BoxEndpointer interface {
 	BoxEndpoint(ctx context.Context, acct Account, box Box) (BoxEndpoint, error)
 }

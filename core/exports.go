@@ -139,21 +139,20 @@ func (s *Service) captureExport(ctx context.Context, op *Op, ws Workspace, acct 
 		s.audit(ctx, AuditEntry{Owner: ws.Owner, Actor: actor, Action: AuditResume, WorkspaceID: ws.ID,
 			AccountID: ws.AccountID, Provider: ws.Provider, Outcome: "ok"})
 	}
+	// Only the provider knows how its boxes are reached and which URL may
+	// be trusted with the session key, so there is no guess here.
+	be, ok := p.(BoxEndpointer)
+	if !ok {
+		return ExportResult{}, ws, Errorf(KindInvalid, "provider %s cannot tell companion how to reach its boxes' agent-server yet, so it cannot export", info.Name)
+	}
 	var ep BoxEndpoint
 	err := s.retry(ctx, op, s.budgetFor(acct, p), "endpoint", func(ctx context.Context) error {
 		box, err := p.Get(ctx, acct, ws.BoxID)
 		if err != nil {
 			return err
 		}
-		if be, ok := p.(BoxEndpointer); ok {
-			ep, err = be.BoxEndpoint(ctx, acct, box)
-			return err
-		}
-		if box.URL == "" {
-			return Errorf(KindUnavailable, "box %s of workspace %s reports no agent-server URL (it is %s)", box.ID, ws.ID, box.State)
-		}
-		ep = BoxEndpoint{URL: box.URL, SessionKey: box.Key}
-		return nil
+		ep, err = be.BoxEndpoint(ctx, acct, box)
+		return err
 	})
 	if err != nil {
 		return ExportResult{}, ws, fmt.Errorf("reach the box's agent-server: %w", err)
