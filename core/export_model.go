@@ -2,7 +2,6 @@ package core
 
 import (
 	"context"
-	"net/http"
 	"time"
 )
 
@@ -74,8 +73,9 @@ type ExportStore interface {
 // extra headers the provider's proxy wants, and the session key. It is
 // secret (the key, and proxy tokens in headers): never logged or stored.
 type BoxEndpoint struct {
-	URL        string
-	Headers    http.Header
+	URL string
+	// Headers are sent on every request (canonical names).
+	Headers    map[string][]string
 	SessionKey string
 }
 

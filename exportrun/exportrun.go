@@ -54,7 +54,7 @@ func (x *Exporter) Export(ctx context.Context, job core.ExportJob, progress func
 	if progress == nil {
 		progress = func(core.ExportProgress) {}
 	}
-	cl, err := agentclient.New(agentclient.Endpoint{URL: job.Endpoint.URL, Headers: job.Endpoint.Headers, SessionKey: job.Endpoint.SessionKey}, x.HTTP)
+	cl, err := agentclient.New(agentclient.Endpoint{URL: job.Endpoint.URL, Headers: http.Header(job.Endpoint.Headers), SessionKey: job.Endpoint.SessionKey}, x.HTTP)
 	if err != nil {
 		return core.ExportResult{}, fmt.Errorf("export: %w", err)
 	}
