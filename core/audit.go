@@ -160,6 +160,8 @@ func opAudit(k OpKind) string {
 		return AuditResume
 	case OpDelete:
 		return AuditDelete
+	case OpExport:
+		return AuditExport
 	}
 	return string(k)
 }

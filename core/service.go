@@ -54,6 +54,11 @@ type Config struct {
 	// Audit receives the audit trail; nil means the Store, if it is an
 	// AuditLog, else no trail.
 	Audit AuditLog
+	// Exporter captures exports (StartExport); nil means exports are off.
+	Exporter Exporter
+	// Exports keeps export records; nil means the Store, if it is an
+	// ExportStore.
+	Exports ExportStore
 }
 
 // Service is the lifecycle service: the one place where workspaces are

@@ -26,6 +26,10 @@ func (s *Server) routes(rt *router) {
 	rt.handle("PUT /v1/workspaces/{id}/keep", s.setKeep)
 	rt.handle("GET /v1/ws", s.serveWS)
 	rt.handle("GET /v1/audit", s.listAudit)
+	rt.handle("POST /v1/workspaces/{id}/export", s.startExport)
+	rt.handle("GET /v1/workspaces/{id}/exports", s.listExports)
+	rt.handle("GET /v1/exports/{id}", s.getExport)
+	rt.handle("GET /v1/exports/{id}/files/{name}", s.downloadExportFile)
 	if s.cfg.Modules != nil {
 		rt.handle("POST /v1/providers/inspect", s.inspectModule)
 		rt.handle("POST /v1/providers", s.installModule)

@@ -37,6 +37,7 @@ const (
 // serverFlags are the flags of desktop and serve.
 type serverFlags struct {
 	dataDir           string
+	exportDir         string
 	listen            string
 	origins           stringList
 	hosts             stringList
@@ -71,6 +72,7 @@ func parseServerFlags(m mode, args []string, stderr io.Writer) (*serverFlags, er
 		defaultListen = "127.0.0.1:8080"
 	}
 	fs.StringVar(&f.dataDir, "data-dir", defaultDataDir(), "`directory` for the database, installed modules and caches")
+	fs.StringVar(&f.exportDir, "export-dir", "", "`directory` for verified exports (default <data-dir>/exports); it must exist")
 	fs.StringVar(&f.listen, "listen", defaultListen, "`address` to listen on (port 0 picks a free port)")
 	fs.Var(&f.origins, "allow-origin", "extra browser `origin` allowed to call the API, e.g. the Electron app's (repeatable)")
 	fs.StringVar(&f.dockerImage, "docker-image", docker.DefaultImage, "`image` for new Docker workspaces, pulled when the Docker Engine lacks it; it must serve the agent-server on port 8000")
@@ -262,7 +264,12 @@ func serve(ctx context.Context, m mode, f *serverFlags, log *slog.Logger, stdout
 	// Nothing before the ready line may take time in proportion to the
 	// store: the workspaces are loaded, the journal recovered and the API
 	// built after it, while the start gate holds early requests.
-	svc, err := core.NewService(ctx, core.Config{Store: store, Providers: &registry, Secrets: keys, Logger: log, DeferLoad: true})
+	exporter, err := newExporter(f)
+	if err != nil {
+		return err
+	}
+	svc, err := core.NewService(ctx, core.Config{Store: store, Providers: &registry, Secrets: keys, Logger: log, DeferLoad: true,
+		Exporter: exporter})
 	if err != nil {
 		return err
 	}
@@ -322,6 +329,9 @@ func serve(ctx context.Context, m mode, f *serverFlags, log *slog.Logger, stdout
 
 	loadStart := time.Now()
 	if err := svc.Load(ctx); err != nil {
+		return err
+	}
+	if err := recoverExports(ctx, exporter, svc, log); err != nil {
 		return err
 	}
 	if err := svc.Recover(ctx); err != nil {

@@ -1,0 +1,51 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/canvasapp/companion/core"
+	"github.com/canvasapp/companion/exportrun"
+	"github.com/canvasapp/companion/exports"
+)
+
+// exportRoot is where exports go: --export-dir, else <data-dir>/exports.
+// Only the default is created: a location someone chose that is missing
+// (an unmounted disk) must make exports fail, not fill the disk below it.
+func exportRoot(f *serverFlags) (string, error) {
+	if f.exportDir != "" {
+		return filepath.Abs(f.exportDir)
+	}
+	root := filepath.Join(f.dataDir, "exports")
+	if err := os.MkdirAll(root, 0o700); err != nil {
+		return "", fmt.Errorf("create export dir: %w", err)
+	}
+	return root, nil
+}
+
+// newExporter builds the exporter. The docker adapter's boxes are reached
+// at their box URL with the session key the adapter reads from the
+// container (core's fallback when a provider is no core.BoxEndpointer).
+func newExporter(f *serverFlags) (*exportrun.Exporter, error) {
+	root, err := exportRoot(f)
+	if err != nil {
+		return nil, err
+	}
+	return &exportrun.Exporter{Writer: &exports.Writer{Root: root}}, nil
+}
+
+// recoverExports sweeps the staging directories a crash left and fails the
+// records of exports that never finished. Neither stops companion: a
+// missing export location is reported when an export is asked for.
+func recoverExports(ctx context.Context, x *exportrun.Exporter, svc *core.Service, log *slog.Logger) error {
+	n, err := x.Writer.RemovePartial()
+	if err != nil {
+		log.Warn("could not sweep unfinished exports", "export_dir", x.Writer.Root, "err", err)
+	} else if n > 0 {
+		log.Info("removed unfinished exports", "count", n, "export_dir", x.Writer.Root)
+	}
+	return svc.RecoverExports(ctx)
+}

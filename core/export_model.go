@@ -1,0 +1,119 @@
+package core
+
+import (
+	"context"
+	"time"
+)
+
+// Export record states. A record is written "running" before anything is
+// captured; only a read-back that matched makes it "verified". A crash
+// leaves "running", which the next start turns into "failed"
+// (FailUnfinishedExports): no record ever says verified without its
+// verified directory.
+const (
+	ExportRunning  = "running"
+	ExportVerified = "verified"
+	ExportFailed   = "failed"
+)
+
+// Export formats of the workspace archive.
+const (
+	ArchiveTarGz    = "tar.gz"
+	ArchiveGitDelta = "git-delta"
+)
+
+// AuditExport is the audit action of an export.
+const AuditExport = "export"
+
+// OpExport journals an export. Its workspace keeps its state while it
+// runs, so Recover never re-runs one: the record is failed at start-up.
+const OpExport OpKind = "export"
+
+// ExportFile is one file of an export.
+type ExportFile struct {
+	Name           string `json:"name"`
+	Kind           string `json:"kind"`
+	ConversationID string `json:"conversation_id,omitempty"`
+	Format         string `json:"format,omitempty"`
+	Bytes          int64  `json:"bytes"`
+	SHA256         string `json:"sha256"`
+}
+
+// ExportRecord is companion's record of one export.
+type ExportRecord struct {
+	ID          string
+	WorkspaceID string
+	Owner       string
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+	State       string
+	// Dir is the verified export's directory (set once verified).
+	Dir   string
+	Files []ExportFile
+	Bytes int64
+	// ArchiveSHA256 is the SHA-256 of the full (tar.gz) archive.
+	ArchiveSHA256 string
+	Verified      bool
+	Error         string
+}
+
+// ExportStore keeps export records. db implements it.
+type ExportStore interface {
+	PutExport(ctx context.Context, e ExportRecord) error
+	// GetExport returns the record; unknown id: KindNotFound.
+	GetExport(ctx context.Context, id string) (ExportRecord, error)
+	// ListExports returns a workspace's records, newest first.
+	ListExports(ctx context.Context, workspaceID string) ([]ExportRecord, error)
+	// FailUnfinishedExports marks every running record failed with
+	// reason and returns how many it changed.
+	FailUnfinishedExports(ctx context.Context, reason string, now time.Time) (int, error)
+}
+
+// BoxEndpoint is how companion reaches a box's agent-server: its URL, the
+// extra headers the provider's proxy wants, and the session key. It is
+// secret (the key, and proxy tokens in headers): never logged or stored.
+type BoxEndpoint struct {
+	URL string
+	// Headers are sent on every request (canonical names).
+	Headers    map[string][]string
+	SessionKey string
+}
+
+// BoxEndpointer is implemented by providers that can say how to reach a
+// box's agent-server (URL, proxy headers, key). A provider without it
+// cannot export: a URL is not trusted with the session key on a guess.
+// The endpoint must be checked by the provider side (for a Wasm module,
+// against its manifest's declared hosts) before it is returned.
+type BoxEndpointer interface {
+	BoxEndpoint(ctx context.Context, acct Account, box Box) (BoxEndpoint, error)
+}
+
+// ExportJob is what one export captures.
+type ExportJob struct {
+	WorkspaceID string
+	BoxID       string
+	Endpoint    BoxEndpoint
+	// GitDelta adds the compact git-delta archive to the full tar.gz.
+	GitDelta bool
+}
+
+// ExportProgress is one progress report: the step running and the bytes
+// of the export written so far.
+type ExportProgress struct {
+	Step  string
+	Bytes int64
+}
+
+// ExportResult is a verified export.
+type ExportResult struct {
+	Dir           string
+	Files         []ExportFile
+	Bytes         int64
+	ArchiveSHA256 string
+}
+
+// Exporter captures a box's trajectories and archive into a verified
+// export on durable storage. An error means nothing was kept.
+type Exporter interface {
+	Export(ctx context.Context, job ExportJob, progress func(ExportProgress)) (ExportResult, error)
+}

@@ -1,0 +1,253 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// ExportOptions are the choices of one export request.
+type ExportOptions struct {
+	// Wake resumes a paused box for the export. Without it a paused
+	// workspace is refused: an export reaches the box, and waking it costs
+	// money and moves its idle clock.
+	Wake bool
+	// GitDelta adds the compact git-delta archive to the full tar.gz.
+	GitDelta bool
+}
+
+func (s *Service) exportStore() ExportStore {
+	if s.cfg.Exports != nil {
+		return s.cfg.Exports
+	}
+	es, _ := s.cfg.Store.(ExportStore)
+	return es
+}
+
+// StartExport begins an export of a workspace and returns its record,
+// still running. It is person-initiated by design: it is the only kind of
+// request companion sends into a box that moves the box's idle clock (the
+// archive route counts as activity). The workspace's lock is held until
+// the export ends; progress is published on the workspace (Progress).
+func (s *Service) StartExport(ctx context.Context, owner, id string, o ExportOptions) (ExportRecord, error) {
+	store := s.exportStore()
+	if s.cfg.Exporter == nil || store == nil {
+		return ExportRecord{}, Errorf(KindUnavailable, "exports are not configured in this companion")
+	}
+	ws, acct, p, info, unlock, err := s.acquire(ctx, owner, id)
+	if err != nil {
+		return ExportRecord{}, err
+	}
+	release := true
+	defer func() {
+		if release {
+			unlock()
+		}
+	}()
+	if ws, err = s.refresh(ctx, ws, acct, p); err != nil {
+		return ExportRecord{}, err
+	}
+	switch {
+	case ws.State == StateRunning:
+	case ws.State == StatePaused && !o.Wake:
+		return ExportRecord{}, &Error{Kind: KindConflict, State: ws.State, Message: fmt.Sprintf(
+			"workspace %s is paused; an export does not wake it unless asked (wake=true), since waking bills and moves its idle clock", ws.ID)}
+	case ws.State == StatePaused && !info.Capabilities.Suspend:
+		return ExportRecord{}, Errorf(KindInvalid, "provider %s cannot resume workspace %s for an export", info.Name, ws.ID)
+	case ws.State == StatePaused:
+	default:
+		return ExportRecord{}, illegal(ws, "export")
+	}
+	now := s.now()
+	rec := ExportRecord{ID: NewID("exp"), WorkspaceID: ws.ID, Owner: ws.Owner, CreatedAt: now, UpdatedAt: now, State: ExportRunning}
+	op, err := s.cfg.Store.PutOp(ctx, Op{WorkspaceID: ws.ID, Kind: OpExport, Step: "requested", CreatedAt: now, UpdatedAt: now})
+	if err != nil {
+		return ExportRecord{}, err
+	}
+	if err := store.PutExport(ctx, rec); err != nil {
+		s.dropOp(op)
+		return ExportRecord{}, err
+	}
+	actor := ActorOf(ctx, ActorRecovery)
+	s.audit(ctx, AuditEntry{Owner: ws.Owner, Actor: actor, Action: AuditExport, WorkspaceID: ws.ID,
+		AccountID: ws.AccountID, Provider: ws.Provider, Outcome: "started"})
+	s.log.Info("workspace export started", "workspace", ws.ID, "export", rec.ID, "wake", ws.State == StatePaused)
+	release = false
+	s.goBackground(func(ctx context.Context) {
+		defer unlock()
+		s.runExport(ctx, op, rec, ws, acct, p, info, o, actor)
+	})
+	return rec, nil
+}
+
+func (s *Service) runExport(ctx context.Context, op Op, rec ExportRecord, ws Workspace, acct Account, p Provider, info ProviderInfo, o ExportOptions, actor string) {
+	res, ws, err := s.captureExport(ctx, &op, ws, acct, p, info, o, actor)
+	sctx := context.WithoutCancel(ctx)
+	// Whatever happened, the workspace's progress line ends with it.
+	if cur, ok := s.feed.Get(ws.ID); ok && cur.Progress != "" {
+		cur.Progress = ""
+		if _, serr := s.feed.Save(sctx, cur); serr != nil {
+			s.log.Warn("could not clear export progress", "workspace", ws.ID, "err", serr)
+		}
+	}
+	rec.UpdatedAt = s.now()
+	if err != nil {
+		if ctx.Err() != nil {
+			err = fmt.Errorf("companion stopped during the export: %w", err)
+		}
+		rec.State, rec.Error = ExportFailed, messageOf(err)
+	} else {
+		rec.State, rec.Verified = ExportVerified, true
+		rec.Dir, rec.Files, rec.Bytes, rec.ArchiveSHA256 = res.Dir, res.Files, res.Bytes, res.ArchiveSHA256
+	}
+	if perr := s.exportStore().PutExport(sctx, rec); perr != nil {
+		// The op stays: the next start fails the record.
+		s.log.Error("could not record the export's outcome", "workspace", ws.ID, "export", rec.ID, "err", perr)
+		return
+	}
+	s.dropOp(op)
+	s.audit(sctx, AuditEntry{Owner: ws.Owner, Actor: actor, Action: AuditExport, WorkspaceID: ws.ID,
+		AccountID: ws.AccountID, Provider: ws.Provider, Outcome: outcomeOf(err), ExportSHA256: rec.ArchiveSHA256})
+	if err != nil {
+		s.log.Warn("workspace export failed", "workspace", ws.ID, "export", rec.ID, "err", messageOf(err))
+		return
+	}
+	s.log.Info("workspace export verified", "workspace", ws.ID, "export", rec.ID, "bytes", rec.Bytes, "dir", rec.Dir)
+}
+
+// captureExport wakes the box when asked, finds its agent-server and runs
+// the exporter.
+func (s *Service) captureExport(ctx context.Context, op *Op, ws Workspace, acct Account, p Provider, info ProviderInfo, o ExportOptions, actor string) (ExportResult, Workspace, error) {
+	if ws.State == StatePaused {
+		var box Box
+		err := s.retry(ctx, op, s.budgetFor(acct, p), "wake", func(ctx context.Context) error {
+			b, err := p.Resume(ctx, acct, ws.BoxID)
+			box = b
+			return err
+		})
+		if err != nil {
+			return ExportResult{}, ws, fmt.Errorf("wake the box for the export: %w", err)
+		}
+		ws = s.applyBox(ws, box)
+		ws.Error = ""
+		saved, err := s.feed.Save(ctx, ws)
+		if err != nil {
+			return ExportResult{}, ws, err
+		}
+		ws = saved
+		s.audit(ctx, AuditEntry{Owner: ws.Owner, Actor: actor, Action: AuditResume, WorkspaceID: ws.ID,
+			AccountID: ws.AccountID, Provider: ws.Provider, Outcome: "ok"})
+	}
+	// Only the provider knows how its boxes are reached and which URL may
+	// be trusted with the session key, so there is no guess here.
+	be, ok := p.(BoxEndpointer)
+	if !ok {
+		return ExportResult{}, ws, Errorf(KindInvalid, "provider %s cannot tell companion how to reach its boxes' agent-server yet, so it cannot export", info.Name)
+	}
+	var ep BoxEndpoint
+	err := s.retry(ctx, op, s.budgetFor(acct, p), "endpoint", func(ctx context.Context) error {
+		box, err := p.Get(ctx, acct, ws.BoxID)
+		if err != nil {
+			return err
+		}
+		ep, err = be.BoxEndpoint(ctx, acct, box)
+		return err
+	})
+	if err != nil {
+		return ExportResult{}, ws, fmt.Errorf("reach the box's agent-server: %w", err)
+	}
+	op.Step = "capture"
+	op.Attempts++
+	op.UpdatedAt = s.now()
+	if _, err := s.cfg.Store.PutOp(ctx, *op); err != nil {
+		return ExportResult{}, ws, fmt.Errorf("journal step capture: %w", err)
+	}
+	prog := s.newProgress(ctx, ws)
+	defer prog.stop()
+	res, err := s.cfg.Exporter.Export(ctx, ExportJob{WorkspaceID: ws.ID, BoxID: ws.BoxID, Endpoint: ep, GitDelta: o.GitDelta},
+		func(pr ExportProgress) { prog.report(fmt.Sprintf("export: %s, %d bytes", pr.Step, pr.Bytes)) })
+	return res, ws, err
+}
+
+// RecoverExports fails every export a previous run left running: its
+// staging directory was swept, so it can never be verified.
+func (s *Service) RecoverExports(ctx context.Context) error {
+	store := s.exportStore()
+	if store == nil {
+		return nil
+	}
+	n, err := store.FailUnfinishedExports(ctx, "companion stopped before the export was verified; start a new export", s.now())
+	if err != nil {
+		return fmt.Errorf("fail unfinished exports: %w", err)
+	}
+	if n > 0 {
+		s.log.Warn("exports interrupted by a restart were marked failed", "count", n)
+	}
+	return nil
+}
+
+// Exports lists a workspace's exports, newest first. Another owner's
+// workspace is not found.
+func (s *Service) Exports(ctx context.Context, owner, workspaceID string) ([]ExportRecord, error) {
+	store := s.exportStore()
+	if store == nil {
+		return []ExportRecord{}, nil
+	}
+	list, err := store.ListExports(ctx, workspaceID)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ExportRecord, 0, len(list))
+	for _, e := range list {
+		if e.Owner == owner {
+			out = append(out, e)
+		}
+	}
+	// Exports outlive their workspace; an unknown workspace with none of
+	// this owner's exports is not found.
+	if len(out) == 0 {
+		if _, err := s.Workspace(owner, workspaceID); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// Export returns one export record of owner.
+func (s *Service) Export(ctx context.Context, owner, id string) (ExportRecord, error) {
+	store := s.exportStore()
+	if store == nil {
+		return ExportRecord{}, Errorf(KindNotFound, "export %s not found", id)
+	}
+	e, err := store.GetExport(ctx, id)
+	if err != nil {
+		return ExportRecord{}, err
+	}
+	if e.Owner != owner {
+		return ExportRecord{}, Errorf(KindNotFound, "export %s not found", id)
+	}
+	return e, nil
+}
+
+// OpenExportFile opens one file of a verified export of owner.
+func (s *Service) OpenExportFile(ctx context.Context, owner, id, name string) (*os.File, ExportFile, error) {
+	e, err := s.Export(ctx, owner, id)
+	if err != nil {
+		return nil, ExportFile{}, err
+	}
+	if !e.Verified {
+		return nil, ExportFile{}, &Error{Kind: KindConflict, Message: fmt.Sprintf("export %s is %s, not verified: it has no files to download", id, e.State)}
+	}
+	for _, f := range e.Files {
+		if f.Name != name {
+			continue
+		}
+		fh, err := os.Open(filepath.Join(e.Dir, f.Name))
+		if err != nil {
+			return nil, ExportFile{}, Errorf(KindNotFound, "file %s of export %s is no longer on disk: %v", name, id, err)
+		}
+		return fh, f, nil
+	}
+	return nil, ExportFile{}, Errorf(KindNotFound, "export %s has no file %q", id, name)
+}

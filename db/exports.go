@@ -1,0 +1,124 @@
+package db
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/canvasapp/companion/core"
+)
+
+const (
+	exportCols = `id, workspace_id, owner, created_at, updated_at, state, dir, files, bytes, archive_sha256, verified, error`
+	qPutExport = `INSERT INTO exports (` + exportCols + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (id) DO UPDATE SET updated_at = excluded.updated_at, state = excluded.state, dir = excluded.dir,
+		files = excluded.files, bytes = excluded.bytes, archive_sha256 = excluded.archive_sha256,
+		verified = excluded.verified, error = excluded.error`
+	qGetExport   = `SELECT ` + exportCols + ` FROM exports WHERE id = ?`
+	qListExports = `SELECT ` + exportCols + ` FROM exports WHERE workspace_id = ? ORDER BY created_at DESC, id DESC`
+	qFailExports = `UPDATE exports SET state = 'failed', verified = 0, error = ?, updated_at = ? WHERE state = 'running'`
+)
+
+// PutExport inserts or updates an export record. A verified record must
+// say where its files are and list them; the schema also refuses a
+// verified flag on any state but verified.
+func (s *Store) PutExport(ctx context.Context, e core.ExportRecord) error {
+	switch {
+	case e.ID == "" || e.WorkspaceID == "":
+		return core.Errorf(core.KindInvalid, "an export record needs an id and a workspace")
+	case e.State != core.ExportRunning && e.State != core.ExportVerified && e.State != core.ExportFailed:
+		return core.Errorf(core.KindInvalid, "export %s: unknown state %q", e.ID, e.State)
+	case e.Verified != (e.State == core.ExportVerified):
+		return core.Errorf(core.KindInvalid, "export %s: verified must be set exactly when the state is verified", e.ID)
+	case e.Verified && (e.Dir == "" || len(e.Files) == 0):
+		return core.Errorf(core.KindInvalid, "export %s: a verified export needs its directory and files", e.ID)
+	}
+	files := e.Files
+	if files == nil {
+		files = []core.ExportFile{}
+	}
+	var en enc
+	args := []any{e.ID, e.WorkspaceID, e.Owner, en.time("created_at", e.CreatedAt), en.time("updated_at", e.UpdatedAt),
+		e.State, e.Dir, en.json("files", files, false), e.Bytes, e.ArchiveSHA256, e.Verified, e.Error}
+	if en.err != nil {
+		return en.err
+	}
+	if args[3] == nil || args[4] == nil {
+		return core.Errorf(core.KindInvalid, "export %s needs its created and updated times", e.ID)
+	}
+	return s.write(ctx, "put export "+e.ID, func(t txn) error {
+		_, err := t.exec(qPutExport, args...)
+		return err
+	})
+}
+
+// GetExport returns one export record.
+func (s *Store) GetExport(ctx context.Context, id string) (core.ExportRecord, error) {
+	var e core.ExportRecord
+	err := s.read(ctx, "get export "+id, func(t txn) error {
+		var err error
+		e, err = scanExport(t.queryRow(qGetExport, id))
+		if errors.Is(err, sql.ErrNoRows) {
+			return notFound("export", id)
+		}
+		return err
+	})
+	return e, err
+}
+
+// ListExports returns a workspace's export records, newest first.
+func (s *Store) ListExports(ctx context.Context, workspaceID string) ([]core.ExportRecord, error) {
+	out := []core.ExportRecord{}
+	err := s.read(ctx, "list exports of "+workspaceID, func(t txn) error {
+		rows, err := t.query(qListExports, workspaceID)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			e, err := scanExport(rows)
+			if err != nil {
+				return err
+			}
+			out = append(out, e)
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
+// FailUnfinishedExports marks every running export failed with reason.
+func (s *Store) FailUnfinishedExports(ctx context.Context, reason string, now time.Time) (int, error) {
+	var n int64
+	err := s.write(ctx, "fail unfinished exports", func(t txn) error {
+		res, err := t.exec(qFailExports, reason, nanos(now))
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	return int(n), err
+}
+
+func scanExport(r scanner) (core.ExportRecord, error) {
+	var (
+		e                core.ExportRecord
+		created, updated sql.NullInt64
+		files            string
+	)
+	err := r.Scan(&e.ID, &e.WorkspaceID, &e.Owner, &created, &updated, &e.State, &e.Dir, &files, &e.Bytes,
+		&e.ArchiveSHA256, &e.Verified, &e.Error)
+	if err != nil {
+		return e, err
+	}
+	e.CreatedAt, e.UpdatedAt = timeOf(created), timeOf(updated)
+	e.Files = []core.ExportFile{}
+	if err := json.Unmarshal([]byte(files), &e.Files); err != nil {
+		return e, fmt.Errorf("decode files of export %s: %w", e.ID, err)
+	}
+	return e, nil
+}

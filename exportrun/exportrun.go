@@ -1,0 +1,179 @@
+// Package exportrun is core's Exporter: it reads a box's conversations,
+// trajectory zips and workspace archive through agentclient and writes
+// them into a verified export (package exports). It holds nothing whole in
+// memory: every body streams from the box into the export's staging file.
+//
+// It runs one attempt: a failure aborts the export (nothing is kept) and
+// is reported to the person who asked, who may ask again.
+package exportrun
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+
+	"github.com/canvasapp/companion/agentclient"
+	"github.com/canvasapp/companion/core"
+	"github.com/canvasapp/companion/exports"
+)
+
+// DefaultArchivePath is the directory archived when Exporter.ArchivePath
+// is empty: the workspace directory of the agent-server image.
+const DefaultArchivePath = "/workspace"
+
+// Archive file names inside an export.
+const (
+	ArchiveName  = "workspace.tar.gz"
+	GitDeltaName = "workspace.git-delta"
+)
+
+// progressEvery is how many bytes pass between progress reports within a
+// file (core throttles what it publishes further).
+const progressEvery = 4 << 20
+
+// Exporter implements core.Exporter.
+type Exporter struct {
+	Writer *exports.Writer
+	// HTTP is the client for the box; nil means one with no overall
+	// timeout (archives take long; the context bounds them).
+	HTTP *http.Client
+	// ArchivePath is the absolute directory in the box to archive.
+	ArchivePath string
+}
+
+var _ core.Exporter = (*Exporter)(nil)
+
+// Export captures job's box into a new verified export.
+func (x *Exporter) Export(ctx context.Context, job core.ExportJob, progress func(core.ExportProgress)) (core.ExportResult, error) {
+	if progress == nil {
+		progress = func(core.ExportProgress) {}
+	}
+	cl, err := agentclient.New(agentclient.Endpoint{URL: job.Endpoint.URL, Headers: http.Header(job.Endpoint.Headers), SessionKey: job.Endpoint.SessionKey}, x.HTTP)
+	if err != nil {
+		return core.ExportResult{}, fmt.Errorf("export: %w", err)
+	}
+	progress(core.ExportProgress{Step: "conversations"})
+	convs, err := cl.AllConversations(ctx)
+	if err != nil {
+		return core.ExportResult{}, fmt.Errorf("export: list conversations: %w", err)
+	}
+	e, err := x.Writer.Begin(job.WorkspaceID, job.BoxID)
+	if err != nil {
+		return core.ExportResult{}, err
+	}
+	done := false
+	defer func() {
+		if !done {
+			e.Abort()
+		}
+	}()
+	c := &counter{progress: progress}
+	for i, conv := range convs {
+		c.step = fmt.Sprintf("trajectory %d of %d", i+1, len(convs))
+		d, err := cl.DownloadTrajectory(ctx, conv.ID)
+		if err != nil {
+			return core.ExportResult{}, fmt.Errorf("export: trajectory of conversation %s: %w", conv.ID, err)
+		}
+		_, err = e.Add(exports.File{Name: "trajectory-" + conv.HexID() + ".zip", Kind: exports.KindTrajectory, ConversationID: conv.ID}, c.wrap(d.Body))
+		d.Body.Close()
+		if err != nil {
+			return core.ExportResult{}, err
+		}
+	}
+	formats := []string{agentclient.FormatTarGz}
+	if job.GitDelta {
+		formats = append(formats, agentclient.FormatGitDelta)
+	}
+	path := x.ArchivePath
+	if path == "" {
+		path = DefaultArchivePath
+	}
+	for _, f := range formats {
+		c.step = "archive " + f
+		a, err := cl.Archive(ctx, agentclient.ArchiveRequest{Path: path, Format: f})
+		if errors.Is(err, agentclient.ErrNothingToArchive) {
+			// Nothing there to lose: the export holds the trajectories.
+			continue
+		}
+		if err != nil {
+			return core.ExportResult{}, fmt.Errorf("export: %s archive of %s: %w", f, path, err)
+		}
+		name := ArchiveName
+		if f == agentclient.FormatGitDelta {
+			name = GitDeltaName
+		}
+		_, err = e.Add(exports.File{Name: name, Kind: exports.KindArchive, Format: f, BaseCommit: a.Meta.BaseCommit,
+			BaseRef: a.Meta.BaseRef, HeadCommit: a.Meta.HeadCommit, Branch: a.Meta.Branch, Remote: a.Meta.RepoRemote,
+			RepoRoot: a.Meta.RepoRoot}, c.wrap(a.Body))
+		a.Body.Close()
+		if err != nil {
+			return core.ExportResult{}, err
+		}
+	}
+	c.step = "verify"
+	c.report()
+	m, dir, err := e.Commit()
+	if err != nil {
+		return core.ExportResult{}, err
+	}
+	done = true
+	res := core.ExportResult{Dir: dir, Bytes: m.Bytes, Files: make([]core.ExportFile, 0, len(m.Files)+1)}
+	for _, f := range m.Files {
+		res.Files = append(res.Files, core.ExportFile{Name: f.Name, Kind: f.Kind, ConversationID: f.ConversationID,
+			Format: f.Format, Bytes: f.Bytes, SHA256: f.SHA256})
+		if f.Kind == exports.KindArchive && f.Format == agentclient.FormatTarGz {
+			res.ArchiveSHA256 = f.SHA256
+		}
+	}
+	// The manifest is part of the export and downloadable like the rest.
+	if st, sum, err := hashFile(filepath.Join(dir, exports.ManifestName)); err == nil {
+		res.Files = append(res.Files, core.ExportFile{Name: exports.ManifestName, Kind: "manifest", Bytes: st, SHA256: sum})
+	}
+	return res, nil
+}
+
+// counter counts the bytes of an export as they stream and reports them.
+type counter struct {
+	progress func(core.ExportProgress)
+	step     string
+	total    int64
+	last     int64
+}
+
+func (c *counter) report() {
+	c.progress(core.ExportProgress{Step: c.step, Bytes: c.total})
+	c.last = c.total
+}
+
+func (c *counter) wrap(r io.Reader) io.Reader {
+	c.report()
+	return readFunc(func(p []byte) (int, error) {
+		n, err := r.Read(p)
+		c.total += int64(n)
+		if c.total-c.last >= progressEvery {
+			c.report()
+		}
+		return n, err
+	})
+}
+
+type readFunc func([]byte) (int, error)
+
+func (f readFunc) Read(p []byte) (int, error) { return f(p) }
+
+func hashFile(p string) (int64, string, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return 0, "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	return n, hex.EncodeToString(h.Sum(nil)), err
+}
