@@ -46,9 +46,10 @@ const (
 	opSuspend
 	opResume
 	opDelete
+	opEndpoint
 )
 
-var opNames = [...]string{"unknown", "describe", "list", "get", "create", "suspend", "resume", "delete"}
+var opNames = [...]string{"unknown", "describe", "list", "get", "create", "suspend", "resume", "delete", "endpoint"}
 
 func (o op) String() string { return opNames[o] }
 
@@ -172,6 +173,19 @@ func run(ctx context.Context, e *encoder, op op, acct Account, in *inputJSON) er
 		return box(p.Suspend(ctx, acct, in.BoxID))
 	case opResume:
 		return box(p.Resume(ctx, acct, in.BoxID))
+	case opEndpoint:
+		ep, ok := p.(Endpointer)
+		if !ok {
+			return unsupported("endpoint")
+		}
+		x, err := ep.Endpoint(ctx, acct, in.BoxID)
+		if err != nil {
+			return err
+		}
+		b := appendStr(append(e.b, `{"ok":{"endpoint":{"url":`...), x.URL)
+		b = appendStrMap(append(b, `,"headers":`...), x.Headers)
+		e.b = append(b, `}}}`...)
+		return nil
 	case opDelete:
 		if err := p.Delete(ctx, acct, in.BoxID); err != nil {
 			return err
