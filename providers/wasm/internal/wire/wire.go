@@ -30,10 +30,13 @@ const (
 	OpSuspend  = "suspend"
 	OpResume   = "resume"
 	OpDelete   = "delete"
+	// OpEndpoint is optional and newer than the first ABI v1 modules: a
+	// module without its export still loads (ABI.md §5a).
+	OpEndpoint = "endpoint"
 )
 
 // Ops lists every op; OpExport gives its export name.
-var Ops = []string{OpDescribe, OpList, OpGet, OpCreate, OpSuspend, OpResume, OpDelete}
+var Ops = []string{OpDescribe, OpList, OpGet, OpCreate, OpSuspend, OpResume, OpDelete, OpEndpoint}
 
 // OpExport is the export that implements op.
 func OpExport(op string) string { return "companion_" + op }
