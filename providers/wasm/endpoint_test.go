@@ -78,7 +78,7 @@ func TestEndpointOutsideDeclaredHostsRefused(t *testing.T) {
 	a := e.load(t, reachWasm)
 	ctx := context.Background()
 	for _, answer := range []string{
-		"https://8000-{id}.evil.example",       // not under the manifest's pattern
+		"https://8000-{id}.evil.example", // not under the manifest's pattern
 		"https://8000-{id}.proxy.reach.example.evil.example",
 		"http://8000-{id}.proxy.reach.example", // matches, but plain http off loopback
 		"http://8000-{id}.localhost:1",         // loopback without the account's override
