@@ -24,6 +24,7 @@ type specJSON struct {
 	Lifecycle   lifecycleJSON
 	Options     map[string]string
 	Labels      map[string]string
+	AgentKey    string
 }
 
 type inputJSON struct {
@@ -158,8 +159,9 @@ func run(ctx context.Context, e *encoder, op op, acct Account, in *inputJSON) er
 					IdlePauseAfter: time.Duration(in.Spec.Lifecycle.IdlePauseAfterSeconds) * time.Second,
 					PausedTTL:      time.Duration(in.Spec.Lifecycle.PausedTTLSeconds) * time.Second,
 				},
-				Options: in.Spec.Options,
-				Labels:  in.Spec.Labels,
+				Options:  in.Spec.Options,
+				Labels:   in.Spec.Labels,
+				AgentKey: in.Spec.AgentKey,
 			}
 		}
 		if spec.Labels == nil {

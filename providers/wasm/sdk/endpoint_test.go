@@ -43,3 +43,29 @@ func TestDispatchEndpoint(t *testing.T) {
 		t.Fatalf("unsupported endpoint: %s (%v)", out, err)
 	}
 }
+
+type keyProvider struct {
+	Unimplemented
+	got *CreateSpec
+}
+
+func (p keyProvider) Create(_ context.Context, _ Account, spec CreateSpec) (Box, error) {
+	*p.got = spec
+	return Box{ID: "b", State: Running, Labels: spec.Labels}, nil
+}
+
+func TestCreateSpecAgentKey(t *testing.T) {
+	old := registered
+	defer func() { registered = old }()
+	var got CreateSpec
+	registered = keyProvider{got: &got}
+	Dispatch("create", []byte(`{"deadline_unix_ms":0,"account":{"id":"a","config":{}},"spec":{"workspace_id":"ws1","name":"n","options":{},"labels":{"companion.workspace":"ws1"},"agent_key":"k-123"}}`))
+	if got.AgentKey != "k-123" || got.WorkspaceID != "ws1" {
+		t.Fatalf("spec %+v", got)
+	}
+	// Input from a host that predates agent_key: empty, nothing else lost.
+	Dispatch("create", []byte(`{"deadline_unix_ms":0,"account":{"id":"a","config":{}},"spec":{"workspace_id":"ws2","name":"n","options":{},"labels":{}}}`))
+	if got.AgentKey != "" || got.WorkspaceID != "ws2" {
+		t.Fatalf("spec %+v", got)
+	}
+}
