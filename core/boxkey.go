@@ -15,7 +15,10 @@ func AgentKeyKey(workspaceID string) string { return "workspace/" + workspaceID 
 // agentKey returns the workspace's agent-server key, generating and storing
 // one first if there is none. It is stored before the create runs, so a
 // create retried after a crash sets the same key. Without a secrets store
-// it returns "" and the adapter makes its own key, as before.
+// it returns "" and the adapter makes its own key, as before; so it does
+// when the store is unavailable (no OS keyring), with a warning: a box
+// that opens only with a key nobody kept would be worse than one whose
+// adapter reports its own key.
 func (s *Service) agentKey(ctx context.Context, wsID string) (string, error) {
 	if s.cfg.Secrets == nil {
 		return "", nil
@@ -23,6 +26,10 @@ func (s *Service) agentKey(ctx context.Context, wsID string) (string, error) {
 	k, err := s.cfg.Secrets.Get(ctx, AgentKeyKey(wsID))
 	if err == nil && k != "" {
 		return k, nil
+	}
+	if IsKind(err, KindUnavailable) {
+		s.log.Warn("secrets store unavailable: the provider makes this box's agent-server key", "workspace", wsID, "err", messageOf(err))
+		return "", nil
 	}
 	if err != nil && !IsKind(err, KindNotFound) {
 		return "", fmt.Errorf("read the agent-server key of workspace %s: %w", wsID, err)
@@ -32,7 +39,10 @@ func (s *Service) agentKey(ctx context.Context, wsID string) (string, error) {
 		return "", fmt.Errorf("make an agent-server key: %w", err)
 	}
 	k = hex.EncodeToString(b[:])
-	if err := s.cfg.Secrets.Set(ctx, AgentKeyKey(wsID), k); err != nil {
+	if err := s.cfg.Secrets.Set(ctx, AgentKeyKey(wsID), k); IsKind(err, KindUnavailable) {
+		s.log.Warn("secrets store unavailable: the provider makes this box's agent-server key", "workspace", wsID, "err", messageOf(err))
+		return "", nil
+	} else if err != nil {
 		return "", fmt.Errorf("store the agent-server key of workspace %s: %w", wsID, err)
 	}
 	return k, nil
@@ -91,7 +101,7 @@ func (s *Service) AgentAccess(ctx context.Context, owner, id string) (AgentAcces
 	key := ""
 	if s.cfg.Secrets != nil {
 		key, err = s.cfg.Secrets.Get(ctx, AgentKeyKey(ws.ID))
-		if err != nil && !IsKind(err, KindNotFound) {
+		if err != nil && !IsKind(err, KindNotFound) && !IsKind(err, KindUnavailable) {
 			return AgentAccess{}, fmt.Errorf("read the agent-server key of workspace %s: %w", ws.ID, err)
 		}
 	}
