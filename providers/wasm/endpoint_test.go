@@ -12,6 +12,7 @@ import (
 	"github.com/canvasapp/companion/agentclient"
 	"github.com/canvasapp/companion/core"
 	"github.com/canvasapp/companion/providers/wasm/internal/hostcall"
+	"github.com/canvasapp/companion/providers/wasm/internal/manifest"
 )
 
 // proxyServer stands in for a provider's box proxy: it answers
@@ -131,4 +132,23 @@ func TestEndpointABIv1ModuleWithoutOp(t *testing.T) {
 	}
 	_, err := a.Endpoint(ctx, acct, "b1")
 	mustKind(t, err, core.KindInvalid, "does not implement endpoint")
+}
+
+// The endpoint rule is part of what a person is shown before installing.
+func TestEndpointRuleInSummary(t *testing.T) {
+	mjson, err := manifest.Extract(reachWasm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := manifest.Parse(mjson)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := summarize(m, strings.Repeat("0", 64), false)
+	if s.Endpoint == nil || s.Endpoint.Hosts[0] != "*.proxy.reach.example" || s.Endpoint.OverrideField != "proxy_hosts" || s.Endpoint.Credentials[0] != "token" {
+		t.Fatalf("summary endpoint %+v", s.Endpoint)
+	}
+	if txt := s.String(); !strings.Contains(txt, "Reports agent-server URLs under *.proxy.reach.example only (or the account's own proxy_hosts); sends credential token there") {
+		t.Fatalf("inspect text lacks the endpoint rule:\n%s", txt)
+	}
 }
