@@ -58,7 +58,9 @@ func TestAgentKeyAndEndpoint(t *testing.T) {
 	// A paused box has no endpoint: a clear conflict, not a hang.
 	p.must(202, "POST", "/v1/workspaces/"+id+"/pause", nil, nil)
 	p.waitState(id, "paused", 60*time.Second)
-	var conflict struct{ Error struct{ Code, Message string } }
+	var conflict struct {
+		Error struct{ Code, Message string }
+	}
 	p.must(409, "GET", "/v1/workspaces/"+id+"/agent", nil, &conflict)
 	if !strings.Contains(conflict.Error.Message, "paused") {
 		t.Errorf("paused agent read: %+v", conflict)
