@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +16,8 @@ import (
 
 	"github.com/canvasapp/companion/core"
 	"github.com/canvasapp/companion/db"
+	"github.com/canvasapp/companion/e2e/emulators/daytona"
+	"github.com/canvasapp/companion/e2e/emulators/emulator"
 	"github.com/canvasapp/companion/internal/testsupport"
 	"github.com/canvasapp/companion/secrets"
 )
@@ -142,4 +146,60 @@ func keyringOf(t *testing.T, dataDir string) *secrets.Keyring {
 	k := &secrets.Keyring{Namespace: inst}
 	testsupport.NeedKeyring(t, k)
 	return k
+}
+
+// TestAgentEndpointDaytona, through the binary and the Daytona emulator:
+// the first-party module reports the preview URL and token, companion
+// reaches the box's agent-server through the emulator's preview proxy, the
+// key companion made is in the sandbox's env and the keyring only, and the
+// proxied read counts as Daytona activity.
+func TestAgentEndpointDaytona(t *testing.T) {
+	dt := daytona.New(daytona.Options{Token: cloudToken, Clock: emulator.NewWallClock(), Delays: &daytona.Delays{}})
+	srv := httptest.NewServer(dt.Handler())
+	t.Cleanup(func() { dt.Close(); srv.Close() })
+	u, _ := url.Parse(srv.URL)
+	dt.SetProxy("http", "localhost:"+u.Port())
+	dataDir := t.TempDir()
+	p := start(t, options{dataDir: dataDir})
+
+	var acct struct{ Account struct{ ID string } }
+	p.must(201, "POST", "/v1/accounts", map[string]any{
+		"provider": "daytona", "label": "reach", "config": map[string]string{"api_url": srv.URL + "/api", "proxy_hosts": "*.localhost"},
+		"credentials": map[string]string{"token": cloudToken},
+	}, &acct)
+	var created struct{ Workspace workspace }
+	p.must(202, "POST", "/v1/workspaces", map[string]any{"account_id": acct.Account.ID, "name": "reach"}, &created)
+	id := created.Workspace.ID
+	box := p.waitState(id, "running", 60*time.Second).BoxID
+
+	before, _ := dt.Sandbox(box)
+	var agent struct {
+		Agent struct {
+			IdleSeconds *float64 `json:"idle_seconds"`
+			Version     string   `json:"version"`
+		} `json:"agent"`
+	}
+	p.must(200, "GET", "/v1/workspaces/"+id+"/agent", nil, &agent)
+	if agent.Agent.IdleSeconds == nil || agent.Agent.Version != "emulated" {
+		t.Fatalf("agent info %+v", agent)
+	}
+	after, _ := dt.Sandbox(box)
+	if !after.LastActivityAt.After(before.LastActivityAt) {
+		t.Errorf("the proxied read did not reset Daytona's auto-stop: %v → %v", before.LastActivityAt, after.LastActivityAt)
+	}
+	key := after.Env["OH_SESSION_API_KEYS_0"]
+	if len(key) != 64 {
+		t.Fatalf("sandbox env key %q, want companion's 256-bit hex key", key)
+	}
+	p.stop()
+	files, _ := filepath.Glob(filepath.Join(dataDir, "companion.db*"))
+	for _, f := range files {
+		b, _ := os.ReadFile(f)
+		if bytes.Contains(b, []byte(key)) {
+			t.Fatalf("the agent-server key is in %s", f)
+		}
+	}
+	if got, err := keyringOf(t, dataDir).Get(context.Background(), core.AgentKeyKey(id)); err != nil || got != key {
+		t.Fatalf("keyring holds %q (%v), want the sandbox's key", got, err)
+	}
 }
