@@ -92,13 +92,11 @@ func TestEndpointOutsideDeclaredHostsRefused(t *testing.T) {
 		}
 	}
 	// The manifest's own pattern is accepted as is.
-	acct := core.Account{ID: "acct_ep", Provider: "reach", Config: map[string]string{}}
-	if _, err := e.host.cfg.Credentials.Credential(ctx, "acct_ep", "token"); err == nil {
-		t.Skip("a credential of acct_ep is left in the keyring")
-	}
-	_, err := a.Endpoint(ctx, acct, "box1")
-	if err == nil || errors.Is(err, ErrEndpointHost) {
-		t.Fatalf("declared host: want only the missing credential to fail, got %v", err)
+	e.setCred(t, "acct_decl", "token", "tok-secret-789")
+	acct := core.Account{ID: "acct_decl", Provider: "reach", Config: map[string]string{}}
+	ep, err := a.Endpoint(ctx, acct, "box1")
+	if err != nil || ep.URL != "https://8000-box1.proxy.reach.example" {
+		t.Fatalf("declared host: %+v, %v", ep.URL, err)
 	}
 }
 
@@ -150,5 +148,16 @@ func TestEndpointRuleInSummary(t *testing.T) {
 	}
 	if txt := s.String(); !strings.Contains(txt, "Reports agent-server URLs under *.proxy.reach.example only (or the account's own proxy_hosts); sends credential token there") {
 		t.Fatalf("inspect text lacks the endpoint rule:\n%s", txt)
+	}
+}
+
+// A module may not set transport headers or the agent-server key.
+func TestEndpointHeadersRefused(t *testing.T) {
+	e := newEnv(t)
+	a := e.load(t, reachWasm)
+	for _, h := range []string{"X-Session-API-Key", "Host", "Proxy-Authorization", "Cookie"} {
+		acct := core.Account{ID: "acct_ep", Provider: "reach", Config: map[string]string{"header": h}}
+		_, err := a.Endpoint(context.Background(), acct, "box1")
+		mustKind(t, err, core.KindInternal, "agent-server header")
 	}
 }

@@ -24,9 +24,13 @@ func (provider) Endpoint(_ context.Context, acct sdk.Account, id string) (sdk.En
 	if answer == "" {
 		answer = "https://8000-{id}.proxy.reach.example"
 	}
+	header := acct.Config["header"]
+	if header == "" {
+		header = "x-preview-token"
+	}
 	return sdk.Endpoint{
 		URL:     strings.ReplaceAll(answer, "{id}", id),
-		Headers: map[string]string{"x-preview-token": "preview-" + id},
+		Headers: map[string]string{header: "preview-" + id},
 	}, nil
 }
 
