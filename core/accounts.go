@@ -325,6 +325,7 @@ func (s *Service) RemoveAccount(ctx context.Context, owner, id string) error {
 		if _, err := s.feed.Save(ctx, ws); err != nil {
 			return err
 		}
+		s.forgetAgentKey(ctx, ws.ID)
 	}
 	if err := s.cfg.Store.DeleteAccount(ctx, id); err != nil {
 		return err

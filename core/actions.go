@@ -53,10 +53,17 @@ func opState(k OpKind) State {
 
 func (s *Service) runCreate(ctx context.Context, op Op, ws Workspace, acct Account, p Provider, info ProviderInfo) {
 	spec := CreateSpec{WorkspaceID: ws.ID, Name: ws.Name, Lifecycle: ws.Lifecycle, Options: ws.Options}
+	key, err := s.agentKey(ctx, ws.ID)
+	if err != nil {
+		ws.Error, ws.State = "create failed: "+messageOf(err), StateError
+		s.finish(ctx, op, ws, err)
+		return
+	}
+	spec.AgentKey = key
 	progress := s.newProgress(ctx, ws)
 	spec.Progress = progress.report
 	var box Box
-	err := s.retry(ctx, &op, s.budgetFor(acct, p), "provider_create", func(ctx context.Context) error {
+	err = s.retry(ctx, &op, s.budgetFor(acct, p), "provider_create", func(ctx context.Context) error {
 		// After a crash or a lost response the box may already exist.
 		if op.Attempts > 1 && info.Capabilities.List {
 			if b, ok, err := findByLabel(ctx, p, acct, ws.ID); err != nil {
@@ -201,6 +208,9 @@ func (s *Service) finish(ctx context.Context, op Op, ws Workspace, cause error) 
 		return
 	}
 	s.dropOp(op)
+	if ws.Removed {
+		s.forgetAgentKey(sctx, ws.ID)
+	}
 	s.audit(sctx, AuditEntry{Owner: ws.Owner, Actor: s.takeActor(op.ID), Action: opAudit(op.Kind), WorkspaceID: ws.ID,
 		AccountID: ws.AccountID, Provider: ws.Provider, Outcome: outcomeOf(cause)})
 	if cause != nil {

@@ -118,7 +118,11 @@ func (s *Service) Delete(ctx context.Context, owner, id, token string) (Workspac
 		if !found {
 			s.log.Info("workspace without a box removed", "workspace", ws.ID, "state", ws.State)
 			ws.State, ws.Removed = StateDeleted, true
-			return s.feed.Save(ctx, ws)
+			saved, err := s.feed.Save(ctx, ws)
+			if err == nil {
+				s.forgetAgentKey(ctx, ws.ID)
+			}
+			return saved, err
 		}
 		// The failed create did make a box: delete it like any other.
 		ws.BoxID, ws.BoxURL = box.ID, box.URL
@@ -137,6 +141,7 @@ func (s *Service) Delete(ctx context.Context, owner, id, token string) (Workspac
 		ws.Removed = true
 		saved, err := s.feed.Save(ctx, ws)
 		if err == nil {
+			s.forgetAgentKey(ctx, ws.ID)
 			s.audit(ctx, AuditEntry{Owner: ws.Owner, Actor: ActorOf(ctx, ActorRecovery), Action: AuditDelete, WorkspaceID: ws.ID,
 				AccountID: ws.AccountID, Provider: ws.Provider, Outcome: "ok (the box was already gone)"})
 		}

@@ -43,6 +43,11 @@ type CreateSpec struct {
 	Lifecycle   Lifecycle
 	// Options are provider-specific (image, template, region, ...).
 	Options map[string]string
+	// AgentKey is the agent-server session key companion generated for
+	// this box (kept in the secrets store by workspace). Adapters set it in
+	// the box's environment where the provider allows it; empty means the
+	// adapter may make its own. A secret: never log it or put it in labels.
+	AgentKey string
 	// Progress, when not nil, takes a short line on what a slow step is
 	// doing ("pulling image …: 40 of 120 MB"); it is shown on the
 	// workspace. Call it only from within Create, never after it returns.

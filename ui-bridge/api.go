@@ -24,6 +24,7 @@ func (s *Server) routes(rt *router) {
 	rt.handle("POST /v1/workspaces/{id}/delete-preview", s.previewDelete)
 	rt.handle("POST /v1/workspaces/{id}/delete", s.deleteWorkspace)
 	rt.handle("PUT /v1/workspaces/{id}/keep", s.setKeep)
+	rt.handle("GET /v1/workspaces/{id}/agent", s.getAgent)
 	rt.handle("GET /v1/ws", s.serveWS)
 	rt.handle("GET /v1/audit", s.listAudit)
 	rt.handle("POST /v1/workspaces/{id}/export", s.startExport)

@@ -36,6 +36,10 @@ type Config struct {
 	// app's. Each is normalised as NormalizeOrigin does; one that cannot
 	// be an origin makes New fail.
 	AllowedOrigins []string
+	// AgentHTTP reaches boxes' agent-servers (GET /v1/workspaces/{id}/agent);
+	// it must apply the endpoint guard (wasm.EndpointClient). nil means a
+	// plain client, for tests.
+	AgentHTTP *http.Client
 	// Version is reported by GET /healthz.
 	Version string
 	Logger  *slog.Logger

@@ -23,6 +23,7 @@ import (
 	"github.com/canvasapp/companion/core"
 	"github.com/canvasapp/companion/db"
 	"github.com/canvasapp/companion/providers/builtin/docker"
+	"github.com/canvasapp/companion/providers/wasm"
 	"github.com/canvasapp/companion/secrets"
 	uibridge "github.com/canvasapp/companion/ui-bridge"
 )
@@ -294,6 +295,7 @@ func serve(ctx context.Context, m mode, f *serverFlags, log *slog.Logger, stdout
 		Version:        version,
 		Logger:         log,
 		Modules:        provs,
+		AgentHTTP:      wasm.EndpointClient(),
 	}
 	// The bridge is built after the ready line; bad flags stop companion
 	// before it.

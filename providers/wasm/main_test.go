@@ -31,6 +31,7 @@ var (
 	artifacts  string
 	sharedDir  string // compile cache shared by tests that do not test the cache
 	goodWasm   []byte // testdata/good, packed
+	reachWasm  []byte // testdata/endpoint, packed
 	hostile    []byte // testdata/hostile, packed
 	procBinary string // testdata/proc, native
 	watRaw     = map[string][]byte{}
@@ -79,6 +80,9 @@ func setup(m *testing.M) (int, error) {
 	defer priv.Close()
 
 	if goodWasm, err = buildGuest("testdata/good", nil); err != nil {
+		return 1, err
+	}
+	if reachWasm, err = buildGuest("testdata/endpoint", nil); err != nil {
 		return 1, err
 	}
 	if hostile, err = buildGuest("testdata/hostile", map[string]string{"{{PRIVATE_PORT}}": strconv.Itoa(privatePort)}); err != nil {

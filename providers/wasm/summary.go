@@ -30,6 +30,17 @@ type Summary struct {
 	Config       []core.ConfigField  `json:"config"`
 	Capabilities core.Capabilities   `json:"capabilities"`
 	Limits       Limits              `json:"limits"`
+	// Endpoint says where the agent-server URLs the module reports may
+	// point, and which credentials the host adds toward them; null when
+	// the module reports none.
+	Endpoint *EndpointSummary `json:"endpoint"`
+}
+
+// EndpointSummary is the module's endpoint rule as shown at install.
+type EndpointSummary struct {
+	Hosts         []string `json:"hosts"`
+	OverrideField string   `json:"override_field,omitempty"`
+	Credentials   []string `json:"credentials"`
 }
 
 // UpstreamSummary is one API the module calls.
@@ -109,6 +120,9 @@ func summarize(m *manifest.Manifest, sha string, builtin bool) Summary {
 		}
 		s.Credentials = append(s.Credentials, cs)
 	}
+	if r := m.Endpoint; r != nil {
+		s.Endpoint = &EndpointSummary{Hosts: r.Hosts, OverrideField: r.Override, Credentials: append([]string{}, r.Credentials...)}
+	}
 	return s
 }
 
@@ -131,6 +145,16 @@ func (s Summary) String() string {
 		fmt.Fprintf(&b, "  Sends credential %q as %q to %s only", c.Name, c.Header, strings.Join(c.Hosts, ", "))
 		if len(c.OverrideFields) > 0 {
 			fmt.Fprintf(&b, " (or to the account's own %s)", strings.Join(c.OverrideFields, ", "))
+		}
+		b.WriteString("\n")
+	}
+	if e := s.Endpoint; e != nil {
+		fmt.Fprintf(&b, "  Reports agent-server URLs under %s only", strings.Join(e.Hosts, ", "))
+		if e.OverrideField != "" {
+			fmt.Fprintf(&b, " (or the account's own %s)", e.OverrideField)
+		}
+		if len(e.Credentials) > 0 {
+			fmt.Fprintf(&b, "; sends credential %s there", strings.Join(e.Credentials, ", "))
 		}
 		b.WriteString("\n")
 	}

@@ -388,8 +388,10 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request) {
 			s.inProgress(w, r)
 			return
 		case b.sb.State == StateStopped:
+			b.previewToken = "" // start() sets a new authToken
 			s.begin(b, now, StateStarting, s.delays.Start)
 		case b.sb.State == StateArchived:
+			b.previewToken = ""
 			s.begin(b, now, StateRestoring, s.delays.Restore)
 		case b.sb.State == StatePaused:
 			s.begin(b, now, StateResuming, s.delays.Resume)

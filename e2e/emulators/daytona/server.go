@@ -51,6 +51,10 @@ type Options struct {
 	// delete began, for ListLag after that. Get is always current. Zero
 	// means the list is current too.
 	ListLag time.Duration
+	// AgentServer, when set, serves the requests the preview proxy
+	// forwards to a box's port 8000 (see preview.go); nil answers
+	// /server_info itself.
+	AgentServer func(sandboxID string) http.Handler
 }
 
 // Delays are the durations of Daytona's asynchronous transitions.
@@ -90,6 +94,8 @@ type Server struct {
 	mu     sync.Mutex
 	boxes  map[string]*box   // by id
 	ghosts map[string]*ghost // destroyed boxes still listed (ListLag), by id
+
+	proxyProtocol, proxyDomain string // preview URLs; see SetProxy
 }
 
 type box struct {
@@ -101,6 +107,9 @@ type box struct {
 	// ListLag after; nil when it is not being deleted or there is no lag.
 	deleting   *Sandbox
 	deletingAt time.Time
+	// previewToken is the sandbox's authToken: made lazily, dropped by a
+	// start from stopped or archived (not by a resume from paused).
+	previewToken string
 }
 
 // ghost is a destroyed box the lagging list still shows.
@@ -152,6 +161,7 @@ func New(o Options) *Server {
 	s.route(mux, "POST "+p+"/{idOrName}/autoarchive/{interval}", nil, s.setInterval("autoarchive"))
 	s.route(mux, "POST "+p+"/{idOrName}/autodelete/{interval}", nil, s.setInterval("autodelete"))
 	s.route(mux, "PUT "+p+"/{idOrName}/labels", nil, s.replaceLabels)
+	s.route(mux, "GET "+p+"/{idOrName}/ports/{port}/preview-url", nil, s.previewURL)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		// NestJS's default answer for an unknown route.
 		s.fail(w, r, http.StatusNotFound, fmt.Sprintf("Cannot %s %s", r.Method, r.URL.Path), "")
@@ -167,7 +177,7 @@ func New(o Options) *Server {
 
 // Handler returns the HTTP handler serving the API (and the admin routes
 // when Options.Admin is set).
-func (s *Server) Handler() http.Handler { return s.handler }
+func (s *Server) Handler() http.Handler { return s.withProxy(s.handler) }
 
 // BasePath returns the path prefix the API is served under ("/api").
 func (s *Server) BasePath() string { return s.base }

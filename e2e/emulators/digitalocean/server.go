@@ -97,6 +97,9 @@ type Server struct {
 	limitsMu sync.Mutex
 	limits   map[[32]byte]*budget // per token (by SHA-256): DO's limits are per token
 
+	dmu    sync.Mutex
+	domain string // ingress domain (SetIngressDomain); "" = none
+
 	mu       sync.Mutex
 	sessions map[string]*entry
 	configs  map[string]*configEntry
@@ -106,6 +109,9 @@ type entry struct {
 	s     Session
 	until time.Time // when PROVISIONING or DESTROYING settles
 	hold  string    // a checkpoint, fork or rollback holding the session; "" when none
+	// ingress is the hostname label of the session's published ingress
+	// URL; "" until asked for, and again after a pause revokes it.
+	ingress string
 }
 
 // budget is one token's rate-limit windows.
@@ -149,6 +155,8 @@ func New(o Options) *Server {
 	s.route(mux, "POST "+p+"/{id}/pause", s.pause)
 	s.route(mux, "POST "+p+"/{id}/resume", s.resume)
 	s.route(mux, "POST "+p+"/{id}/input", s.input)
+	s.route(mux, "GET "+p+"/{id}/ingress", s.getIngress)
+	s.route(mux, "GET /v2/harness-runtime/sessions/{id}/ingress", s.getIngress) // pydo 0.47's name
 	const c = "/v2/agents/configs"
 	s.route(mux, "GET "+c, s.listConfigs)
 	s.route(mux, "POST "+c, s.createConfig)
@@ -168,7 +176,7 @@ func New(o Options) *Server {
 
 // Handler returns the HTTP handler serving the API (and the admin routes
 // when Options.Admin is set).
-func (s *Server) Handler() http.Handler { return s.handler }
+func (s *Server) Handler() http.Handler { return s.withIngress(s.handler) }
 
 // budgetFor returns the rate-limit windows of the request's token.
 func (s *Server) budgetFor(r *http.Request) *budget {
@@ -373,6 +381,9 @@ func (s *Server) next(e *entry) (time.Time, func(time.Time)) {
 
 func (s *Server) setStatus(e *entry, at time.Time, status, reason string) {
 	e.s.Status = status
+	if status == StatusPaused || status == StatusDestroying || status == StatusDestroyed {
+		e.ingress = "" // a pause revokes the ingress URL; a resume gets a new one
+	}
 	e.s.PauseReason = reason
 	e.s.LastEventAt = at
 }

@@ -203,6 +203,9 @@ type newSandbox struct {
 	AutoResume *struct {
 		Enabled bool `json:"enabled"`
 	} `json:"autoResume"`
+	Network *struct {
+		AllowPublicTraffic *bool `json:"allowPublicTraffic"`
+	} `json:"network"`
 }
 
 // timeoutFrom checks a timeout in seconds against the team maximum.
@@ -256,10 +259,12 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		AutoPause:  req.AutoPause,
 		AutoResume: req.AutoResume != nil && req.AutoResume.Enabled,
 		Secure:     req.Secure,
+		Private:    req.Network != nil && req.Network.AllowPublicTraffic != nil && !*req.Network.AllowPublicTraffic,
+		EnvVars:    maps.Clone(req.EnvVars),
 	}
 	fillDefaults(sb)
 	s.boxes[sb.SandboxID] = sb
-	emulator.WriteJSON(w, http.StatusCreated, sb.created())
+	emulator.WriteJSON(w, http.StatusCreated, s.withDomain(sb.created()))
 }
 
 // --- single-sandbox routes ---
@@ -341,14 +346,14 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request) {
 			if end := now.Add(timeout); end.After(sb.EndAt) {
 				sb.EndAt = end.UTC().Truncate(time.Microsecond)
 			}
-			emulator.WriteJSON(w, http.StatusOK, sb.created())
+			emulator.WriteJSON(w, http.StatusOK, s.withDomain(sb.created()))
 			return
 		}
 		if s.concurrencyLocked(w) {
 			return
 		}
 		s.resumeLocked(sb, now, timeout)
-		emulator.WriteJSON(w, http.StatusCreated, sb.created())
+		emulator.WriteJSON(w, http.StatusCreated, s.withDomain(sb.created()))
 	})
 }
 

@@ -34,6 +34,11 @@ type Sandbox struct {
 	AutoResume bool `json:"-"`
 	// Secure sandboxes get an envd access token.
 	Secure bool `json:"-"`
+	// Private is network.allowPublicTraffic=false: the proxy then wants
+	// the traffic access token, which only create and connect return.
+	Private bool `json:"-"`
+	// EnvVars is NewSandbox.envVars (never returned by the API).
+	EnvVars map[string]string `json:"-"`
 }
 
 func (s Sandbox) clone() Sandbox {
@@ -75,12 +80,17 @@ type Created struct {
 	EnvdVersion     string  `json:"envdVersion"`
 	EnvdAccessToken string  `json:"envdAccessToken,omitempty"`
 	Domain          *string `json:"domain"`
+	// TrafficAccessToken is set for private sandboxes only.
+	TrafficAccessToken string `json:"trafficAccessToken,omitempty"`
 }
 
 func (s Sandbox) created() Created {
 	c := Created{TemplateID: s.TemplateID, SandboxID: s.SandboxID, Alias: s.Alias, ClientID: s.ClientID, EnvdVersion: s.EnvdVersion}
 	if s.Secure {
 		c.EnvdAccessToken = "envd-" + s.SandboxID
+	}
+	if s.Private {
+		c.TrafficAccessToken = trafficToken(s.SandboxID)
 	}
 	return c
 }

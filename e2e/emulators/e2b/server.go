@@ -55,6 +55,9 @@ type Server struct {
 
 	mu    sync.Mutex
 	boxes map[string]*Sandbox
+
+	dmu    sync.Mutex // guards domain; never held with mu's callers waiting
+	domain string     // sandbox domain for the proxy (SetDomain); "" = none
 }
 
 // New returns an emulator configured by o.
@@ -95,7 +98,7 @@ func New(o Options) *Server {
 
 // Handler returns the HTTP handler serving the API (and the admin routes
 // when Options.Admin is set).
-func (s *Server) Handler() http.Handler { return s.handler }
+func (s *Server) Handler() http.Handler { return s.withProxy(s.handler) }
 
 // fail writes E2B's Error schema: {code, message}.
 func (s *Server) fail(w http.ResponseWriter, status int, message string) {

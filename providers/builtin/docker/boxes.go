@@ -311,9 +311,13 @@ func (p *Provider) Create(ctx context.Context, acct core.Account, spec core.Crea
 		return core.Box{}, p.createImageError(err, image, image != p.cfg.Image)
 	}
 	name := namePrefix + spec.WorkspaceID
-	key, err := newKey()
-	if err != nil {
-		return core.Box{}, core.Errorf(core.KindInternal, "make a session key: %v", err)
+	key := spec.AgentKey
+	if key == "" {
+		k, err := newKey()
+		if err != nil {
+			return core.Box{}, core.Errorf(core.KindInternal, "make a session key: %v", err)
+		}
+		key = k
 	}
 	labels := map[string]string{
 		LabelBox:            "1",

@@ -42,7 +42,7 @@ func TestDaytonaDescribe(t *testing.T) {
 	describe(t, d.env, core.Capabilities{
 		List: true, LastActivity: true, Suspend: true, SuspendKeepsFiles: true, ResumeSameIdentity: true,
 		Delete: true, NativeIdlePause: true, NativePausedTTL: true,
-	}, "Authorization: Bearer {token}", "api_url", "organization_id", "target", "snapshot")
+	}, "Authorization: Bearer {token}", "api_url", "organization_id", "target", "snapshot", "proxy_hosts")
 }
 
 func TestDaytonaListFollowsCursorPages(t *testing.T) {

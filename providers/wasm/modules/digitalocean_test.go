@@ -38,7 +38,7 @@ func TestDigitalOceanDescribe(t *testing.T) {
 	describe(t, d.env, core.Capabilities{
 		List: true, LastActivity: true, Suspend: true, SuspendKeepsFiles: true, ResumeSameIdentity: true,
 		Delete: true, NativeIdlePause: true,
-	}, "Authorization: Bearer {token}", "api_url", "config_id", "agent_kind")
+	}, "Authorization: Bearer {token}", "api_url", "config_id", "agent_kind", "ingress_hosts")
 }
 
 func TestDigitalOceanListFollowsPageTokens(t *testing.T) {

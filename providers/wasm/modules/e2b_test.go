@@ -33,7 +33,7 @@ func TestE2BDescribe(t *testing.T) {
 	describe(t, d.env, core.Capabilities{
 		List: true, Suspend: true, SuspendKeepsFiles: true, SuspendKeepsMemory: true, ResumeSameIdentity: true,
 		Delete: true, NativeIdlePause: true,
-	}, "X-API-Key: {token}", "api_url", "template")
+	}, "X-API-Key: {token}", "api_url", "template", "sandbox_hosts")
 }
 
 func TestE2BListFollowsNextToken(t *testing.T) {

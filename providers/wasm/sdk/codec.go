@@ -432,6 +432,7 @@ const (
 	sLife     = "lifecycle"
 	sIdle     = "idle_pause_after_seconds"
 	sTTL      = "paused_ttl_seconds"
+	sAgentKey = "agent_key"
 )
 
 var (
@@ -448,6 +449,7 @@ var (
 	kLife     = mkKey(sLife)
 	kIdle     = mkKey(sIdle)
 	kTTL      = mkKey(sTTL)
+	kAgentKey = mkKey(sAgentKey)
 )
 
 // parseInput decodes the op input (ABI.md "Ops"); unknown members are
@@ -525,6 +527,8 @@ func (d *decoder) spec(in *inputJSON) {
 			sp.Options = d.strMap()
 		case kk == kLabels:
 			sp.Labels = d.strMap()
+		case kk == kAgentKey:
+			sp.AgentKey = d.str()
 		case kk == kLife:
 			if !d.openObject() {
 				continue

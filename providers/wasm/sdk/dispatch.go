@@ -24,6 +24,7 @@ type specJSON struct {
 	Lifecycle   lifecycleJSON
 	Options     map[string]string
 	Labels      map[string]string
+	AgentKey    string
 }
 
 type inputJSON struct {
@@ -46,9 +47,10 @@ const (
 	opSuspend
 	opResume
 	opDelete
+	opEndpoint
 )
 
-var opNames = [...]string{"unknown", "describe", "list", "get", "create", "suspend", "resume", "delete"}
+var opNames = [...]string{"unknown", "describe", "list", "get", "create", "suspend", "resume", "delete", "endpoint"}
 
 func (o op) String() string { return opNames[o] }
 
@@ -157,8 +159,9 @@ func run(ctx context.Context, e *encoder, op op, acct Account, in *inputJSON) er
 					IdlePauseAfter: time.Duration(in.Spec.Lifecycle.IdlePauseAfterSeconds) * time.Second,
 					PausedTTL:      time.Duration(in.Spec.Lifecycle.PausedTTLSeconds) * time.Second,
 				},
-				Options: in.Spec.Options,
-				Labels:  in.Spec.Labels,
+				Options:  in.Spec.Options,
+				Labels:   in.Spec.Labels,
+				AgentKey: in.Spec.AgentKey,
 			}
 		}
 		if spec.Labels == nil {
@@ -172,6 +175,19 @@ func run(ctx context.Context, e *encoder, op op, acct Account, in *inputJSON) er
 		return box(p.Suspend(ctx, acct, in.BoxID))
 	case opResume:
 		return box(p.Resume(ctx, acct, in.BoxID))
+	case opEndpoint:
+		ep, ok := p.(Endpointer)
+		if !ok {
+			return unsupported("endpoint")
+		}
+		x, err := ep.Endpoint(ctx, acct, in.BoxID)
+		if err != nil {
+			return err
+		}
+		b := appendStr(append(e.b, `{"ok":{"endpoint":{"url":`...), x.URL)
+		b = appendStrMap(append(b, `,"headers":`...), x.Headers)
+		e.b = append(b, `}}}`...)
+		return nil
 	case opDelete:
 		if err := p.Delete(ctx, acct, in.BoxID); err != nil {
 			return err

@@ -82,6 +82,9 @@ func exportResume(ptr, n uint32) uint64 { return call(opResume, ptr, n) }
 //go:wasmexport companion_delete
 func exportDelete(ptr, n uint32) uint64 { return call(opDelete, ptr, n) }
 
+//go:wasmexport companion_endpoint
+func exportEndpoint(ptr, n uint32) uint64 { return call(opEndpoint, ptr, n) }
+
 //go:wasmimport companion http_request
 func hostHTTPRequest(ptr, n uint32) int32
 

@@ -173,6 +173,11 @@ type CreateSpec struct {
 	Options map[string]string
 	// Labels must be put on the box; they include LabelWorkspace.
 	Labels map[string]string
+	// AgentKey is the agent-server session key companion generated for
+	// the box: set it in the box's environment (OH_SESSION_API_KEYS_0)
+	// where the provider allows it. Empty from hosts that predate it. A
+	// secret: never put it in a label, a name or an error.
+	AgentKey string
 }
 
 // Lifecycle holds settings the provider should enforce natively; zero

@@ -62,3 +62,6 @@ func Extract(module []byte) ([]byte, error) { return sdkmanifest.Extract(module)
 func ParseOverride(raw string) (*url.URL, error) { return sdkmanifest.ParseOverride(raw) }
 
 func LoopbackHost(host string) bool { return sdkmanifest.LoopbackHost(host) }
+
+// ErrEndpointHost is the SDK's sentinel for an undeclared endpoint host.
+var ErrEndpointHost = sdkmanifest.ErrEndpointHost

@@ -703,3 +703,34 @@ func DecodeEmpty(b []byte) (*ErrorBody, error) {
 		r.okObject(func(string) { r.skip() })
 	})
 }
+
+// EndpointOut is the ok payload of op endpoint.
+type EndpointOut struct {
+	URL     string
+	Headers map[string]string
+}
+
+// DecodeEndpoint decodes the result of op endpoint:
+// {"ok":{"endpoint":{"url":"…","headers":{…}}}}.
+func DecodeEndpoint(b []byte, out *EndpointOut) (*ErrorBody, error) {
+	return decodeResult(b, func(r *reader) {
+		r.okObject(func(name string) {
+			if name != "endpoint" {
+				r.skip()
+				return
+			}
+			if !r.object(func(m string) {
+				switch m {
+				case "url":
+					r.string(&out.URL)
+				case "headers":
+					r.strMap(&out.Headers)
+				default:
+					r.skip()
+				}
+			}) {
+				r.wrongType("an object")
+			}
+		})
+	})
+}

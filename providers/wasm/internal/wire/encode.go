@@ -44,6 +44,10 @@ func AppendInput(b []byte, in *Input) []byte {
 		b = appendStringMap(b, s.Options)
 		b = append(b, `,"labels":`...)
 		b = appendStringMap(b, s.Labels)
+		if s.AgentKey != "" {
+			b = append(b, `,"agent_key":`...)
+			b = appendString(b, s.AgentKey)
+		}
 		b = append(b, '}')
 	}
 	return append(b, '}')

@@ -30,10 +30,13 @@ const (
 	OpSuspend  = "suspend"
 	OpResume   = "resume"
 	OpDelete   = "delete"
+	// OpEndpoint is optional and newer than the first ABI v1 modules: a
+	// module without its export still loads (ABI.md §5a).
+	OpEndpoint = "endpoint"
 )
 
 // Ops lists every op; OpExport gives its export name.
-var Ops = []string{OpDescribe, OpList, OpGet, OpCreate, OpSuspend, OpResume, OpDelete}
+var Ops = []string{OpDescribe, OpList, OpGet, OpCreate, OpSuspend, OpResume, OpDelete, OpEndpoint}
 
 // OpExport is the export that implements op.
 func OpExport(op string) string { return "companion_" + op }
@@ -68,6 +71,9 @@ type CreateSpec struct {
 	Lifecycle   Lifecycle         `json:"lifecycle"`
 	Options     map[string]string `json:"options"`
 	Labels      map[string]string `json:"labels"`
+	// AgentKey is the agent-server key companion generated (ABI.md §5);
+	// omitted when empty, so ABI v1 modules see the input they always did.
+	AgentKey string `json:"agent_key,omitempty"`
 }
 
 // Lifecycle mirrors core.Lifecycle in whole seconds (0 = provider default).
@@ -158,8 +164,9 @@ func Spec(s core.CreateSpec) *CreateSpec {
 			IdlePauseAfterSeconds: ceilSeconds(s.Lifecycle.IdlePauseAfter),
 			PausedTTLSeconds:      ceilSeconds(s.Lifecycle.PausedTTL),
 		},
-		Options: opts,
-		Labels:  map[string]string{core.LabelWorkspace: s.WorkspaceID},
+		Options:  opts,
+		Labels:   map[string]string{core.LabelWorkspace: s.WorkspaceID},
+		AgentKey: s.AgentKey,
 	}
 }
 

@@ -218,6 +218,7 @@ type createBody struct {
 	Snapshot            string            `json:"snapshot,omitempty"`
 	Target              string            `json:"target,omitempty"`
 	Labels              map[string]string `json:"labels"`
+	Env                 map[string]string `json:"env,omitempty"`
 	AutoStopInterval    *int64            `json:"autoStopInterval,omitempty"`
 	AutoArchiveInterval *int64            `json:"autoArchiveInterval,omitempty"`
 	AutoDeleteInterval  *int64            `json:"autoDeleteInterval,omitempty"`
@@ -303,6 +304,10 @@ func (p provider) Create(ctx context.Context, acct sdk.Account, spec sdk.CreateS
 	// the companion.name label.
 	if safeName(spec.WorkspaceID) {
 		body.Name = "companion-" + spec.WorkspaceID
+	}
+	if spec.AgentKey != "" {
+		// The agent-server reads its key from here (box-endpoints.md §5).
+		body.Env = map[string]string{"OH_SESSION_API_KEYS_0": spec.AgentKey}
 	}
 	lifecycle(&body, spec.Lifecycle)
 	var s sandbox

@@ -201,6 +201,14 @@ type newSandbox struct {
 	Timeout    int64             `json:"timeout"`
 	AutoPause  bool              `json:"autoPause"`
 	Metadata   map[string]string `json:"metadata"`
+	EnvVars    map[string]string `json:"envVars,omitempty"`
+	// Network makes the sandbox's ports private: the proxy then wants the
+	// traffic token, which only create and connect answers carry.
+	Network *network `json:"network,omitempty"`
+}
+
+type network struct {
+	AllowPublicTraffic bool `json:"allowPublicTraffic"`
 }
 
 func (p provider) Create(ctx context.Context, acct sdk.Account, spec sdk.CreateSpec) (sdk.Box, error) {
@@ -232,6 +240,10 @@ func (p provider) Create(ctx context.Context, acct sdk.Account, spec sdk.CreateS
 		Timeout:    timeout,
 		AutoPause:  true, // without it the timeout kills the box
 		Metadata:   meta,
+		Network:    &network{AllowPublicTraffic: false},
+	}
+	if spec.AgentKey != "" {
+		body.EnvVars = map[string]string{"OH_SESSION_API_KEYS_0": spec.AgentKey}
 	}
 	var created sandbox
 	if _, err := client.Call(ctx, "POST", "/sandboxes", nil, body, &created); err != nil {

@@ -45,6 +45,9 @@ type Manifest struct {
 	Options      []ConfigField `json:"options,omitempty"`
 	Limits       Limits        `json:"limits"`
 	Capabilities Capabilities  `json:"capabilities"`
+	// Endpoint, when present, lets the module report its boxes'
+	// agent-server URLs (op endpoint) and bounds where they may point.
+	Endpoint *EndpointRule `json:"endpoint,omitempty"`
 }
 
 // Capabilities are the module's capability flags (ABI.md §8). The server
@@ -244,6 +247,9 @@ func (m *Manifest) Validate() error {
 		return err
 	}
 	if err := m.Limits.validate(); err != nil {
+		return err
+	}
+	if err := m.validateEndpoint(); err != nil {
 		return err
 	}
 	return validateCapabilities(m.Capabilities)

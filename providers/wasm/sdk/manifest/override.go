@@ -52,5 +52,12 @@ func (m *Manifest) CheckAccountConfig(cfg map[string]string) error {
 			return fmt.Errorf("config field %s %v", field, err)
 		}
 	}
+	if m.Endpoint != nil && m.Endpoint.Override != "" {
+		if v := strings.TrimSpace(cfg[m.Endpoint.Override]); v != "" {
+			if err := CheckEndpointOverride(v); err != nil {
+				return fmt.Errorf("config field %s %v", m.Endpoint.Override, err)
+			}
+		}
+	}
 	return nil
 }
