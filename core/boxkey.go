@@ -88,6 +88,13 @@ func (s *Service) AgentAccess(ctx context.Context, owner, id string) (AgentAcces
 	if err != nil {
 		return AgentAccess{}, err
 	}
+	return s.agentAccess(ctx, ws, acct, p, info)
+}
+
+// agentAccess asks p where ws's box's agent-server is and finds the key:
+// the one companion keeps in the secrets store, else (a box created before
+// companion kept keys) the one the adapter reads back from the box.
+func (s *Service) agentAccess(ctx context.Context, ws Workspace, acct Account, p Provider, info ProviderInfo) (AgentAccess, error) {
 	er, ok := p.(EndpointReporter)
 	if !ok {
 		return AgentAccess{}, Errorf(KindInvalid, "provider %s cannot say where a box's agent-server is", info.Name)

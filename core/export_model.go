@@ -79,15 +79,6 @@ type BoxEndpoint struct {
 	SessionKey string
 }
 
-// BoxEndpointer is implemented by providers that can say how to reach a
-// box's agent-server (URL, proxy headers, key). A provider without it
-// cannot export: a URL is not trusted with the session key on a guess.
-// The endpoint must be checked by the provider side (for a Wasm module,
-// against its manifest's declared hosts) before it is returned.
-type BoxEndpointer interface {
-	BoxEndpoint(ctx context.Context, acct Account, box Box) (BoxEndpoint, error)
-}
-
 // ExportJob is what one export captures.
 type ExportJob struct {
 	WorkspaceID string

@@ -141,18 +141,17 @@ func (s *Service) captureExport(ctx context.Context, op *Op, ws Workspace, acct 
 	}
 	// Only the provider knows how its boxes are reached and which URL may
 	// be trusted with the session key, so there is no guess here.
-	be, ok := p.(BoxEndpointer)
-	if !ok {
-		return ExportResult{}, ws, Errorf(KindInvalid, "provider %s cannot tell companion how to reach its boxes' agent-server yet, so it cannot export", info.Name)
-	}
 	var ep BoxEndpoint
 	err := s.retry(ctx, op, s.budgetFor(acct, p), "endpoint", func(ctx context.Context) error {
-		box, err := p.Get(ctx, acct, ws.BoxID)
+		acc, err := s.agentAccess(ctx, ws, acct, p, info)
 		if err != nil {
 			return err
 		}
-		ep, err = be.BoxEndpoint(ctx, acct, box)
-		return err
+		ep = BoxEndpoint{URL: acc.Endpoint.URL, Headers: map[string][]string{}, SessionKey: acc.Key}
+		for k, v := range acc.Endpoint.Headers {
+			ep.Headers[k] = []string{v}
+		}
+		return nil
 	})
 	if err != nil {
 		return ExportResult{}, ws, fmt.Errorf("reach the box's agent-server: %w", err)

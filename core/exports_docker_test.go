@@ -14,16 +14,7 @@ import (
 	"github.com/canvasapp/companion/exportrun"
 	"github.com/canvasapp/companion/exports"
 	"github.com/canvasapp/companion/internal/testsupport"
-	"github.com/canvasapp/companion/providers/builtin/docker"
 )
-
-// endpointDocker is the docker adapter with core.BoxEndpointer, as
-// cmd/companion wires it until the adapter implements it.
-type endpointDocker struct{ *docker.Provider }
-
-func (d endpointDocker) BoxEndpoint(_ context.Context, _ core.Account, b core.Box) (core.BoxEndpoint, error) {
-	return core.BoxEndpoint{URL: b.URL, SessionKey: b.Key}, nil
-}
 
 // openExporting opens a service on e's data dir with an exporter.
 func openExporting(t *testing.T, e *env, reg *core.Registry, root string) (*core.Service, *db.Store) {
@@ -88,7 +79,7 @@ func TestExportJournaledAgainstDocker(t *testing.T) {
 	st.Close()
 
 	reg := &core.Registry{}
-	reg.Register("docker", endpointDocker{e.prov})
+	reg.Register("docker", e.prov)
 	svc, st = openExporting(t, e, reg, root)
 	rec, err = svc.StartExport(ctx, "", ws.ID, core.ExportOptions{})
 	if err != nil {

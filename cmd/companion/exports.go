@@ -10,6 +10,7 @@ import (
 	"github.com/canvasapp/companion/core"
 	"github.com/canvasapp/companion/exportrun"
 	"github.com/canvasapp/companion/exports"
+	"github.com/canvasapp/companion/providers/wasm"
 )
 
 // exportRoot is where exports go: --export-dir, else <data-dir>/exports.
@@ -26,15 +27,15 @@ func exportRoot(f *serverFlags) (string, error) {
 	return root, nil
 }
 
-// newExporter builds the exporter. The docker adapter's boxes are reached
-// at their box URL with the session key the adapter reads from the
-// container (core's fallback when a provider is no core.BoxEndpointer).
+// newExporter builds the exporter. Boxes are reached at the endpoint their
+// adapter reports, through the same guarded client as every other
+// agent-server request.
 func newExporter(f *serverFlags) (*exportrun.Exporter, error) {
 	root, err := exportRoot(f)
 	if err != nil {
 		return nil, err
 	}
-	return &exportrun.Exporter{Writer: &exports.Writer{Root: root}}, nil
+	return &exportrun.Exporter{Writer: &exports.Writer{Root: root}, HTTP: wasm.EndpointClient()}, nil
 }
 
 // recoverExports sweeps the staging directories a crash left and fails the

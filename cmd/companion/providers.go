@@ -59,7 +59,7 @@ func startProviders(ctx context.Context, f *serverFlags, store *db.Store, keys *
 	if err != nil {
 		return nil, err
 	}
-	reg.Register("docker", dockerEndpoints{dp})
+	reg.Register("docker", dp)
 	host, err := newWasmHost(f.dataDir, store, keys, log)
 	if err != nil {
 		return nil, err
