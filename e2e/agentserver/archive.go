@@ -121,6 +121,13 @@ func (s *Server) archive(w http.ResponseWriter, r *http.Request) {
 		internalError(w, err)
 		return
 	}
+	sendFile(w, tmp, ctype, fname)
+}
+
+// sendFile answers 200 with the bytes written to tmp so far, as an
+// attachment named fname: the agent-server builds each download in a
+// temporary file and sends it with its length.
+func sendFile(w http.ResponseWriter, tmp *os.File, ctype, fname string) {
 	size, err := tmp.Seek(0, io.SeekCurrent)
 	if err == nil {
 		_, err = tmp.Seek(0, io.SeekStart)
@@ -129,6 +136,7 @@ func (s *Server) archive(w http.ResponseWriter, r *http.Request) {
 		internalError(w, err)
 		return
 	}
+	h := w.Header()
 	h.Set("Content-Type", ctype)
 	h.Set("Content-Disposition", fmt.Sprintf(`attachment; filename="%s"`, fname))
 	h.Set("Content-Length", strconv.FormatInt(size, 10))

@@ -48,19 +48,7 @@ func (s *Server) downloadTrajectory(w http.ResponseWriter, r *http.Request) {
 		internalError(w, err)
 		return
 	}
-	size, err := tmp.Seek(0, io.SeekCurrent)
-	if err == nil {
-		_, err = tmp.Seek(0, io.SeekStart)
-	}
-	if err != nil {
-		internalError(w, err)
-		return
-	}
-	w.Header().Set("Content-Type", "application/octet-stream")
-	w.Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="%s.zip"`, id.hex()))
-	w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
-	w.WriteHeader(http.StatusOK)
-	io.Copy(w, tmp)
+	sendFile(w, tmp, "application/octet-stream", id.hex()+".zip")
 }
 
 // zipTrajectory writes dir into zw under root/, redacting *.json and
