@@ -5,7 +5,6 @@ import (
 	"context"
 	"io"
 	"io/fs"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -17,8 +16,6 @@ import (
 	"github.com/canvasapp/companion/e2e/boximage"
 	"github.com/canvasapp/companion/exports"
 	"github.com/canvasapp/companion/internal/testsupport"
-	"github.com/moby/moby/api/types/container"
-	"github.com/moby/moby/api/types/network"
 	"github.com/moby/moby/client"
 )
 
@@ -51,33 +48,11 @@ func TestClientAgainstBoxImage(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	port := network.MustParsePort("8000/tcp")
-	created, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{
-		Config: &container.Config{
-			Image:        img,
-			Env:          []string{"OH_SESSION_API_KEYS_0=" + testKey, "EMULATOR_SEED_REPO=/workspace/seeded"},
-			Labels:       map[string]string{boximage.TestLabelKey: "1", "companion.scope": scope},
-			ExposedPorts: network.PortSet{port: {}},
-		},
-		HostConfig: &container.HostConfig{
-			PortBindings: network.PortMap{port: {{HostIP: netip.MustParseAddr("127.0.0.1")}}},
-		},
-	})
+	id, url, err := boximage.RunTestBox(ctx, cli, img, scope, []string{"OH_SESSION_API_KEYS_0=" + testKey, "EMULATOR_SEED_REPO=/workspace/seeded"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cli.ContainerStart(ctx, created.ID, client.ContainerStartOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	ins, err := cli.ContainerInspect(ctx, created.ID, client.ContainerInspectOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := ins.Container.NetworkSettings.Ports[port]
-	if len(b) == 0 {
-		t.Fatal("port not published")
-	}
-	c, err := agentclient.New(agentclient.Endpoint{URL: "http://127.0.0.1:" + b[0].HostPort, SessionKey: testKey}, nil)
+	c, err := agentclient.New(agentclient.Endpoint{URL: url, SessionKey: testKey}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,11 +62,11 @@ func TestClientAgainstBoxImage(t *testing.T) {
 	// has no shell and no git.
 	pr, pw := io.Pipe()
 	go func() { pw.CloseWithError(tarDir(pw, r.dir, "project")) }()
-	if _, err := cli.CopyToContainer(ctx, created.ID, client.CopyToContainerOptions{DestinationPath: "/workspace", Content: pr}); err != nil {
+	if _, err := cli.CopyToContainer(ctx, id, client.CopyToContainerOptions{DestinationPath: "/workspace", Content: pr}); err != nil {
 		t.Fatal(err)
 	}
 
-	ex, err := (&exports.Writer{Root: t.TempDir()}).Begin("ws-box", created.ID[:12])
+	ex, err := (&exports.Writer{Root: t.TempDir()}).Begin("ws-box", id[:12])
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,15 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/moby/moby/api/types/container"
-	"github.com/moby/moby/api/types/network"
 	"github.com/moby/moby/client"
 
 	"github.com/canvasapp/companion/internal/testsupport"
@@ -73,33 +70,10 @@ func TestEnsureAndRun(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	port := network.MustParsePort("8000/tcp")
-	created, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{
-		Config: &container.Config{
-			Image:        img,
-			Env:          []string{"OH_SESSION_API_KEYS_0=k"},
-			Labels:       map[string]string{TestLabelKey: "1", "companion.scope": scope},
-			ExposedPorts: network.PortSet{port: {}},
-		},
-		HostConfig: &container.HostConfig{
-			PortBindings: network.PortMap{port: {{HostIP: netip.MustParseAddr("127.0.0.1")}}},
-		},
-	})
+	_, base, err := RunTestBox(ctx, cli, img, scope, []string{"OH_SESSION_API_KEYS_0=k"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cli.ContainerStart(ctx, created.ID, client.ContainerStartOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	inspect, err := cli.ContainerInspect(ctx, created.ID, client.ContainerInspectOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	bindings := inspect.Container.NetworkSettings.Ports[port]
-	if len(bindings) == 0 {
-		t.Fatalf("port not published: %v", inspect.Container.NetworkSettings.Ports)
-	}
-	base := "http://127.0.0.1:" + bindings[0].HostPort
 	var info struct {
 		Title string `json:"title"`
 	}
