@@ -21,17 +21,10 @@ const auditUsage = `Usage:
 `
 
 func runAudit(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprint(stdout, auditUsage)
-		if len(args) == 0 {
-			return 2
-		}
-		return 0
+	sub, rest, fs, code, ok := subcommand("audit", auditUsage, args, stdout, stderr)
+	if !ok {
+		return code
 	}
-	sub, rest := args[0], args[1:]
-	fs := flag.NewFlagSet("companion audit "+sub, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, auditUsage) }
 	dataDir := fs.String("data-dir", defaultDataDir(), "companion's data `directory`")
 	if err := fs.Parse(rest); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

@@ -36,17 +36,10 @@ install into a running one, use POST /v1/providers (see ui-bridge/API.md).
 `
 
 func runProviders(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprint(stdout, providersUsage)
-		if len(args) == 0 {
-			return 2
-		}
-		return 0
+	sub, rest, fs, code, ok := subcommand("providers", providersUsage, args, stdout, stderr)
+	if !ok {
+		return code
 	}
-	sub, rest := args[0], args[1:]
-	fs := flag.NewFlagSet("companion providers "+sub, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, providersUsage) }
 	dataDir := fs.String("data-dir", defaultDataDir(), "companion's data `directory`")
 	yes := fs.Bool("yes", false, "install without asking")
 	asJSON := fs.Bool("json", false, "print JSON")
@@ -277,4 +270,22 @@ func readModuleFile(path string) ([]byte, error) {
 		return nil, fmt.Errorf("%s is %d bytes; a module may be at most %d bytes (ABI.md, Limits)", path, st.Size(), wasm.MaxModuleBytes)
 	}
 	return io.ReadAll(io.LimitReader(f, wasm.MaxModuleBytes+1))
+}
+
+// subcommand starts a "companion CMD SUB [flags]" command: with no SUB or
+// a request for help it prints usage (exit 2 without SUB, 0 for help) and
+// returns ok false; otherwise it returns SUB, the remaining arguments and
+// a flag set for them that prints usage on error.
+func subcommand(cmd, usage string, args []string, stdout, stderr io.Writer) (sub string, rest []string, fs *flag.FlagSet, code int, ok bool) {
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		fmt.Fprint(stdout, usage)
+		if len(args) == 0 {
+			return "", nil, nil, 2, false
+		}
+		return "", nil, nil, 0, false
+	}
+	fs = flag.NewFlagSet("companion "+cmd+" "+args[0], flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, usage) }
+	return args[0], args[1:], fs, 0, true
 }
