@@ -97,34 +97,17 @@ func BenchmarkFanoutBareHub(b *testing.B) {
 	defer srv.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	type receipt struct {
-		rev int64
-		at  time.Time
-	}
-	got := make(chan receipt, clients)
+	f := newFanout(clients)
 	url := "ws" + strings.TrimPrefix(srv.URL, "http")
-	var wg sync.WaitGroup
-	var conns []*websocket.Conn
 	for range clients {
 		c, _, err := wsDial(ctx, url, &dialOptions{Subprotocols: []string{Subprotocol}})
 		if err != nil {
 			b.Fatalf("dial: %v", err)
 		}
-		conns = append(conns, c)
-		wg.Go(func() {
-			defer c.Close()
-			for {
-				_, msg, err := c.ReadMessage()
-				if err != nil {
-					return
-				}
-				got <- receipt{rev: revOf(msg), at: time.Now()}
-			}
-		})
+		f.read(c)
 	}
 	eventually2(b, func() bool { mu.Lock(); defer mu.Unlock(); return len(all) == clients })
 	ws := benchWorkspace(1, time.Now())
-	var lat, slow []time.Duration
 	for i := int64(1); b.Loop(); i++ {
 		start := time.Now()
 		ws.Rev = i
@@ -134,25 +117,10 @@ func BenchmarkFanoutBareHub(b *testing.B) {
 			bc.send <- pm
 		}
 		mu.Unlock()
-		var slowest time.Duration
-		for range clients {
-			r := <-got
-			if r.rev != i {
-				b.Fatalf("client got rev %d, want %d", r.rev, i)
-			}
-			d := r.at.Sub(start)
-			lat = append(lat, d)
-			slowest = max(slowest, d)
-		}
-		slow = append(slow, slowest)
+		f.round(b, i, start)
 	}
 	b.StopTimer()
-	b.ReportMetric(ms(percentile(lat, 50)), "p50-ms")
-	b.ReportMetric(ms(percentile(lat, 99)), "p99-ms")
-	b.ReportMetric(ms(percentile(slow, 99)), "p99-all-clients-ms")
+	f.report(b)
 	cancel()
-	for _, c := range conns {
-		c.Close() // ends the readers, then the server's handlers
-	}
-	wg.Wait()
+	f.close()
 }

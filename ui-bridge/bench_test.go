@@ -220,14 +220,8 @@ func BenchmarkFanout(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
-	type receipt struct {
-		rev int64
-		at  time.Time
-	}
-	got := make(chan receipt, clients)
+	f := newFanout(clients)
 	rev := e.svc.Feed().Rev()
-	var wg sync.WaitGroup
-	var conns []*websocket.Conn
 	for range clients {
 		// Joining at the current revision skips the 6 MB snapshot per
 		// client, which BenchmarkSnapshot10k measures on its own.
@@ -235,24 +229,11 @@ func BenchmarkFanout(b *testing.B) {
 		if err != nil {
 			b.Fatalf("dial: %v", err)
 		}
-		conns = append(conns, c)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer c.Close()
-			for {
-				_, msg, err := c.ReadMessage()
-				if err != nil {
-					return
-				}
-				got <- receipt{rev: revOf(msg), at: time.Now()}
-			}
-		}()
+		f.read(c)
 	}
 	eventually2(b, func() bool { return e.srv.hub.clientCount() == clients })
 
 	_, live := e.svc.Feed().Snapshot()
-	var lat, all []time.Duration
 	for i := 0; b.Loop(); i++ {
 		ws := live[i%len(live)]
 		ws.LastActivityAt = time.Now()
@@ -261,27 +242,76 @@ func BenchmarkFanout(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		var slowest time.Duration
-		for range clients {
-			r := <-got
-			if r.rev != saved.Rev {
-				b.Fatalf("client got rev %d, want %d", r.rev, saved.Rev)
-			}
-			d := r.at.Sub(start)
-			lat = append(lat, d)
-			slowest = max(slowest, d)
-		}
-		all = append(all, slowest)
+		f.round(b, saved.Rev, start)
 	}
 	b.StopTimer()
-	b.ReportMetric(ms(percentile(lat, 50)), "p50-ms")
-	b.ReportMetric(ms(percentile(lat, 99)), "p99-ms")
-	b.ReportMetric(ms(percentile(all, 99)), "p99-all-clients-ms")
+	f.report(b)
 	cancel()
-	for _, c := range conns {
-		c.Close() // ends the readers
+	f.close()
+}
+
+// fanout is the client side of a fan-out benchmark: a reader per
+// connection, and the latency of every message of every round.
+type fanout struct {
+	clients int
+	got     chan receipt
+	conns   []*websocket.Conn
+	wg      sync.WaitGroup
+	lat     []time.Duration // every client's latency, every round
+	slowest []time.Duration // the slowest client's, per round
+}
+
+type receipt struct {
+	rev int64
+	at  time.Time
+}
+
+func newFanout(clients int) *fanout {
+	return &fanout{clients: clients, got: make(chan receipt, clients)}
+}
+
+// read reads c until it closes, noting when each message arrived.
+func (f *fanout) read(c *websocket.Conn) {
+	f.conns = append(f.conns, c)
+	f.wg.Go(func() {
+		defer c.Close()
+		for {
+			_, msg, err := c.ReadMessage()
+			if err != nil {
+				return
+			}
+			f.got <- receipt{rev: revOf(msg), at: time.Now()}
+		}
+	})
+}
+
+// round waits for every client to receive revision rev, sent at start.
+func (f *fanout) round(b *testing.B, rev int64, start time.Time) {
+	var slowest time.Duration
+	for range f.clients {
+		r := <-f.got
+		if r.rev != rev {
+			b.Fatalf("client got rev %d, want %d", r.rev, rev)
+		}
+		d := r.at.Sub(start)
+		f.lat = append(f.lat, d)
+		slowest = max(slowest, d)
 	}
-	wg.Wait()
+	f.slowest = append(f.slowest, slowest)
+}
+
+func (f *fanout) report(b *testing.B) {
+	b.ReportMetric(ms(percentile(f.lat, 50)), "p50-ms")
+	b.ReportMetric(ms(percentile(f.lat, 99)), "p99-ms")
+	b.ReportMetric(ms(percentile(f.slowest, 99)), "p99-all-clients-ms")
+}
+
+// close ends the readers (and with them the server's handlers).
+func (f *fanout) close() {
+	for _, c := range f.conns {
+		c.Close()
+	}
+	f.wg.Wait()
 }
 
 // revOf reads the "rev" of a stream message without decoding all of it.
