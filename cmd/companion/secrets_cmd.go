@@ -25,7 +25,7 @@ type secretFlags struct {
 }
 
 func (s *secretFlags) addFlags(fs *flag.FlagSet) {
-	fs.StringVar(&s.backend, "secrets", "", "where tokens are kept: `keyring` (the OS keyring) or sealed (encrypted in the database with --secret-key-file); default: the keyring on the desktop; for serve and the offline commands, sealed when a key is configured, else the keyring if it answers")
+	fs.StringVar(&s.backend, "secrets", "", "where tokens are kept: `keyring|sealed` (the OS keyring, or encrypted in the database under --secret-key-file); default: the keyring on the desktop; for serve and the offline commands, sealed when a key is configured, else the keyring if it answers")
 	fs.StringVar(&s.keyFile, "secret-key-file", "", "`file` with the sealed store's key (32 random bytes, raw, hex or base64; mode 0600, owned by you); make one with `companion secrets gen-key --out FILE`. Default: $CREDENTIALS_DIRECTORY/"+secrets.CredentialName+" when systemd passes it")
 }
 
