@@ -25,6 +25,8 @@ Usage:
                                ready line (JSON) on stdout, exits when stdin closes
   companion serve [flags]      run the always-on server for Canvas web
   companion providers ...      install, list and remove Wasm provider modules
+  companion accounts ...       add, list and remove provider accounts (token on stdin)
+  companion secrets ...        make and rotate the key of the sealed secret store
   companion audit verify       check the audit trail's hash chain
   companion version            print the version
   companion help [command]     show help for a command
@@ -48,6 +50,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return runProviders(rest, stdin, stdout, stderr)
 	case "audit":
 		return runAudit(rest, stdout, stderr)
+	case "accounts":
+		return runAccounts(rest, stdin, stdout, stderr)
+	case "secrets":
+		return runSecrets(rest, stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintf(stdout, "companion %s\n", version)
 		return 0

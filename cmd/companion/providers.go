@@ -13,7 +13,6 @@ import (
 	"github.com/canvasapp/companion/db"
 	"github.com/canvasapp/companion/providers/builtin/docker"
 	"github.com/canvasapp/companion/providers/wasm"
-	"github.com/canvasapp/companion/secrets"
 )
 
 // localDockerAccount is the account every installation has for the local
@@ -54,7 +53,7 @@ func newWasmHost(dataDir string, store *db.Store, keys core.Secrets, log *slog.L
 // block on a provider: an unreachable Docker Engine or a module still
 // compiling must not delay the ready line (a module compiles at its first
 // use, and that call waits for it).
-func startProviders(ctx context.Context, f *serverFlags, store *db.Store, keys *secrets.Keyring, log *slog.Logger, reg *core.Registry) (*providerSet, error) {
+func startProviders(ctx context.Context, f *serverFlags, store *db.Store, keys core.Secrets, log *slog.Logger, reg *core.Registry) (*providerSet, error) {
 	dp, err := docker.New(docker.Config{Image: f.dockerImage, ImageFlag: "--docker-image", Scope: f.dockerScope, Logger: log})
 	if err != nil {
 		return nil, err

@@ -24,7 +24,6 @@ import (
 	"github.com/canvasapp/companion/db"
 	"github.com/canvasapp/companion/providers/builtin/docker"
 	"github.com/canvasapp/companion/providers/wasm"
-	"github.com/canvasapp/companion/secrets"
 	uibridge "github.com/canvasapp/companion/ui-bridge"
 )
 
@@ -49,6 +48,7 @@ type serverFlags struct {
 	logFormat         string
 	exitOnStdinClose  bool
 	timeouts          httpTimeouts
+	secrets           secretFlags
 }
 
 type stringList []string
@@ -82,6 +82,7 @@ func parseServerFlags(m mode, args []string, stderr io.Writer) (*serverFlags, er
 	fs.StringVar(&f.logLevel, "log-level", "info", "log `level`: debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log `format` on stderr: text or json")
 	f.timeouts.addFlags(fs)
+	f.secrets.addFlags(fs)
 	if m == modeServe {
 		fs.Var(&f.hosts, "allow-host", "extra `host[:port]` the server answers to, e.g. the name your ingress forwards (repeatable)")
 	}
@@ -111,6 +112,11 @@ Runs the always-on companion server for Canvas web. Until a login method is
 configured it only listens on loopback addresses and uses a per-launch token
 like desktop mode; it prints the same ready line on stdout.
 
+Provider tokens are kept in the OS keyring when one answers; a server without
+one needs a secret key for the sealed store (--secrets sealed
+--secret-key-file FILE; see "companion secrets --help"), or it refuses to
+start. Tokens are never kept in plain text.
+
 Flags:
 `)
 		}
@@ -123,6 +129,9 @@ Flags:
 		return nil, fmt.Errorf("unexpected argument %q (see --help)", fs.Arg(0))
 	}
 	if err := f.timeouts.check(); err != nil {
+		return nil, err
+	}
+	if err := f.secrets.check(); err != nil {
 		return nil, err
 	}
 	origins, err := normalizeOrigins(f.origins)
@@ -249,11 +258,14 @@ func serve(ctx context.Context, m mode, f *serverFlags, log *slog.Logger, stdout
 		return err
 	}
 	defer store.Close()
-	instance, err := store.InstanceID(ctx)
+	use := useServer
+	if m == modeDesktop {
+		use = useDesktop
+	}
+	keys, err := openSecretStore(ctx, use, f.secrets, store, log)
 	if err != nil {
 		return err
 	}
-	keys := &secrets.Keyring{Namespace: instance}
 
 	var registry core.Registry
 	provs, err := startProviders(ctx, f, store, keys, log, &registry)
