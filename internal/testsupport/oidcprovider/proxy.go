@@ -60,7 +60,7 @@ func StartOAuth2Proxy(tb testing.TB, o ProxyOptions) *Proxy {
 		"--http-address=" + fmt.Sprintf("127.0.0.1:%d", port),
 		"--upstream=" + o.Upstream,
 		"--cookie-secret=" + hex.EncodeToString(secret), // 32 characters
-		"--cookie-secure=false",                          // plain http on loopback
+		"--cookie-secure=false",                         // plain http on loopback
 		"--email-domain=*",
 		"--code-challenge-method=S256",
 		"--insecure-oidc-skip-nonce=false",
