@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -215,5 +216,28 @@ func TestManyStartsKeepFewLoginCookies(t *testing.T) {
 	}
 	if n == 0 || n > maxPending {
 		t.Fatalf("%d login cookies after 10 starts, want 1..%d", n, maxPending)
+	}
+}
+
+// Behind https the login cookie is Secure and __Secure- prefixed, so a
+// browser neither sends it over plain http nor lets a plain-http page set it.
+func TestHTTPSLoginCookieIsSecure(t *testing.T) {
+	c, err := okConfig().check()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := newSealer(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &Login{cfg: c, sealer: s}
+	w := httptest.NewRecorder()
+	l.StartHandler().ServeHTTP(w, httptest.NewRequest(http.MethodGet, "https://companion.example.com/api/companion/v1/login/oidc", nil))
+	cookies := w.Result().Cookies()
+	if w.Code != http.StatusFound || len(cookies) != 1 {
+		t.Fatalf("%d, cookies %v", w.Code, cookies)
+	}
+	if ck := cookies[0]; !strings.HasPrefix(ck.Name, "__Secure-"+cookiePrefix) || !ck.Secure || ck.Path != "/api/companion/v1/login/oidc" {
+		t.Fatalf("cookie %+v", ck)
 	}
 }

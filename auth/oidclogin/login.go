@@ -164,17 +164,23 @@ func (l *Login) CallbackHandler() http.Handler {
 func (l *Login) callback(w http.ResponseWriter, r *http.Request) (Identity, pending, *Refusal) {
 	q := r.URL.Query()
 	state := q.Get("state")
-	var p pending
+	var p pending // stays zero unless the state matches this browser's login
 	// Whatever happens next, this login is over: clear its cookie.
 	name := l.cookieName(state)
 	cookie, cookieErr := r.Cookie(name)
 	if state != "" && cookieErr == nil {
 		l.clearCookie(w, name)
+		if opened, err := l.sealer.open(name, cookie.Value); err == nil && subtle.ConstantTimeCompare([]byte(opened.State), []byte(state)) == 1 {
+			p = opened
+		}
 	}
+	matched := p.State != ""
 
 	if e := q.Get("error"); e != "" {
-		msg := "the provider refused the sign-in: " + clean(e, 64)
-		if d := q.Get("error_description"); d != "" {
+		msg := "the provider refused the sign-in: " + errorCode(e)
+		// The provider's own words only for an answer to this browser's
+		// login: anyone can make a link to the callback with any text.
+		if d := q.Get("error_description"); d != "" && matched {
 			msg += " (" + clean(d, 200) + ")"
 		}
 		return Identity{}, p, refuse(http.StatusForbidden, CodeProviderError, "%s", msg)
@@ -183,8 +189,7 @@ func (l *Login) callback(w http.ResponseWriter, r *http.Request) (Identity, pend
 		return Identity{}, p, refuse(http.StatusBadRequest, CodeStateMismatch,
 			"no sign-in in progress in this browser matches this answer (it was already used, took too long, or was started in another browser): sign in again")
 	}
-	p, err := l.sealer.open(name, cookie.Value)
-	if err != nil || subtle.ConstantTimeCompare([]byte(p.State), []byte(state)) != 1 {
+	if !matched {
 		return Identity{}, p, refuse(http.StatusBadRequest, CodeStateMismatch,
 			"the sign-in answer does not match the sign-in this browser started (or companion restarted since): sign in again")
 	}
@@ -223,6 +228,21 @@ func (l *Login) callback(w http.ResponseWriter, r *http.Request) (Identity, pend
 	}
 	id, f := l.identity(ctx, idt, tok)
 	return id, p, f
+}
+
+// errorCode keeps what an OAuth error code may contain (RFC 6749 4.1.2.1
+// allows printable ASCII; real ones are words and underscores).
+func errorCode(e string) string {
+	var b strings.Builder
+	for _, r := range e {
+		if b.Len() == 64 {
+			break
+		}
+		if r == '_' || r == '-' || r == '.' || ('a' <= r && r <= 'z') || ('A' <= r && r <= 'Z') || ('0' <= r && r <= '9') {
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
 
 // random is 32 bytes from the system's CSPRNG, base64url.

@@ -386,6 +386,14 @@ func TestProviderErrorIsShownSafely(t *testing.T) {
 	if strings.Contains(body, "<script>") || resp.Header.Get("Content-Security-Policy") == "" {
 		t.Fatalf("the provider's text reached the page unescaped or without a CSP: %s", body)
 	}
+	if !strings.Contains(body, "&lt;script&gt;") {
+		t.Fatalf("the provider's description is missing for this browser's own login: %s", body)
+	}
+	// A link made by someone else shows the error code only, not their text.
+	_, body = oidcprovider.Get(t, oidcprovider.NewBrowser(t), cb)
+	if !strings.Contains(body, "access_denied") || strings.Contains(body, "alert") {
+		t.Fatalf("a foreign callback link showed its text: %s", body)
+	}
 	// The login is over: its cookie was cleared.
 	status, code, _ := refusalCode(t, r.browser, r.login.RedirectURL()+"?state="+state+"&code=x")
 	if status != http.StatusBadRequest || code != CodeStateMismatch {
