@@ -35,7 +35,8 @@ var buildMu sync.Mutex
 // binary returns the path of pkg@version's command, building it with
 // `go install` (which names it builtName) into <user cache>/companion-tests/<name>-<version>/ when it
 // is not there yet. The build goes to a temporary directory first and is
-// renamed into place, so a concurrent test binary never runs half a file.
+// renamed into place, so a concurrent test binary never runs half a file;
+// a lock on the directory makes the others wait instead of building too.
 func binary(tb testing.TB, pkg, version, builtName, name string) string {
 	tb.Helper()
 	buildMu.Lock()
@@ -51,6 +52,14 @@ func binary(tb testing.TB, pkg, version, builtName, name string) string {
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		tb.Fatalf("oidcprovider: %v", err)
+	}
+	unlock, err := lockDir(dir)
+	if err != nil {
+		tb.Fatalf("oidcprovider: locking %s: %v", dir, err)
+	}
+	defer unlock()
+	if fi, err := os.Stat(bin); err == nil && fi.Mode().IsRegular() {
+		return bin // another test binary built it while this one waited
 	}
 	tmp, err := os.MkdirTemp(dir, "build-")
 	if err != nil {
