@@ -306,6 +306,16 @@ func TestForgedLoginCookieIsRefused(t *testing.T) {
 	if status != http.StatusBadRequest || code != CodeStateMismatch {
 		t.Fatalf("forged cookie: %d %s", status, code)
 	}
+	// Sealed with the right key under the state's name, but for another
+	// state: the sealed state must match too.
+	cb = r.prov.Authorize(t, r.browser, r.startURL(), r.prov.DemoUser())
+	name = cookiePrefix + cb.Query().Get("state")
+	v, _ = r.login.sealer.seal(name, pending{State: random(), Nonce: "n", Verifier: "v", ReturnTo: "/", Expires: time.Now().Add(time.Hour).Unix()})
+	r.browser.Jar.SetCookies(u, []*http.Cookie{{Name: name, Value: v, Path: basePath + StartPath}})
+	status, code, _ = refusalCode(t, r.browser, cb.String())
+	if status != http.StatusBadRequest || code != CodeStateMismatch {
+		t.Fatalf("cookie for another state: %d %s", status, code)
+	}
 }
 
 func TestEmailDomainRules(t *testing.T) {
