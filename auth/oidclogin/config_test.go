@@ -3,6 +3,7 @@ package oidclogin
 import (
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -239,5 +240,36 @@ func TestHTTPSLoginCookieIsSecure(t *testing.T) {
 	}
 	if ck := cookies[0]; !strings.HasPrefix(ck.Name, "__Secure-"+cookiePrefix) || !ck.Secure || ck.Path != "/api/companion/v1/login/oidc" {
 		t.Fatalf("cookie %+v", ck)
+	}
+}
+
+func TestFlagsMakeAConfig(t *testing.T) {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	var f Flags
+	f.Register(fs)
+	secret := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secret, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err := fs.Parse([]string{"--oidc-issuer", "https://id.example.com", "--oidc-client-id", "companion",
+		"--oidc-client-secret-file", secret, "--oidc-allowed-domains", "example.com, example.org", "--oidc-group", "devs"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := f.Config("https://c.example.com", "/api", func(http.ResponseWriter, *http.Request, Identity) error { return nil }, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := cfg.check()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ClientSecret != "s3cret" || !c.domains["example.org"] || c.RequiredGroup != "devs" || c.GroupClaim != "groups" ||
+		c.redirectURL != "https://c.example.com/api/v1/login/oidc/callback" {
+		t.Fatalf("config %+v", c)
+	}
+	f.SecretFile = ""
+	if _, err := f.Config("https://c.example.com", "", nil, nil); err == nil || !strings.Contains(err.Error(), "--oidc-client-secret-file") {
+		t.Fatalf("no secret file: %v", err)
 	}
 }

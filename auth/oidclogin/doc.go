@@ -39,16 +39,15 @@
 // The routes must sit outside the /v1 login gate (they are how one logs
 // in). With D1's session code providing OnLogin, the wiring is:
 //
-//	secret, err := oidclogin.ReadClientSecretFile(*oidcSecretFile)
-//	login, err := oidclogin.New(ctx, oidclogin.Config{
-//		Issuer: *oidcIssuer, ClientID: *oidcClientID, ClientSecret: secret,
-//		PublicURL: *publicURL, BasePath: *basePath,
-//		AllowedDomains: oidclogin.SplitList(*oidcAllowedDomains),
-//		GroupClaim: *oidcGroupClaim, RequiredGroup: *oidcGroup,
-//		OnLogin: sessions.LoginOIDC, // find or create the user by (issuer, subject); set the session cookie
-//		Logger: logger,
-//	})
-//	login.Register(mux) // GET {base}/v1/login/oidc and …/callback
+//	var oidcFlags oidclogin.Flags
+//	oidcFlags.Register(fs) // --oidc-issuer, --oidc-client-id, --oidc-client-secret-file, …
+//	// after parsing, when --auth includes oidc:
+//	cfg, err := oidcFlags.Config(*publicURL, *basePath, sessions.LoginOIDC, logger)
+//	login, err := oidclogin.New(ctx, cfg) // discovery; fails clearly, after retries
+//	login.Register(mux)                   // GET {base}/v1/login/oidc and …/callback
+//
+// sessions.LoginOIDC finds or creates the user by (issuer, subject) and
+// sets the session cookie.
 //
 // OnLogin sets its cookies and returns nil; the callback then redirects
 // (303) to the page the login started from. OnLogin returns a *Refusal to
