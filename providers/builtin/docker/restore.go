@@ -8,7 +8,6 @@ import (
 	"net/netip"
 	"path"
 	"strings"
-	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/types/container"
@@ -246,12 +245,14 @@ func (p *Provider) upload(ctx context.Context, id string, m SnapshotMeta, src co
 		if err != nil {
 			return err
 		}
-		last := time.Time{}
+		// Reported every progressEvery bytes; core throttles what it
+		// publishes.
+		last := sent
 		counted := readFunc(func(b []byte) (int, error) {
 			n, err := r.Read(b)
 			sent += int64(n)
-			if now := time.Now(); now.Sub(last) >= time.Second {
-				last = now
+			if sent-last >= progressEvery {
+				last = sent
 				report(fmt.Sprintf("restore: uploading %s, %d of %d bytes", pt.file, sent, total))
 			}
 			return n, err
@@ -291,6 +292,9 @@ func (p *Provider) removeQuietly(ctx context.Context, id string) {
 		p.log.Warn("could not remove an unfinished restored box", "box", id, "err", err)
 	}
 }
+
+// progressEvery is how many uploaded bytes pass between progress lines.
+const progressEvery = 4 << 20
 
 type readFunc func([]byte) (int, error)
 
