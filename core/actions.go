@@ -28,6 +28,8 @@ func (s *Service) runOp(ctx context.Context, op Op, ws Workspace, acct Account) 
 		s.runSuspendResume(ctx, op, ws, acct, p, info)
 	case OpDelete:
 		s.runDelete(ctx, op, ws, acct, p, info)
+	case OpRestore:
+		s.runRestore(ctx, op, ws, acct, p, info)
 	default:
 		ws.State, ws.Error = StateUnknown, fmt.Sprintf("unknown journaled action %q", op.Kind)
 		s.finish(ctx, op, ws, fmt.Errorf("unknown journaled action %q", op.Kind))
@@ -39,7 +41,7 @@ func (s *Service) runOp(ctx context.Context, op Op, ws Workspace, acct Account) 
 // (the action finished but its entry was not removed) and is not re-run.
 func opState(k OpKind) State {
 	switch k {
-	case OpCreate:
+	case OpCreate, OpRestore:
 		return StateCreating
 	case OpPause:
 		return StatePausing

@@ -86,6 +86,9 @@ type ExportJob struct {
 	Endpoint    BoxEndpoint
 	// GitDelta adds the compact git-delta archive to the full tar.gz.
 	GitDelta bool
+	// Snapshot, when set, streams the provider's snapshot of the box
+	// (Snapshotter) into the export as files of Kind ExportKindSnapshot.
+	Snapshot func(ctx context.Context, sink SnapshotSink) error
 }
 
 // ExportProgress is one progress report: the step running and the bytes

@@ -164,7 +164,14 @@ func (s *Service) captureExport(ctx context.Context, op *Op, ws Workspace, acct 
 	}
 	prog := s.newProgress(ctx, ws)
 	defer prog.stop()
-	res, err := s.cfg.Exporter.Export(ctx, ExportJob{WorkspaceID: ws.ID, BoxID: ws.BoxID, Endpoint: ep, GitDelta: o.GitDelta},
+	job := ExportJob{WorkspaceID: ws.ID, BoxID: ws.BoxID, Endpoint: ep, GitDelta: o.GitDelta}
+	if sn, ok := p.(Snapshotter); ok {
+		// The box's own filesystem and volumes, so the export can be
+		// restored (RestoreExport).
+		boxID := ws.BoxID
+		job.Snapshot = func(ctx context.Context, sink SnapshotSink) error { return sn.Snapshot(ctx, acct, boxID, sink) }
+	}
+	res, err := s.cfg.Exporter.Export(ctx, job,
 		func(pr ExportProgress) { prog.report(fmt.Sprintf("export: %s, %d bytes", pr.Step, pr.Bytes)) })
 	return res, ws, err
 }

@@ -116,6 +116,17 @@ func (x *Exporter) Export(ctx context.Context, job core.ExportJob, progress func
 			return core.ExportResult{}, err
 		}
 	}
+	if job.Snapshot != nil {
+		c.step = "snapshot"
+		c.report()
+		if err := job.Snapshot(ctx, sinkFunc(func(name, format string, r io.Reader) error {
+			c.step = "snapshot " + name
+			_, err := e.Add(exports.File{Name: name, Kind: core.ExportKindSnapshot, Format: format}, c.wrap(r))
+			return err
+		})); err != nil {
+			return core.ExportResult{}, fmt.Errorf("export: snapshot of box %s: %w", job.BoxID, err)
+		}
+	}
 	c.step = "verify"
 	c.report()
 	m, dir, err := e.Commit()
@@ -162,6 +173,11 @@ func (c *counter) wrap(r io.Reader) io.Reader {
 		return n, err
 	})
 }
+
+// sinkFunc adapts a function to core.SnapshotSink.
+type sinkFunc func(name, format string, r io.Reader) error
+
+func (f sinkFunc) Add(name, format string, r io.Reader) error { return f(name, format, r) }
 
 type readFunc func([]byte) (int, error)
 
