@@ -31,6 +31,7 @@ func (s *Server) routes(rt *router) {
 	rt.handle("GET /v1/workspaces/{id}/exports", s.listExports)
 	rt.handle("GET /v1/exports/{id}", s.getExport)
 	rt.handle("GET /v1/exports/{id}/files/{name}", s.downloadExportFile)
+	s.retentionRoutes(rt)
 	if s.cfg.Modules != nil {
 		rt.handle("POST /v1/providers/inspect", s.inspectModule)
 		rt.handle("POST /v1/providers", s.installModule)
