@@ -79,9 +79,11 @@ type RetentionStore interface {
 	// DropRetentionClaim forgets a workspace's claim and its backoff.
 	DropRetentionClaim(ctx context.Context, workspaceID string) error
 	// SweepRetention forgets claims of workspaces that are gone or no
-	// longer scheduled (and not being deleted), and, with warnings, the
-	// warnings whose delete_after no longer stands.
-	SweepRetention(ctx context.Context, warnings bool) error
+	// longer scheduled (and not being deleted), and the warnings whose
+	// delete_after no longer stands among the next warnLimit after
+	// warnAfter (by workspace id). It returns where the next sweep goes on
+	// from ("" to start over), so each sweep costs a bounded slice.
+	SweepRetention(ctx context.Context, warnAfter string, warnLimit int) (next string, err error)
 }
 
 // RetentionCandidate is a scheduled workspace as the index finds it.
@@ -142,6 +144,8 @@ type retention struct {
 
 	subsMu sync.Mutex
 	subs   map[chan Notice]struct{}
+
+	sweepFrom string // where the next sweep of warnings goes on (tick only)
 
 	statMu   sync.Mutex
 	ticks    int64

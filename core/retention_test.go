@@ -158,7 +158,7 @@ func (e *retEnv) setPolicy(p core.RetentionPolicy) {
 
 func (e *retEnv) tick() core.RetentionTickReport {
 	e.t.Helper()
-	rep := e.svc.RetentionTick(e.ctx, core.RetentionConfig{}, true)
+	rep := e.svc.RetentionTick(e.ctx, core.RetentionConfig{})
 	if rep.Err != nil {
 		e.t.Fatalf("tick: %v", rep.Err)
 	}

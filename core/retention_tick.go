@@ -27,8 +27,8 @@ type RetentionTickReport struct {
 	Err                                 error
 }
 
-// sweepEvery is how many ticks pass between sweeps of stale warnings.
-const sweepEvery = 60
+// sweepSlice is how many warnings one tick looks at for staleness.
+const sweepSlice = 200
 
 // RunRetention runs the retention tick every Interval until ctx ends. It
 // first brings delete_after up to date on every workspace (a policy or
@@ -48,8 +48,8 @@ func (s *Service) RunRetention(ctx context.Context, cfg RetentionConfig) {
 	if !s.cfg.ScheduledDeletion {
 		s.log.Info("retention policies are not enforced in desktop mode: no timer deletes anything")
 	}
-	for n := 1; ; n++ {
-		rep := s.RetentionTick(ctx, cfg, n%sweepEvery == 0)
+	for {
+		rep := s.RetentionTick(ctx, cfg)
 		if rep.Err != nil && ctx.Err() == nil {
 			s.log.Warn("retention tick failed; next tick retries", "err", rep.Err)
 		}
@@ -69,7 +69,7 @@ func (s *Service) RunRetention(ctx context.Context, cfg RetentionConfig) {
 // RetentionTick runs one tick: warn the owners of workspaces that entered
 // their warning window, then claim and delete the due ones. Exported for
 // tests and benchmarks; RunRetention calls it on its timer.
-func (s *Service) RetentionTick(ctx context.Context, cfg RetentionConfig, sweepWarnings bool) RetentionTickReport {
+func (s *Service) RetentionTick(ctx context.Context, cfg RetentionConfig) RetentionTickReport {
 	r := s.ret
 	now := s.now()
 	r.statMu.Lock()
@@ -86,10 +86,12 @@ func (s *Service) RetentionTick(ctx context.Context, cfg RetentionConfig, sweepW
 	if cfg.Batch <= 0 {
 		cfg.Batch = 100
 	}
-	if err := r.store.SweepRetention(ctx, sweepWarnings); err != nil {
+	next, err := r.store.SweepRetention(ctx, r.sweepFrom, sweepSlice)
+	if err != nil {
 		rep.Err = err
 		return rep
 	}
+	r.sweepFrom = next
 	for _, p := range r.enabled() {
 		if err := s.warnSoon(ctx, p, now, cfg.Batch, &rep); err != nil {
 			rep.Err = err

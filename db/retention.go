@@ -224,23 +224,39 @@ func (s *Store) DropRetentionClaim(ctx context.Context, workspaceID string) erro
 
 // SweepRetention forgets the claims of workspaces that are gone or no
 // longer scheduled and not being deleted (a resumed workspace starts its
-// next pause without a backoff), and with warnings, the warnings whose
-// delete_after no longer stands.
-func (s *Store) SweepRetention(ctx context.Context, warnings bool) error {
-	return s.write(ctx, "sweep retention claims", func(t txn) error {
+// next pause without a backoff), and the warnings whose delete_after no
+// longer stands among the next warnLimit warnings after warnAfter (by
+// workspace id). It returns where the next sweep should go on from, ""
+// after the last warning: each sweep costs a bounded slice of the table.
+func (s *Store) SweepRetention(ctx context.Context, warnAfter string, warnLimit int) (string, error) {
+	next := ""
+	err := s.write(ctx, "sweep retention claims", func(t txn) error {
 		if _, err := t.exec(`DELETE FROM retention_claims WHERE NOT EXISTS (
 				SELECT 1 FROM workspaces w WHERE w.id = retention_claims.workspace_id AND w.removed_at IS NULL
 					AND (w.delete_after IS NOT NULL OR w.state = 'deleting'))`); err != nil {
 			return err
 		}
-		if !warnings {
+		if warnLimit <= 0 {
 			return nil
 		}
-		_, err := t.exec(`DELETE FROM retention_warnings WHERE NOT EXISTS (
+		var last sql.NullString
+		if err := t.queryRow(`SELECT max(workspace_id) FROM (SELECT workspace_id FROM retention_warnings
+			WHERE workspace_id > ? ORDER BY workspace_id LIMIT ?)`, warnAfter, warnLimit).Scan(&last); err != nil {
+			return err
+		}
+		if !last.Valid {
+			return nil // past the last one: start again next time
+		}
+		next = last.String
+		_, err := t.exec(`DELETE FROM retention_warnings WHERE workspace_id > ? AND workspace_id <= ? AND NOT EXISTS (
 			SELECT 1 FROM workspaces w WHERE w.id = retention_warnings.workspace_id AND w.removed_at IS NULL
-				AND w.delete_after = retention_warnings.delete_after)`)
+				AND w.delete_after = retention_warnings.delete_after)`, warnAfter, next)
 		return err
 	})
+	if err != nil {
+		return "", err
+	}
+	return next, nil
 }
 
 var _ core.RetentionStore = (*Store)(nil)

@@ -2,6 +2,7 @@ package db_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"sync"
 	"testing"
@@ -82,7 +83,7 @@ func TestRetentionClaimsAcrossTwoStores(t *testing.T) {
 // account, soonest first, without tombstones, those in backoff, or those
 // warned about the same delete_after.
 func TestRetentionIndexQueries(t *testing.T) {
-	s, _ := openTemp(t)
+	s, path := openTemp(t)
 	ctx := context.Background()
 	mk := func(id, acct string, da time.Time, removed bool) {
 		save(t, s, core.Workspace{ID: id, Name: id, AccountID: acct, Provider: "p", State: core.StatePaused, DeleteAfter: da, Removed: removed})
@@ -123,10 +124,44 @@ func TestRetentionIndexQueries(t *testing.T) {
 	// Sweeping keeps the claim of a still scheduled workspace and drops
 	// the rest.
 	s.ClaimRetention(ctx, "ws_f", "h", retNow, time.Minute)
-	if err := s.SweepRetention(ctx, true); err != nil {
+	if _, err := s.SweepRetention(ctx, "", 10); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok, _ := s.ClaimRetention(ctx, "ws_b", "other", retNow, time.Minute); ok {
 		t.Fatal("sweep dropped the backoff of a scheduled workspace")
+	}
+	if _, ok, _ := s.ClaimRetention(ctx, "ws_f", "other", retNow, time.Minute); !ok {
+		t.Fatal("sweep kept the claim of an unscheduled workspace")
+	}
+
+	// Warnings are swept a slice at a time: stale ones (a removed
+	// workspace, a delete_after that moved) go, the current one stays.
+	for id, da := range map[string]time.Time{"ws_e": retNow.Add(-time.Hour), "ws_c": retNow, "ws_zz": retNow} {
+		if err := s.MarkRetentionWarned(ctx, id, da); err != nil {
+			t.Fatal(err)
+		}
+	}
+	from, slices := "", 0
+	for {
+		next, err := s.SweepRetention(ctx, from, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if next == "" {
+			break
+		}
+		from, slices = next, slices+1
+	}
+	if slices != 4 {
+		t.Errorf("%d slices of one for 4 warnings", slices)
+	}
+	raw, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	var left string
+	if err := raw.QueryRow(`SELECT group_concat(workspace_id) FROM retention_warnings`).Scan(&left); err != nil || left != "ws_a" {
+		t.Fatalf("warnings left after the sweep: %q %v; want ws_a", left, err)
 	}
 }
