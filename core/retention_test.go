@@ -56,8 +56,9 @@ func (p *retProvider) Suspend(context.Context, core.Account, string) (core.Box, 
 	return core.Box{}, core.Errorf(core.KindInvalid, "not here")
 }
 
-func (p *retProvider) Resume(context.Context, core.Account, string) (core.Box, error) {
-	return core.Box{}, core.Errorf(core.KindInvalid, "not here")
+func (p *retProvider) Resume(_ context.Context, _ core.Account, id string) (core.Box, error) {
+	p.setState(id, core.StateRunning)
+	return p.Get(context.Background(), core.Account{}, id)
 }
 
 func (p *retProvider) Delete(_ context.Context, _ core.Account, id string) error {
@@ -103,6 +104,12 @@ const retAccount = "acc_ret"
 
 func newRetEnv(t *testing.T, serve bool) *retEnv {
 	t.Helper()
+	return newRetEnvWith(t, serve, nil)
+}
+
+// newRetEnvWith is newRetEnv with the retention store wrapped by wrap.
+func newRetEnvWith(t *testing.T, serve bool, wrap func(core.RetentionStore) core.RetentionStore) *retEnv {
+	t.Helper()
 	ctx := context.Background()
 	st, err := db.Open(ctx, filepath.Join(t.TempDir(), "companion.db"))
 	if err != nil {
@@ -112,7 +119,11 @@ func newRetEnv(t *testing.T, serve bool) *retEnv {
 		prov: &retProvider{boxes: map[string]core.Box{}}, ctx: ctx}
 	reg := &core.Registry{}
 	reg.Register("ret", e.prov)
-	e.svc, err = core.NewService(ctx, core.Config{Store: st, Providers: reg, Clock: e.clock, MaxAttempts: 1,
+	var rs core.RetentionStore = st
+	if wrap != nil {
+		rs = wrap(st)
+	}
+	e.svc, err = core.NewService(ctx, core.Config{Store: st, Retention: rs, Providers: reg, Clock: e.clock, MaxAttempts: 1,
 		ScheduledDeletion: serve, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -255,6 +266,8 @@ func TestRetentionDeletesWhatThePreviewListed(t *testing.T) {
 	if len(skips) != 1 || skips[0].WorkspaceID != resumed.ID || skips[0].Actor != core.ActorRetention || !strings.Contains(skips[0].Outcome, "resumed") {
 		t.Errorf("skip entries %+v", skips)
 	}
+	// The outcome entry is written just after the removal is saved.
+	testsupport.Until(t, 10*time.Second, "the delete's outcome in the audit trail", func() bool { return len(e.audit(core.AuditDelete)) == 2 })
 	var deletes []string
 	for _, a := range e.audit(core.AuditDelete) {
 		if a.Actor != core.ActorRetention {
@@ -402,5 +415,55 @@ func TestRetentionPolicyInput(t *testing.T) {
 	}
 	if _, err := e.svc.RetentionPolicyOf(e.ctx, "", "acc_nope"); core.KindOf(err) != core.KindNotFound {
 		t.Fatalf("unknown account: %v", err)
+	}
+}
+
+// afterClaim runs a function right after each successful claim.
+type afterClaim struct {
+	core.RetentionStore
+	then func(id string)
+}
+
+func (a afterClaim) ClaimRetention(ctx context.Context, id, holder string, now time.Time, lease time.Duration) (core.RetentionClaim, bool, error) {
+	c, ok, err := a.RetentionStore.ClaimRetention(ctx, id, holder, now, lease)
+	if ok && a.then != nil {
+		a.then(id)
+	}
+	return c, ok, err
+}
+
+// TestRetentionSkipsAWorkspaceResumedAfterItsClaim: a person resumes the
+// workspace after the tick claimed it and before the tick took its lock;
+// the re-check under the lock sees it and nothing is deleted.
+func TestRetentionSkipsAWorkspaceResumedAfterItsClaim(t *testing.T) {
+	var e *retEnv
+	e = newRetEnvWith(t, true, func(rs core.RetentionStore) core.RetentionStore {
+		return afterClaim{RetentionStore: rs, then: func(id string) {
+			if _, err := e.svc.Resume(e.ctx, "", id); err != nil {
+				t.Errorf("resume after the claim: %v", err)
+				return
+			}
+			testsupport.Until(t, 10*time.Second, "the resume to finish", func() bool {
+				ws, _ := e.ws(id)
+				return ws.State == core.StateRunning
+			})
+			// The resume saves its outcome just before it lets the lock
+			// go; taking the lock once waits for that.
+			if _, err := e.svc.SetKeep(e.ctx, "", id, false); err != nil {
+				t.Error(err)
+			}
+		}}
+	})
+	w := e.paused("woken", 2*time.Hour, 1)
+	e.setPolicy(core.RetentionPolicy{Enabled: true, PausedFor: time.Hour})
+	if rep := e.tick(); rep.Started != 0 || rep.Skipped != 1 {
+		t.Fatalf("tick %+v; want the resumed workspace skipped", rep)
+	}
+	if ws, _ := e.ws(w.ID); ws.State != core.StateRunning || len(e.prov.deleted()) != 0 {
+		t.Fatalf("workspace %s, provider deletes %v", ws.State, e.prov.deleted())
+	}
+	skips := e.audit(core.AuditRetentionSkip)
+	if len(skips) != 1 || !strings.Contains(skips[0].Outcome, "running") {
+		t.Fatalf("skip entries %+v", skips)
 	}
 }
