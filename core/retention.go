@@ -222,20 +222,22 @@ func (s *Service) retentionSaved(before, after Workspace) {
 	}
 	outcome := "scheduled: deleted after " + after.DeleteAfter.Format(time.RFC3339)
 	if after.DeleteAfter.IsZero() {
-		outcome = "cleared: " + unscheduledReason(after, s.ret)
+		outcome = "cleared: " + s.unscheduledReason(after)
 	}
 	s.audit(s.bg, AuditEntry{Owner: after.Owner, Actor: ActorRetention, Action: AuditRetentionSchedule,
 		WorkspaceID: after.ID, AccountID: after.AccountID, Provider: after.Provider, Outcome: outcome})
 }
 
-func unscheduledReason(ws Workspace, r *retention) string {
+func (s *Service) unscheduledReason(ws Workspace) string {
 	switch {
+	case !s.cfg.ScheduledDeletion:
+		return "scheduled deletion runs only in companion serve"
 	case ws.Keep:
 		return "the workspace is kept"
 	case !ws.PausedForRetention():
 		return "the workspace is " + string(ws.State)
 	}
-	if p, ok := r.policy(ws.AccountID); !ok || !p.Enabled {
+	if p, ok := s.ret.policy(ws.AccountID); !ok || !p.Enabled {
 		return "the account's retention policy is off"
 	}
 	return "no paused time is known"

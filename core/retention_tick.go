@@ -218,7 +218,7 @@ func (s *Service) recheckDue(ctx context.Context, ws Workspace, now time.Time) (
 	case ws.Keep:
 		return ws, Account{}, "the workspace is kept", nil
 	case ws.DeleteAfter.IsZero():
-		return ws, Account{}, "it is no longer scheduled (" + unscheduledReason(ws, s.ret) + ")", nil
+		return ws, Account{}, "it is no longer scheduled (" + s.unscheduledReason(ws) + ")", nil
 	case ws.DeleteAfter.After(now):
 		return ws, Account{}, "it is not due until " + ws.DeleteAfter.Format(time.RFC3339), nil
 	}
