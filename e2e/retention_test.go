@@ -4,9 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -72,20 +79,78 @@ func (p *proc) pauseAndWait(id string) workspace {
 	return p.waitState(id, "paused", 60*time.Second)
 }
 
+// holdGate is an HTTP proxy in front of the Docker Engine socket that,
+// once armed with a pattern, holds the next request whose path matches it
+// until the test releases it, and says when it holds one.
+type holdGate struct {
+	path    string
+	mu      sync.Mutex
+	match   *regexp.Regexp
+	reached chan string
+	release chan struct{}
+}
+
+func newHoldGate(t *testing.T) *holdGate {
+	t.Helper()
+	g := &holdGate{path: filepath.Join(t.TempDir(), "docker.sock"), reached: make(chan string, 1), release: make(chan struct{})}
+	ln, err := net.Listen("unix", g.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) { pr.SetURL(&url.URL{Scheme: "http", Host: "docker"}) },
+		Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", "/var/run/docker.sock")
+		}},
+		FlushInterval: -1,
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		g.mu.Lock()
+		held := g.match != nil && g.match.MatchString(r.URL.Path)
+		if held {
+			g.match = nil // only the first one
+		}
+		g.mu.Unlock()
+		if held {
+			g.reached <- r.Method + " " + r.URL.Path
+			select {
+			case <-g.release:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		rp.ServeHTTP(w, r)
+	}), ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return g
+}
+
+func (g *holdGate) arm(pattern string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.match = regexp.MustCompile(pattern)
+}
+
 // TestRetentionServe, through the binary in serve mode and real Docker:
 // the dry run lists the paused workspaces a policy would delete; once the
 // policy is on, the tick deletes exactly those (each announced by a
 // retention_warning notice and scheduled with delete_after on the stream
 // first), and leaves the kept and the running workspace alone. Then a
 // workspace that was resumed at the engine after companion saw it paused
-// is skipped by the re-check under its lock, not deleted. Every decision
-// is in the audit trail as "retention".
+// is skipped by the re-check under its lock, not deleted: the engine is
+// asked about the box after the tick claimed it, and the test starts the
+// box at the engine just then (a resume after the claim, before the
+// delete). Every decision is in the audit trail as "retention".
 func TestRetentionServe(t *testing.T) {
 	image, scope := boxImage(t), dockerScope(t)
 	// One reconcile pass at start only: the outside resume below must be
 	// news to companion when the tick re-checks.
+	gate := newHoldGate(t)
 	p := start(t, options{mode: "serve", dataDir: t.TempDir(), args: []string{"--listen", "127.0.0.1:0", "--docker-image", image,
-		"--docker-scope", scope, "--retention-interval", "200ms", "--reconcile-interval", "1h"}})
+		"--docker-scope", scope, "--retention-interval", "200ms", "--reconcile-interval", "1h"},
+		env: []string{"DOCKER_HOST=unix://" + gate.path}})
 	ws := p.createRunning("due1", "due2", "kept", "running", "resumed")
 	for _, name := range []string{"due1", "due2", "kept"} {
 		ws[name] = p.pauseAndWait(ws[name].ID)
@@ -170,14 +235,24 @@ func TestRetentionServe(t *testing.T) {
 		return nil
 	})
 
-	// Resumed behind companion's back: paused in companion's record (no
-	// reconcile pass comes for an hour), running at the engine.
+	// Resumed at the engine after the tick claimed it: the tick's re-check
+	// asks the engine about the box (held by the gate), the box is started
+	// meanwhile, and the engine's answer says running. No reconcile pass
+	// comes for an hour, so only the re-check can know.
 	p.must(200, "PUT", "/v1/accounts/local-docker/retention", map[string]any{"enabled": false}, nil)
 	resumed := p.pauseAndWait(ws["resumed"].ID)
+	gate.arm(`^(/v[0-9.]+)?/containers/` + resumed.BoxID + `/json$`)
+	p.must(200, "PUT", "/v1/accounts/local-docker/retention", map[string]any{"enabled": true, "paused_for_seconds": 1}, nil)
+	select {
+	case held := <-gate.reached:
+		t.Logf("holding the re-check %s; starting the box at the engine", held)
+	case <-time.After(60 * time.Second):
+		t.Fatal("the tick never asked the engine about the scheduled box")
+	}
 	if _, err := dockerCLI(t).ContainerStart(context.Background(), resumed.BoxID, client.ContainerStartOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	p.must(200, "PUT", "/v1/accounts/local-docker/retention", map[string]any{"enabled": true, "paused_for_seconds": 1}, nil)
+	close(gate.release)
 	testsupport.Poll(t, 60*time.Second, func() error {
 		for _, e := range p.retentionAudit() {
 			if e.WorkspaceID == resumed.ID && e.Action == "retention_skip" {
