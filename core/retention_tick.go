@@ -231,7 +231,8 @@ func (s *Service) recheckDue(ctx context.Context, ws Workspace, now time.Time) (
 		return ws, acct, "", err
 	}
 	if !info.Capabilities.Delete {
-		return ws, acct, "provider " + info.Name + " cannot delete boxes", nil
+		// Not a skip: it would be due again next tick. Back off instead.
+		return ws, acct, "", Errorf(KindInvalid, "provider %s cannot delete boxes", info.Name)
 	}
 	// The provider has the last word: a box resumed outside companion (or
 	// by a person a moment ago) is running there even if no pass saw it.

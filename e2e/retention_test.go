@@ -3,11 +3,13 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -339,5 +341,18 @@ func TestRetentionNeverInDesktop(t *testing.T) {
 	p.must(200, "GET", "/v1/audit?limit=1", nil, &pg)
 	if len(pg.Entries) != 1 || pg.Entries[0].Action != "retention_policy" || pg.Entries[0].Actor != "desktop token" {
 		t.Errorf("newest audit entry %+v; want the policy change by the desktop token", pg.Entries)
+	}
+}
+
+// TestRetentionIntervalFlag: a retention interval that is not positive
+// stops companion at start with a message naming the flag.
+func TestRetentionIntervalFlag(t *testing.T) {
+	for _, mode := range []string{"desktop", "serve"} {
+		cmd := exec.Command(companionBin, mode, "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--retention-interval", "0s")
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "--retention-interval") {
+			t.Errorf("%s --retention-interval 0s: %v\n%s", mode, err, out)
+		}
 	}
 }
