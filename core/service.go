@@ -59,6 +59,13 @@ type Config struct {
 	// Exports keeps export records; nil means the Store, if it is an
 	// ExportStore.
 	Exports ExportStore
+	// ScheduledDeletion lets retention policies act: delete_after is
+	// computed and the retention tick deletes due workspaces. Only
+	// `companion serve` sets it; on the desktop no timer deletes anything.
+	ScheduledDeletion bool
+	// Retention keeps retention policies and claims; nil means the Store,
+	// if it is a RetentionStore.
+	Retention RetentionStore
 }
 
 // Service is the lifecycle service: the one place where workspaces are
@@ -90,6 +97,8 @@ type Service struct {
 
 	actorsMu sync.Mutex
 	actors   map[int64]string // who started each running journaled action
+
+	ret *retention // retention policies, notices and tick state
 }
 
 // NewService loads the feed from the store (unless Config.DeferLoad) and
@@ -129,6 +138,9 @@ func NewService(ctx context.Context, cfg Config) (*Service, error) {
 	if cfg.Audit == nil {
 		cfg.Audit, _ = cfg.Store.(AuditLog)
 	}
+	if cfg.Retention == nil {
+		cfg.Retention, _ = cfg.Store.(RetentionStore)
+	}
 	feed := NewLazyFeed(cfg.Store)
 	if !cfg.DeferLoad {
 		if err := feed.Load(ctx); err != nil {
@@ -154,6 +166,12 @@ func NewService(ctx context.Context, cfg Config) (*Service, error) {
 		cancel()
 		return nil, fmt.Errorf("core: load account flags: %w", err)
 	}
+	s.ret = newRetention(cfg.Retention)
+	if err := s.ret.load(ctx); err != nil {
+		cancel()
+		return nil, fmt.Errorf("core: load retention policies: %w", err)
+	}
+	feed.derive, feed.saved = s.deriveRetention, s.retentionSaved
 	return s, nil
 }
 

@@ -32,6 +32,7 @@ func (s *Server) routes(rt *router) {
 	rt.handle("GET /v1/exports/{id}", s.getExport)
 	rt.handle("GET /v1/exports/{id}/files/{name}", s.downloadExportFile)
 	rt.handle("POST /v1/exports/{id}/restore", s.restoreExport)
+	s.retentionRoutes(rt)
 	if s.cfg.Modules != nil {
 		rt.handle("POST /v1/providers/inspect", s.inspectModule)
 		rt.handle("POST /v1/providers", s.installModule)

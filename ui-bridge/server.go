@@ -148,6 +148,7 @@ func New(cfg Config) (*Server, error) {
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.hub = newHub(cfg.Service.Feed(), s.log, cfg.Now, cfg.ClientQueue, cfg.FeedBuffer)
 	go s.hub.followAccounts(cfg.Service)
+	go s.hub.followNotices(cfg.Service)
 	return s, nil
 }
 

@@ -44,6 +44,7 @@ type serverFlags struct {
 	dockerImage       string
 	dockerScope       string
 	reconcileInterval time.Duration
+	retentionInterval time.Duration
 	logLevel          string
 	logFormat         string
 	exitOnStdinClose  bool
@@ -79,6 +80,7 @@ func parseServerFlags(m mode, args []string, stderr io.Writer) (*serverFlags, er
 	fs.StringVar(&f.dockerImage, "docker-image", docker.DefaultImage, "`image` for new Docker workspaces, pulled when the Docker Engine lacks it; it must serve the agent-server on port 8000")
 	fs.StringVar(&f.dockerScope, "docker-scope", "default", "only manage Docker containers labelled with this `name`, so several companions can share one Docker Engine")
 	fs.DurationVar(&f.reconcileInterval, "reconcile-interval", 15*time.Second, "how often each account's boxes are listed at the provider")
+	fs.DurationVar(&f.retentionInterval, "retention-interval", time.Minute, "how often serve mode's retention tick looks for due workspaces (desktop mode never deletes on a timer)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log `level`: debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log `format` on stderr: text or json")
 	f.timeouts.addFlags(fs)
@@ -133,6 +135,9 @@ Flags:
 	}
 	if err := f.secrets.check(); err != nil {
 		return nil, err
+	}
+	if f.retentionInterval <= 0 {
+		return nil, fmt.Errorf("--retention-interval %s: want a positive duration, e.g. 1m", f.retentionInterval)
 	}
 	origins, err := normalizeOrigins(f.origins)
 	if err != nil {
@@ -282,7 +287,7 @@ func serve(ctx context.Context, m mode, f *serverFlags, log *slog.Logger, stdout
 		return err
 	}
 	svc, err := core.NewService(ctx, core.Config{Store: store, Providers: &registry, Secrets: keys, Logger: log, DeferLoad: true,
-		Exporter: exporter})
+		Exporter: exporter, ScheduledDeletion: m == modeServe})
 	if err != nil {
 		return err
 	}
@@ -366,6 +371,12 @@ func serve(ctx context.Context, m mode, f *serverFlags, log *slog.Logger, stdout
 		svc.RunReconciler(rctx, core.ReconcileConfig{Interval: f.reconcileInterval})
 	}()
 
+	retained := make(chan struct{})
+	go func() {
+		defer close(retained)
+		svc.RunRetention(rctx, core.RetentionConfig{Interval: f.retentionInterval})
+	}()
+
 	var serveErr error
 	select {
 	case <-ctx.Done():
@@ -374,6 +385,7 @@ func serve(ctx context.Context, m mode, f *serverFlags, log *slog.Logger, stdout
 	log.Info("shutting down")
 	stopReconciler()
 	<-reconciled
+	<-retained
 	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
 		return serveErr
 	}
