@@ -100,10 +100,12 @@ const stream = new Stream(() => api.url("v1/ws"), () => token, {
   upsert(m, t0) {
     table.upsert(m.workspace);
     measure("companion:upsert", t0);
+    auditSoon();
     if (exportsOf && m.workspace.id === exportsOf.id) exportsChanged(m.workspace);
   },
   remove(m) {
     table.remove(m.id);
+    auditSoon();
   },
   account(m) {
     accounts.set(m.account.id, m.account);
@@ -404,8 +406,16 @@ async function loadAudit(more) {
   auditBefore = data.next_before;
   $("audit-more").hidden = auditBefore === null || auditBefore === undefined;
 }
-$("audit-refresh").addEventListener("click", () => loadAudit(false));
-$("audit-more").addEventListener("click", () => loadAudit(true));
+// auditSoon refreshes the newest audit entries after changes, at most
+// every 2 s, unless older pages are being read.
+let auditTimer = 0;
+function auditSoon() {
+  if (auditTimer || auditPaged) return;
+  auditTimer = setTimeout(() => { auditTimer = 0; if (!auditPaged) loadAudit(false); }, 2000);
+}
+let auditPaged = false;
+$("audit-refresh").addEventListener("click", () => { auditPaged = false; loadAudit(false); });
+$("audit-more").addEventListener("click", () => { auditPaged = true; loadAudit(true); });
 
 // ---- retention (shown only when this companion has the routes) -----------
 

@@ -238,7 +238,7 @@ export class WorkspaceTable {
     c.nameText = document.createTextNode("");
     c.nameSub = el("span", { class: "sub" });
     c.name.append(c.nameText, c.nameSub);
-    c.stateBadge = el("span", { class: "state" });
+    c.stateBadge = el("span", { class: "badge" });
     c.stateSub = el("span", { class: "sub" });
     c.state.append(c.stateBadge, c.stateSub);
     c.sizeText = document.createTextNode("");
