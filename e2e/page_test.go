@@ -89,7 +89,9 @@ func TestPageInChromium(t *testing.T) {
 	tb.typeInto(`#a-fields input[data-credential="token"]`, cloudToken)
 	tb.click(`#account-form button[type="submit"]`)
 	tb.waitJS("the daytona account", `[...document.querySelectorAll("#accounts-table tbody tr")].some(r => r.textContent.includes("team cloud"))`, 30*time.Second)
-	var accts struct{ Accounts []struct{ ID, Provider string } }
+	var accts struct {
+		Accounts []struct{ ID, Provider string }
+	}
 	p.must(200, "GET", "/v1/accounts", nil, &accts)
 	cloudAcct := ""
 	for _, a := range accts.Accounts {

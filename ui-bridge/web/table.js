@@ -98,11 +98,15 @@ export class WorkspaceTable {
       (!f.account || w.account_id === f.account) && (!f.name || w.name.toLowerCase().includes(f.name));
   }
 
+  // noteFacets records w's state, provider and account for the filters;
+  // plain code on purpose: it runs 10,000 times on a snapshot, before the
+  // JIT has warmed up.
   noteFacets(w) {
+    const f = this.facets;
     let added = false;
-    for (const [k, v] of [["state", w.state], ["provider", w.provider], ["account", w.account_id]]) {
-      if (!this.facets[k].has(v)) { this.facets[k].add(v); added = true; }
-    }
+    if (!f.state.has(w.state)) { f.state.add(w.state); added = true; }
+    if (!f.provider.has(w.provider)) { f.provider.add(w.provider); added = true; }
+    if (!f.account.has(w.account_id)) { f.account.add(w.account_id); added = true; }
     return added;
   }
 
@@ -180,9 +184,13 @@ export class WorkspaceTable {
   }
 
   rebuild() {
-    this.view = [];
-    for (const w of this.all.values()) if (this.passes(w)) this.view.push(w);
-    this.view.sort(this.compare);
+    // Each sort key is computed once per workspace, not once per
+    // comparison (10,000 workspaces: some 280,000 comparisons).
+    const f = keyOf[this.sortKey], dir = this.sortDir;
+    const items = [];
+    for (const w of this.all.values()) if (this.passes(w)) items.push({ k: f(w), w });
+    items.sort((a, b) => (a.k < b.k ? -dir : a.k > b.k ? dir : a.w.id < b.w.id ? -1 : a.w.id > b.w.id ? 1 : 0));
+    this.view = items.map((x) => x.w);
     this.render();
   }
 
