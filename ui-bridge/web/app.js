@@ -20,9 +20,13 @@ let token = sessionStorage.getItem(tokenKey) || "";
 function takeToken() {
   const m = /(?:^#|&)token=([^&]*)/.exec(location.hash);
   if (!m) return false;
-  token = decodeURIComponent(m[1]);
-  sessionStorage.setItem(tokenKey, token);
   history.replaceState(history.state, "", location.pathname + location.search);
+  try {
+    token = decodeURIComponent(m[1]);
+  } catch {
+    token = m[1]; // not %-encoded after all; companion will say whether it is right
+  }
+  sessionStorage.setItem(tokenKey, token);
   return true;
 }
 takeToken();
@@ -184,6 +188,7 @@ $("dd-confirm").addEventListener("click", async () => {
 
 let exportsOf = null;
 let lastProgress = "";
+let restoreOn = null; // unknown until an export is listed
 
 async function openExports(w) {
   exportsOf = w;
@@ -207,10 +212,20 @@ async function loadExports() {
   const id = exportsOf.id;
   const data = await run(() => api.call("GET", `v1/workspaces/${encodeURIComponent(id)}/exports`));
   if (!data || !exportsOf || exportsOf.id !== id) return;
+  const list = data.exports || [];
+  if (restoreOn === null && list.length) {
+    // Restore is a later addition: a GET on its route answers 405 when
+    // this companion has it.
+    restoreOn = await api.call("GET", `v1/exports/${encodeURIComponent(list[0].id)}/restore`).then(() => false, (e) => e.status === 405);
+  }
   const body = $("exports-table").tBodies[0];
   clear(body);
-  for (const x of data.exports || []) {
+  for (const x of list) {
     const files = el("td", {});
+    if (restoreOn && x.verified) {
+      files.append(el("button", { type: "button", "data-action": "restore", "aria-label": `Restore export ${x.id}`,
+        onclick: () => run(() => api.call("POST", `v1/exports/${encodeURIComponent(x.id)}/restore`, {})) }, "Restore"));
+    }
     for (const f of x.files || []) {
       files.append(el("button", { type: "button", "data-file": f.name, "aria-label": `Download ${f.name} (${bytes(f.bytes)})`,
         onclick: () => run(() => api.download(f.url.replace(/^\//, ""), f.name)) }, f.name));
@@ -218,7 +233,7 @@ async function loadExports() {
     body.append(el("tr", { "data-export": x.id }, el("td", {}, when(x.created_at)),
       el("td", {}, x.state + (x.error ? ": " + x.error : "")), el("td", {}, bytes(x.bytes)), files));
   }
-  if (!(data.exports || []).length) body.append(el("tr", {}, el("td", { colSpan: 4 }, "No exports yet.")));
+  if (!list.length) body.append(el("tr", {}, el("td", { colSpan: 4 }, "No exports yet.")));
 }
 
 $("x-start").addEventListener("click", async () => {
@@ -411,7 +426,7 @@ async function loadAudit(more) {
 /** auditSubject names an entry's workspace (by name while it exists) or account. */
 function auditSubject(e) {
   if (e.workspace_id) {
-    const w = table.all.get(e.workspace_id);
+    const w = table.get(e.workspace_id);
     return w ? `${w.name} (${e.workspace_id})` : e.workspace_id;
   }
   const a = accounts.get(e.account_id);

@@ -53,7 +53,8 @@ export class WorkspaceTable {
    */
   constructor(o) {
     Object.assign(this, o);
-    this.all = new Map();
+    this.all = new Map(); // id → workspace; null until index() after a snapshot
+    this.list = null; // the snapshot's workspaces while all is null
     this.view = [];
     this.filter = { state: "", provider: "", account: "", name: "" };
     this.sortKey = "name";
@@ -110,22 +111,51 @@ export class WorkspaceTable {
     return added;
   }
 
-  /** setAll replaces every workspace (a snapshot). */
+  /**
+   * setAll replaces every workspace (a snapshot). The rows in sight are
+   * rendered first; the index by id and the filters' choices are built
+   * right after (or as soon as something needs them), so the first
+   * render does not wait for them.
+   */
   setAll(list) {
-    this.all = new Map();
+    this.all = null;
+    this.list = list;
+    this.rebuildFrom(list);
+    clearTimeout(this.indexTimer);
+    this.indexTimer = setTimeout(() => this.index(), 0);
+  }
+
+  /** index returns the workspaces by id, building the map after a snapshot. */
+  index() {
+    if (this.all) return this.all;
+    clearTimeout(this.indexTimer);
+    const all = new Map();
     let added = false;
-    for (const w of list) {
-      this.all.set(w.id, w);
+    for (const w of this.list) {
+      all.set(w.id, w);
       if (this.noteFacets(w)) added = true;
     }
-    this.rebuild();
+    this.all = all;
+    this.list = null;
     if (added) this.onFacets();
+    return all;
+  }
+
+  /** get returns the workspace with id, or undefined. */
+  get(id) {
+    return this.index().get(id);
+  }
+
+  /** size is how many workspaces there are, filtered or not. */
+  size() {
+    return this.all ? this.all.size : this.list.length;
   }
 
   /** upsert inserts or replaces one workspace, moving only its row. */
   upsert(w) {
-    const old = this.all.get(w.id);
-    this.all.set(w.id, w);
+    const all = this.index();
+    const old = all.get(w.id);
+    all.set(w.id, w);
     if (old) {
       const i = this.indexOf(old);
       if (i >= 0) this.view.splice(i, 1);
@@ -137,9 +167,10 @@ export class WorkspaceTable {
 
   /** remove drops one workspace. */
   remove(id) {
-    const old = this.all.get(id);
+    const all = this.index();
+    const old = all.get(id);
     if (!old) return;
-    this.all.delete(id);
+    all.delete(id);
     const i = this.indexOf(old);
     if (i >= 0) this.view.splice(i, 1);
     this.render();
@@ -184,11 +215,15 @@ export class WorkspaceTable {
   }
 
   rebuild() {
+    this.rebuildFrom(this.all ? this.all.values() : this.list);
+  }
+
+  rebuildFrom(workspaces) {
     // Each sort key is computed once per workspace, not once per
     // comparison (10,000 workspaces: some 280,000 comparisons).
     const f = keyOf[this.sortKey], dir = this.sortDir;
     const items = [];
-    for (const w of this.all.values()) if (this.passes(w)) items.push({ k: f(w), w });
+    for (const w of workspaces) if (this.passes(w)) items.push({ k: f(w), w });
     items.sort((a, b) => (a.k < b.k ? -dir : a.k > b.k ? dir : a.w.id < b.w.id ? -1 : a.w.id > b.w.id ? 1 : 0));
     this.view = items.map((x) => x.w);
     this.render();
@@ -217,7 +252,7 @@ export class WorkspaceTable {
     }
     for (const row of this.rows.values()) row.tr.remove();
     this.rows = keep;
-    this.empty.hidden = this.all.size > 0;
+    this.empty.hidden = this.size() > 0;
     this.renderTotals();
   }
 
@@ -227,7 +262,8 @@ export class WorkspaceTable {
       if (w.state === "paused") paused++;
       if (w.size_bytes) { stored += w.size_bytes; sized++; }
     }
-    const shown = this.view.length === this.all.size ? `${this.all.size} boxes` : `${this.view.length} of ${this.all.size} boxes`;
+    const n = this.size();
+    const shown = this.view.length === n ? `${n} boxes` : `${this.view.length} of ${n} boxes`;
     this.totals.textContent = `${shown} · ${paused} paused · ${bytes(stored)} stored (${sized} sized)`;
   }
 
