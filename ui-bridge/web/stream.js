@@ -27,7 +27,7 @@ export class Stream {
     this.on = on;
     /** the last revision applied; null before the first snapshot */
     this.rev = null;
-    /** server clock minus local clock, in ms (see offsetMs) */
+    /** server clock minus local clock, in ms (see message) */
     this.offset = 0;
     this.failures = 0;
     this.ws = null;
@@ -60,6 +60,7 @@ export class Stream {
     this.offsetSeen = -Infinity;
     ws.onopen = () => {
       opened = true;
+      this.openedAt = Date.now();
       this.staleSince = null;
       this.on.state("live", this.rev === null ? "live" : `live (resumed after rev ${this.rev})`);
     };
@@ -109,6 +110,9 @@ export class Stream {
   async closed(opened, e) {
     this.ws = null;
     if (this.staleSince === null) this.staleSince = new Date();
+    // A connection that lasted a while was a success: start the backoff
+    // over (one that closes at once keeps backing off).
+    if (opened && Date.now() - this.openedAt > 10_000) this.failures = 0;
     this.failures++;
     const delay = Math.min(maxDelay, 500 * 2 ** Math.min(this.failures - 1, 6)) * (0.8 + 0.4 * Math.random());
     const signedOut = !opened && !(await this.on.signedIn());
