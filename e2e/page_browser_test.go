@@ -219,14 +219,23 @@ func (tb *tab) screenshot() []byte {
 // routes a later companion adds, and a 404 there is expected).
 func (tb *tab) checkClean(allowed ...string) {
 	tb.t.Helper()
+	for _, p := range tb.problemsOf(allowed...) {
+		tb.t.Error(p)
+	}
+}
+
+// problemsOf lists what the page reported, as checkClean judges it.
+func (tb *tab) problemsOf(allowed ...string) []string {
+	tb.t.Helper()
 	csp := evalIn[[]string](tb, `window.__csp || ["the CSP watch did not run"]`)
 	tb.mu.Lock()
 	defer tb.mu.Unlock()
+	var out []string
 	for _, v := range csp {
-		tb.t.Errorf("CSP violation: %s", v)
+		out = append(out, "CSP violation: "+v)
 	}
 	for _, p := range tb.problems {
-		tb.t.Errorf("page problem: %s", p)
+		out = append(out, "page problem: "+p)
 	}
 next:
 	for _, f := range tb.failed {
@@ -235,8 +244,9 @@ next:
 				continue next
 			}
 		}
-		tb.t.Errorf("failed load: %s", f)
+		out = append(out, "failed load: "+f)
 	}
+	return out
 }
 
 func (tb *tab) socketURLs() []string {

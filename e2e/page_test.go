@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"github.com/canvasapp/companion/e2e/emulators/daytona"
 	"github.com/canvasapp/companion/e2e/emulators/emulator"
 	"github.com/canvasapp/companion/internal/testsupport"
+	uibridge "github.com/canvasapp/companion/ui-bridge"
 )
 
 // probed are the routes the page feature-detects (later companions add
@@ -292,4 +294,41 @@ func TestPageReconnectsAfterRestart(t *testing.T) {
 	// The refused attempts before the new token count as failed loads;
 	// everything else must be clean.
 	tb.checkClean(append(probed, "/v1/accounts", "/v1/ws")...)
+}
+
+// TestPageProblemsAreCaught proves the browser tests' collector can fail:
+// a page under companion's CSP with an inline script, an inline style, a
+// console error, an uncaught exception, an alert and a failed load is
+// reported on every count.
+func TestPageProblemsAreCaught(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/":
+			w.Header().Set("Content-Security-Policy", uibridge.PageCSP)
+			w.Header().Set("Content-Type", "text/html")
+			fmt.Fprint(w, `<!doctype html><link rel="icon" href="data:,"><p style="color:red">x</p>
+<script>document.title = "inline ran"</script><script src="/bad.js"></script>`)
+		case "/bad.js":
+			w.Header().Set("Content-Type", "text/javascript")
+			fmt.Fprint(w, `console.error("boom"); fetch("/missing"); alert("hi"); setTimeout(() => { throw new Error("thrown") }, 0);`)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	tb := openTab(t, srv.URL+"/", 800, 600)
+	tb.waitJS("the script's work", `window.__csp && window.__csp.length >= 2`, 10*time.Second)
+	var all string
+	testsupport.Poll(t, 10*time.Second, func() error {
+		all = strings.Join(tb.problemsOf(), "\n")
+		for _, want := range []string{"CSP violation: script-src", "CSP violation: style-src", "boom", "thrown", "dialog", "failed load: " + srv.URL + "/missing"} {
+			if !strings.Contains(all, want) {
+				return fmt.Errorf("not reported: %s; reported:\n%s", want, all)
+			}
+		}
+		return nil
+	})
+	if evalIn[string](tb, `document.title`) == "inline ran" {
+		t.Fatal("the inline script ran under the page's CSP")
+	}
 }
