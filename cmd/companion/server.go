@@ -99,9 +99,11 @@ serves it prints exactly one JSON line on stdout:
   {"event":"ready","url":"http://127.0.0.1:PORT","token":"...","version":"...",
    "page_url":"http://127.0.0.1:PORT/#token=..."}
 
-page_url opens the web page signed in. Every /v1/ request must carry the token (Authorization: Bearer TOKEN, or the
-WebSocket subprotocol companion.bearer.TOKEN from browsers). Logs go to
-stderr. It exits on SIGINT or SIGTERM, and when its stdin closes.
+page_url opens the web page signed in (the token rides after the #, which
+browsers never send). Every /v1/ request must carry the token
+(Authorization: Bearer TOKEN, or the WebSocket subprotocol
+companion.bearer.TOKEN from browsers). Logs go to stderr. It exits on
+SIGINT or SIGTERM, and when its stdin closes.
 
 Flags:
 `)
