@@ -222,7 +222,7 @@ async function loadExports() {
   clear(body);
   for (const x of list) {
     const files = el("td", {});
-    if (restoreOn && x.verified) {
+    if (restoreOn && x.verified && x.restorable) { // restorable: the export holds a snapshot
       files.append(el("button", { type: "button", "data-action": "restore", "aria-label": `Restore export ${x.id}`,
         onclick: () => run(() => api.call("POST", `v1/exports/${encodeURIComponent(x.id)}/restore`, {})) }, "Restore"));
     }
