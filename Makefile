@@ -10,7 +10,7 @@ BIN       := bin/companion
 # this repository can go get them); ./... does not reach into it.
 SDK       := providers/wasm/sdk
 
-.PHONY: all build run test bench lint setup modules box-image clean
+.PHONY: all build run test bench lint setup modules box-image clean screenshot
 
 all: build
 
@@ -38,6 +38,7 @@ box-image:
 # SIGINT/SIGTERM on to it, so stopping make closes WebSocket clients with 1001.
 run: setup build box-image
 	@echo "make: starting companion desktop (data in $(DATA_DIR)); stop it with Ctrl-C" >&2
+	@echo "make: open the ready line's page_url in a browser for the web page (it carries the token after #)" >&2
 	scripts/with-keyring.sh $(BIN) desktop --data-dir $(DATA_DIR) \
 		--docker-image $$(cat .box-image) --docker-scope dev --exit-on-stdin-close=false
 
@@ -51,7 +52,15 @@ test: modules
 # whether it is met), then a Markdown table of the run on stderr for README.
 # About 4 minutes on 2 cores; `go run ./internal/benchrun -only GROUP` runs one group.
 bench: setup modules
+	@scripts/setup.sh --test # the page benchmark runs headless Chromium
 	scripts/with-keyring.sh --private $(GO) run ./internal/benchrun
+
+# docs/page.png, the page with a few workspaces in different states, taken
+# by the browser test (Docker, an emulated cloud provider, headless Chromium).
+screenshot: modules
+	@scripts/setup.sh --test
+	scripts/with-keyring.sh --private env COMPANION_REQUIRE_KEYRING=1 COMPANION_REQUIRE_MODULES=1 \
+		COMPANION_PAGE_SCREENSHOT=$(CURDIR)/docs/page.png $(GO) test -count=1 -run 'TestPageInChromium$$' ./e2e/
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

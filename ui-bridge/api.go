@@ -38,6 +38,7 @@ func (s *Server) routes(rt *router) {
 		rt.handle("POST /v1/providers", s.installModule)
 		rt.handle("DELETE /v1/providers/{name}", s.removeModule)
 	}
+	s.pageRoutes(rt)
 }
 
 // owner is the identity the gate established for r.

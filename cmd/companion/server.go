@@ -99,11 +99,14 @@ func parseServerFlags(m mode, args []string, stderr io.Writer) (*serverFlags, er
 Runs companion for Canvas desktop. It listens on loopback only, and once it
 serves it prints exactly one JSON line on stdout:
 
-  {"event":"ready","url":"http://127.0.0.1:PORT","token":"...","version":"..."}
+  {"event":"ready","url":"http://127.0.0.1:PORT","token":"...","version":"...",
+   "page_url":"http://127.0.0.1:PORT/#token=..."}
 
-Every /v1/ request must carry the token (Authorization: Bearer TOKEN, or the
-WebSocket subprotocol companion.bearer.TOKEN from browsers). Logs go to
-stderr. It exits on SIGINT or SIGTERM, and when its stdin closes.
+page_url opens the web page signed in (the token rides after the #, which
+browsers never send). Every /v1/ request must carry the token
+(Authorization: Bearer TOKEN, or the WebSocket subprotocol
+companion.bearer.TOKEN from browsers). Logs go to stderr. It exits on
+SIGINT or SIGTERM, and when its stdin closes.
 
 Flags:
 `)
@@ -187,6 +190,9 @@ type readyLine struct {
 	URL     string `json:"url"`
 	Token   string `json:"token"`
 	Version string `json:"version"`
+	// PageURL opens the embedded page signed in: the token rides in the
+	// fragment, which browsers never send to a server.
+	PageURL string `json:"page_url"`
 }
 
 func runServer(m mode, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -341,7 +347,8 @@ func serve(ctx context.Context, m mode, f *serverFlags, log *slog.Logger, stdout
 	}()
 
 	url := "http://" + ln.Addr().String()
-	if err := json.NewEncoder(stdout).Encode(readyLine{Event: "ready", URL: url, Token: token, Version: version}); err != nil {
+	if err := json.NewEncoder(stdout).Encode(readyLine{Event: "ready", URL: url, Token: token, Version: version,
+		PageURL: url + "/#token=" + token}); err != nil {
 		log.Warn("could not write the ready line", "err", err)
 	}
 	log.Info("companion ready", "mode", m, "url", url, "data_dir", f.dataDir, "version", version)

@@ -14,6 +14,7 @@ func groups(startupRuns, rounds int) []group {
 		{"wasm-first-call", benchFirstCalls},
 		{"export", benchExport},
 		{"retention", benchRetention},
+		{"page", benchPage},
 	}
 }
 
