@@ -32,10 +32,11 @@ func (s *Server) routes(rt *router) {
 	rt.handle("GET /v1/exports/{id}", s.getExport)
 	rt.handle("GET /v1/exports/{id}/files/{name}", s.downloadExportFile)
 	if s.cfg.Modules != nil {
-		rt.handle("POST /v1/providers/inspect", s.inspectModule)
-		rt.handle("POST /v1/providers", s.installModule)
-		rt.handle("DELETE /v1/providers/{name}", s.removeModule)
+		rt.handle("POST /v1/providers/inspect", adminOnly(s.inspectModule))
+		rt.handle("POST /v1/providers", adminOnly(s.installModule))
+		rt.handle("DELETE /v1/providers/{name}", adminOnly(s.removeModule))
 	}
+	s.loginRoutes(rt)
 }
 
 // owner is the identity the gate established for r.

@@ -26,6 +26,8 @@ Usage:
   companion serve [flags]      run the always-on server for Canvas web
   companion providers ...      install, list and remove Wasm provider modules
   companion audit verify       check the audit trail's hash chain
+  companion users ...          add, list, remove local users of serve --auth local
+  companion tokens ...         create, list, revoke users' personal API tokens
   companion version            print the version
   companion help [command]     show help for a command
 
@@ -48,6 +50,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return runProviders(rest, stdin, stdout, stderr)
 	case "audit":
 		return runAudit(rest, stdout, stderr)
+	case "users":
+		return runUsers(rest, stdin, stdout, stderr)
+	case "tokens":
+		return runTokens(rest, stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintf(stdout, "companion %s\n", version)
 		return 0
