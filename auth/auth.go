@@ -120,4 +120,6 @@ func HashSecret(s string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-func notFound(format string, args ...any) error { return core.Errorf(core.KindNotFound, format, args...) }
+func notFound(format string, args ...any) error {
+	return core.Errorf(core.KindNotFound, format, args...)
+}

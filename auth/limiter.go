@@ -49,8 +49,8 @@ type window struct {
 type limiter struct {
 	lim   Limits
 	mu    sync.Mutex
-	fails map[string]*window    // "ua|user|addr", "a|addr", "u|user"
-	known map[string]time.Time  // "user|addr" → known until
+	fails map[string]*window   // "ua|user|addr", "a|addr", "u|user"
+	known map[string]time.Time // "user|addr" → known until
 }
 
 func newLimiter(l Limits) *limiter {

@@ -147,12 +147,16 @@ func (s *Service) FindUser(ctx context.Context, name string) (User, error) {
 func (s *Service) ListUsers(ctx context.Context) ([]User, error) { return s.store.ListUsers(ctx) }
 
 // User returns the user with id.
-func (s *Service) User(ctx context.Context, id string) (User, error) { return s.store.UserByID(ctx, id) }
+func (s *Service) User(ctx context.Context, id string) (User, error) {
+	return s.store.UserByID(ctx, id)
+}
 
 // RemoveUser deletes a user with their sessions and tokens. Their
 // accounts and workspaces stay in the store, reachable by nobody, until
 // an admin deals with them.
-func (s *Service) RemoveUser(ctx context.Context, id string) error { return s.store.DeleteUser(ctx, id) }
+func (s *Service) RemoveUser(ctx context.Context, id string) error {
+	return s.store.DeleteUser(ctx, id)
+}
 
 // SetPassword changes a local user's password and ends all their sessions.
 func (s *Service) SetPassword(ctx context.Context, id, password string) error {
