@@ -85,7 +85,7 @@ func TestFirstUserIsAdminAndNamesAreChecked(t *testing.T) {
 }
 
 func TestSessionsExpireAndEnd(t *testing.T) {
-	svc, clk, _ := newService(t, auth.Limits{})
+	svc, clk, store := newService(t, auth.Limits{})
 	ctx := context.Background()
 	u, _ := svc.AddLocalUser(ctx, "alice", "alice-password", false)
 	secret, _, err := svc.Login(ctx, "alice", "alice-password", "10.0.0.1")
@@ -133,6 +133,17 @@ func TestSessionsExpireAndEnd(t *testing.T) {
 	}
 	if _, _, err := svc.Login(ctx, "alice", "alice-password", "10.0.0.1"); !errors.Is(err, auth.ErrBadLogin) {
 		t.Fatalf("old password: %v", err)
+	}
+	// Another process (the CLI) changing the password: believed by this
+	// one within the cache time.
+	s5, _, _ := svc.Login(ctx, "alice", "new-password-1", "10.0.0.1")
+	other := auth.New(auth.Config{Store: store, Now: clk.Now, Params: cheap})
+	if err := other.SetPassword(ctx, u.ID, "newer-password-2"); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(time.Second)
+	if _, err := svc.Session(ctx, s5); !errors.Is(err, auth.ErrNoSession) {
+		t.Fatalf("session a second after another process changed the password: %v", err)
 	}
 	// Forged secrets.
 	for _, f := range []string{"", "cps_", "cps_" + strings.Repeat("A", 43), s4 + "x"} {

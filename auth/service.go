@@ -40,7 +40,26 @@ type Service struct {
 
 	dummyOnce sync.Once
 	dummy     string
+
+	mu    sync.Mutex
+	cache map[string]cached // by session id hash
 }
+
+// cached is a session the store confirmed at checked.
+type cached struct {
+	sess    Session
+	user    User
+	checked time.Time
+}
+
+// cacheFor is how long a confirmed session is believed without asking
+// the store again. Sign-out and password changes through this process
+// drop it at once; a change made by another process (companion users
+// passwd or remove while serve runs) takes effect within this time.
+const cacheFor = time.Second
+
+// maxCached bounds the cache; past it, it starts over.
+const maxCached = 10_000
 
 // touchEvery is how stale a session's last-seen time may get before a
 // request writes it: idle expiry is exact to within this, and most
@@ -67,7 +86,18 @@ func New(cfg Config) *Service {
 		lim = DefaultLimits
 	}
 	s.limiter = newLimiter(lim)
+	s.cache = map[string]cached{}
 	return s
+}
+
+func (s *Service) forget(match func(hash string, c cached) bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for h, c := range s.cache {
+		if match(h, c) {
+			delete(s.cache, h)
+		}
+	}
 }
 
 // MaxAge is the absolute session lifetime (the cookie's Max-Age).
@@ -167,7 +197,9 @@ func (s *Service) SetPassword(ctx context.Context, id, password string) error {
 	if err != nil {
 		return err
 	}
-	return s.store.SetPassword(ctx, id, hash)
+	err = s.store.SetPassword(ctx, id, hash)
+	s.forget(func(_ string, c cached) bool { return c.user.ID == id })
+	return err
 }
 
 // ErrBadLogin is the one answer to a wrong user name or a wrong password.
@@ -237,29 +269,47 @@ func (s *Service) Session(ctx context.Context, secret string) (User, error) {
 		return User{}, ErrNoSession
 	}
 	h := HashSecret(secret)
+	now := s.now()
+	s.mu.Lock()
+	c, ok := s.cache[h]
+	s.mu.Unlock()
+	if ok && now.Sub(c.checked) < cacheFor && now.Before(c.sess.ExpiresAt) {
+		return c.user, nil
+	}
 	sess, u, err := s.store.SessionUser(ctx, h)
 	if isNotFound(err) {
+		s.forget(func(k string, _ cached) bool { return k == h })
 		return User{}, ErrNoSession
 	}
 	if err != nil {
 		return User{}, err
 	}
-	now := s.now()
 	if !now.Before(sess.ExpiresAt) || now.Sub(sess.LastSeenAt) >= s.idle {
 		_ = s.store.DeleteSession(ctx, h)
+		s.forget(func(k string, _ cached) bool { return k == h })
 		return User{}, ErrNoSession
 	}
 	if now.Sub(sess.LastSeenAt) >= touchEvery {
 		if err := s.store.TouchSession(ctx, h, now); err != nil {
 			return User{}, err
 		}
+		sess.LastSeenAt = now
 	}
+	s.mu.Lock()
+	if len(s.cache) >= maxCached {
+		clear(s.cache)
+	}
+	s.cache[h] = cached{sess: sess, user: u, checked: now}
+	s.mu.Unlock()
 	return u, nil
 }
 
 // Logout ends a session; an unknown one is not an error.
 func (s *Service) Logout(ctx context.Context, secret string) error {
-	return s.store.DeleteSession(ctx, HashSecret(secret))
+	h := HashSecret(secret)
+	err := s.store.DeleteSession(ctx, h)
+	s.forget(func(k string, _ cached) bool { return k == h })
+	return err
 }
 
 // ProxyUser returns the user a trusted ingress names, creating them on

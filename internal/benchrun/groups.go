@@ -13,6 +13,7 @@ func groups(startupRuns, rounds int) []group {
 		{"wasm", benchWasm},
 		{"wasm-first-call", benchFirstCalls},
 		{"export", benchExport},
+		{"login", benchLogin},
 	}
 }
 
