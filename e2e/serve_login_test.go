@@ -277,6 +277,7 @@ func TestServeLoginProbes(t *testing.T) {
 		{"PUT", "/v1/workspaces/" + aliceWsID + "/keep"},
 		{"GET", "/v1/workspaces/" + aliceWsID + "/exports"},
 		{"POST", "/v1/workspaces/" + aliceWsID + "/export"},
+		{"GET", "/v1/workspaces/" + aliceWsID + "/agent"},
 		{"DELETE", "/v1/accounts/" + aliceAcct},
 	} {
 		var body any
@@ -291,6 +292,12 @@ func TestServeLoginProbes(t *testing.T) {
 		if code, raw, _ := bob.do(probe.method, probe.path, body, nil); code != 404 {
 			t.Errorf("bob %s %s: %d %s, want 404", probe.method, probe.path, code, raw)
 		}
+	}
+	if raw := bob.must(200, "GET", "/v1/audit", nil, nil); bytes.Contains(raw, []byte(aliceWsID)) || bytes.Contains(raw, []byte(aliceAcct)) {
+		t.Fatalf("bob's audit trail shows alice's actions: %s", raw)
+	}
+	if raw := alice.must(200, "GET", "/v1/audit", nil, nil); !bytes.Contains(raw, []byte(aliceAcct)) || !bytes.Contains(raw, []byte("user:alice")) {
+		t.Fatalf("alice's audit trail lacks her own account or names no actor: %s", raw)
 	}
 	// Alice's workspace is untouched and her changes never reach bob's
 	// streams: bob's own later change arrives, alice's earlier one not.
