@@ -325,6 +325,19 @@ func TestServeLoginProbes(t *testing.T) {
 		t.Fatalf("alice (admin) was refused module inspection: %d", code)
 	}
 
+	// Probe: a non-admin manages users; the admin may.
+	bob.must(403, "GET", "/v1/users", nil, nil)
+	bob.must(403, "POST", "/v1/users", map[string]any{"name": "eve", "password": "eve-password-1", "admin": true}, nil)
+	var carol struct{ User struct{ ID string } }
+	alice.must(201, "POST", "/v1/users", map[string]any{"name": "carol", "password": "carol-password-1"}, &carol)
+	alice.must(400, "POST", "/v1/users", map[string]any{"name": "bad name", "password": "carol-password-1"}, nil)
+	carolC := newWebClient(t, p.ready.URL)
+	carolC.login("carol", "carol-password-1")
+	bob.must(403, "DELETE", "/v1/users/"+carol.User.ID, nil, nil)
+	alice.must(204, "DELETE", "/v1/users/"+carol.User.ID, nil, nil)
+	carolC.must(401, "GET", "/v1/me", nil, nil)
+	alice.must(404, "DELETE", "/v1/users/"+carol.User.ID, nil, nil)
+
 	// Probes: cross-site writes and WebSockets with alice's valid cookie.
 	evil := newWebClient(t, p.ready.URL)
 	evil.header.Set("Cookie", alice.cookieHeader())
@@ -354,6 +367,7 @@ func TestServeLoginProbes(t *testing.T) {
 		Token string
 		Info  struct{ ID string }
 	}
+	alice.must(400, "POST", "/v1/tokens", map[string]any{"expires_in_seconds": -1}, nil)
 	alice.must(201, "POST", "/v1/tokens", map[string]any{"label": "ci", "expires_in_seconds": 3600}, &tok)
 	script := newWebClient(t, p.ready.URL)
 	script.bearer = tok.Token

@@ -332,6 +332,7 @@ func (s *Server) loginRoutes(rt *router) {
 	rt.handle("GET /v1/tokens", s.listTokens)
 	rt.handle("POST /v1/tokens", s.createToken)
 	rt.handle("DELETE /v1/tokens/{id}", s.revokeToken)
+	s.userRoutes(rt)
 }
 
 type loginBody struct {
@@ -464,7 +465,7 @@ func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request) {
 func adminOnly(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if id, _ := IdentityFrom(r.Context()); !id.Admin {
-			writeErrorCode(w, http.StatusForbidden, codeForbidden, "only an admin may do this: provider modules are code that runs for every user")
+			writeErrorCode(w, http.StatusForbidden, codeForbidden, "only an admin may do this (install or remove provider modules, which run for every user, or manage users)")
 			return
 		}
 		h(w, r)
