@@ -86,87 +86,113 @@ func (ownerHeader) Authenticate(r *http.Request) (Identity, bool) {
 }
 
 // BenchmarkFanoutPerUser: one user's workspace changes while users × 5
-// clients are connected; only that user's 5 clients may receive it.
-// "users-1" is the single-user baseline in the same run.
+// clients are connected; only that user's 5 clients may receive it. Two
+// servers run side by side, one with a single user (the baseline) and one
+// with 1,000, and each iteration times one change on each, so a load spike
+// on the shared machine hits both alike.
 func BenchmarkFanoutPerUser(b *testing.B) {
-	const perUser = 5
-	for _, users := range []int{1, 1000} {
-		b.Run(fmt.Sprintf("users-%d", users), func(b *testing.B) {
-			e := newEnvWith(b, openStore(b), &core.Registry{}, func(c *Config) {
-				c.Logger = slogTo(io.Discard)
-				c.Authenticators = []Authenticator{ownerHeader{}}
-			})
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			// Every user has a workspace, so every client's snapshot is
-			// non-empty and per-user.
-			var target core.Workspace
-			for u := range users {
-				ws := testWorkspace(fmt.Sprintf("u%d", u))
-				ws.Owner = fmt.Sprintf("user-%d", u)
-				saved, err := e.svc.Feed().Save(ctx, ws)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if u == 0 {
-					target = saved
-				}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	single := newUserFanout(b, ctx, 1)
+	many := newUserFanout(b, ctx, 1000)
+	for b.Loop() {
+		single.change(b, ctx)
+		many.change(b, ctx)
+	}
+	b.StopTimer()
+	single.check(b)
+	many.check(b)
+	b.ReportMetric(ms(percentile(single.owner.lat, 99)), "single-user-p99-ms")
+	b.ReportMetric(ms(percentile(many.owner.lat, 99)), "1000-users-p99-ms")
+	b.ReportMetric(ms(percentile(single.owner.lat, 50)), "single-user-p50-ms")
+	b.ReportMetric(ms(percentile(many.owner.lat, 50)), "1000-users-p50-ms")
+	b.ReportMetric(float64(many.receipts), "owner-receipts")
+	cancel()
+	for _, f := range []*userFanout{single, many} {
+		f.owner.close()
+		f.others.close()
+	}
+}
+
+const clientsPerUser = 5
+
+// userFanout is one server with users × clientsPerUser clients; user-0
+// owns the workspace that changes.
+type userFanout struct {
+	e             *testEnv
+	target        core.Workspace
+	owner, others *fanout
+	receipts      int
+}
+
+func newUserFanout(b *testing.B, ctx context.Context, users int) *userFanout {
+	e := newEnvWith(b, openStore(b), &core.Registry{}, func(c *Config) {
+		c.Logger = slogTo(io.Discard)
+		c.Authenticators = []Authenticator{ownerHeader{}}
+	})
+	f := &userFanout{e: e, owner: newFanout(clientsPerUser), others: newFanout(0)}
+	// Every user has a workspace, so every client's view is per-user.
+	for u := range users {
+		ws := testWorkspace(fmt.Sprintf("u%d", u))
+		ws.Owner = fmt.Sprintf("user-%d", u)
+		saved, err := e.svc.Feed().Save(ctx, ws)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if u == 0 {
+			f.target = saved
+		}
+	}
+	rev := e.svc.Feed().Rev()
+	for u := range users {
+		for range clientsPerUser {
+			c, _, err := e.dial(ctx, "?since="+strconv.FormatInt(rev, 10), &dialOptions{
+				HTTPHeader: http.Header{"X-Bench-Owner": {fmt.Sprintf("user-%d", u)}}})
+			if err != nil {
+				b.Fatalf("dial: %v", err)
 			}
-			rev := e.svc.Feed().Rev()
-			owner := newFanout(perUser)
-			others := newFanout(0)
-			for u := range users {
-				for range perUser {
-					c, _, err := e.dial(ctx, "?since="+strconv.FormatInt(rev, 10), &dialOptions{
-						HTTPHeader: http.Header{"X-Bench-Owner": {fmt.Sprintf("user-%d", u)}}})
-					if err != nil {
-						b.Fatalf("dial: %v", err)
-					}
-					if u == 0 {
-						owner.read(c)
-					} else {
-						others.read(c)
-					}
-				}
+			if u == 0 {
+				f.owner.read(c)
+			} else {
+				f.others.read(c)
 			}
-			eventually2(b, func() bool { return e.srv.hub.clientCount() == users*perUser })
-			// Warm up (first writes, first encodings) outside the timing.
-			for range 10 {
-				target.LastActivityAt = time.Now()
-				saved, err := e.svc.Feed().Save(ctx, target)
-				if err != nil {
-					b.Fatal(err)
-				}
-				target = saved
-				for range perUser {
-					<-owner.got
-				}
-			}
-			rounds := 0
-			for b.Loop() {
-				target.LastActivityAt = time.Now()
-				start := time.Now()
-				saved, err := e.svc.Feed().Save(ctx, target)
-				if err != nil {
-					b.Fatal(err)
-				}
-				target = saved
-				owner.round(b, saved.Rev, start)
-				rounds++
-			}
-			b.StopTimer()
-			// A change another user's client received would be waiting
-			// here (they read continuously).
-			select {
-			case r := <-others.got:
-				b.Fatalf("another user's client received rev %d", r.rev)
-			case <-time.After(200 * time.Millisecond):
-			}
-			owner.report(b)
-			b.ReportMetric(float64(rounds*perUser), "owner-receipts")
-			cancel()
-			owner.close()
-			others.close()
-		})
+		}
+	}
+	eventually2(b, func() bool { return e.srv.hub.clientCount() == users*clientsPerUser })
+	// Warm up (first writes, first encodings) outside the timing.
+	for range 10 {
+		f.save(b, ctx)
+		for range clientsPerUser {
+			<-f.owner.got
+		}
+	}
+	return f
+}
+
+func (f *userFanout) save(b *testing.B, ctx context.Context) core.Workspace {
+	f.target.LastActivityAt = time.Now()
+	saved, err := f.e.svc.Feed().Save(ctx, f.target)
+	if err != nil {
+		b.Fatal(err)
+	}
+	f.target = saved
+	return saved
+}
+
+// change saves the target and waits for its owner's clients.
+func (f *userFanout) change(b *testing.B, ctx context.Context) {
+	start := time.Now()
+	saved := f.save(b, ctx)
+	f.owner.round(b, saved.Rev, start)
+	f.receipts += clientsPerUser
+}
+
+// check fails if any other user's client received a change (they read
+// continuously, so one would be waiting).
+func (f *userFanout) check(b *testing.B) {
+	select {
+	case r := <-f.others.got:
+		b.Fatalf("another user's client received rev %d", r.rev)
+	case <-time.After(200 * time.Millisecond):
 	}
 }

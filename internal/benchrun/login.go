@@ -50,11 +50,11 @@ func benchLogin() error {
 	if err != nil {
 		return err
 	}
-	one, err := metric(res, "BenchmarkFanoutPerUser/users-1", "p99-ms")
+	one, err := metric(res, "BenchmarkFanoutPerUser", "single-user-p99-ms")
 	if err != nil {
 		return err
 	}
-	many, err := metric(res, "BenchmarkFanoutPerUser/users-1000", "p99-ms")
+	many, err := metric(res, "BenchmarkFanoutPerUser", "1000-users-p99-ms")
 	if err != nil {
 		return err
 	}
