@@ -2,8 +2,10 @@ package uibridge
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -73,5 +75,43 @@ func TestLoginCookieAndBasePath(t *testing.T) {
 	// A cookie of the http name is not read over https.
 	if rec := send("GET", "/api/companion/v1/me", "", "Cookie", strings.Replace(cookie, "__Host-companion", "companion_session", 1)); rec.Code != http.StatusUnauthorized {
 		t.Fatalf("wrong cookie name: %d", rec.Code)
+	}
+}
+
+// The client address failed logins count against: the peer, or from a
+// trusted ingress the right-most X-Forwarded-For hop it did not add
+// itself; forwarding headers from anyone else never reach a handler.
+func TestIngressBelievesOnlyTrustedPeers(t *testing.T) {
+	l := &Login{Proxy: &Proxy{Trusted: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/30")}, UserHeader: "X-User"}}
+	var got struct {
+		addr, host, user, xff string
+	}
+	h := l.ingress(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got.addr, got.host, got.user, got.xff = clientAddr(r), r.Host, r.Header.Get("X-User"), r.Header.Get("X-Forwarded-For")
+	}), slogTo(io.Discard))
+	for _, c := range []struct {
+		peer, xff, wantAddr, wantUser, wantHost string
+	}{
+		{"10.0.0.1:5000", "6.6.6.6, 1.2.3.4, 10.0.0.2", "1.2.3.4", "alice", "public.example"},
+		{"10.0.0.1:5000", "", "10.0.0.1", "alice", "public.example"},
+		{"10.0.0.9:5000", "1.2.3.4", "10.0.0.9", "", "companion.internal"},
+		{"[::1]:5000", "1.2.3.4", "::1", "", "companion.internal"},
+	} {
+		req := httptest.NewRequest("GET", "/v1/me", nil)
+		req.RemoteAddr = c.peer
+		req.Host = "companion.internal"
+		req.Header.Set("X-User", "alice")
+		req.Header.Set("X-Forwarded-Host", "public.example")
+		if c.xff != "" {
+			req.Header.Set("X-Forwarded-For", c.xff)
+		}
+		h.ServeHTTP(httptest.NewRecorder(), req)
+		if got.addr != c.wantAddr || got.user != c.wantUser || got.host != c.wantHost {
+			t.Errorf("peer %s, X-Forwarded-For %q: client %q user %q host %q; want %q %q %q",
+				c.peer, c.xff, got.addr, got.user, got.host, c.wantAddr, c.wantUser, c.wantHost)
+		}
+		if c.wantUser == "" && got.xff != "" {
+			t.Errorf("peer %s: X-Forwarded-For reached the handler", c.peer)
+		}
 	}
 }
