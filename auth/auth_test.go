@@ -77,6 +77,15 @@ func TestFirstUserIsAdminAndNamesAreChecked(t *testing.T) {
 	if _, err := svc.AddLocalUser(ctx, "carol", "short", false); kindOf(err) != core.KindInvalid {
 		t.Errorf("short password: %v", err)
 	}
+	// An OpenID user is keyed by (issuer, subject), not by name.
+	o1, err := svc.ExternalUser(ctx, "https://id.example", "sub-1", "alice")
+	o2, _ := svc.ExternalUser(ctx, "https://id.example", "sub-1", "renamed")
+	if err != nil || o1.ID != o2.ID || o1.ID == a.ID || o1.Admin {
+		t.Fatalf("external user: %+v %+v %v", o1, o2, err)
+	}
+	if _, err := svc.ExternalUser(ctx, auth.IssuerLocal, "alice", "alice"); kindOf(err) != core.KindInvalid {
+		t.Fatalf("external user claiming the local issuer: %v", err)
+	}
 	// A proxy user of the same name is another user.
 	p, err := svc.ProxyUser(ctx, "alice")
 	if err != nil || p.ID == a.ID || p.Admin {

@@ -318,13 +318,28 @@ func (s *Service) ProxyUser(ctx context.Context, name string) (User, error) {
 	if err := CheckName(name); err != nil {
 		return User{}, err
 	}
-	u, err := s.store.UserBySubject(ctx, IssuerProxy, name)
+	return s.ExternalUser(ctx, IssuerProxy, name, name)
+}
+
+// ExternalUser returns the user another party vouches for, keyed by
+// (issuer, subject) (an OpenID Connect login passes the ID token's iss
+// and sub), creating them on first sight with name as display name; the
+// first user of the installation becomes an admin. Start their session
+// with StartSession.
+func (s *Service) ExternalUser(ctx context.Context, issuer, subject, name string) (User, error) {
+	if issuer == "" || subject == "" || issuer == IssuerLocal {
+		return User{}, core.Errorf(core.KindInvalid, "an external user needs an issuer other than %q and a subject", IssuerLocal)
+	}
+	u, err := s.store.UserBySubject(ctx, issuer, subject)
 	if !isNotFound(err) {
 		return u, err
 	}
-	u, err = s.store.CreateUser(ctx, User{ID: NewID("u_"), Issuer: IssuerProxy, Subject: name, Name: name, CreatedAt: s.now()})
+	if name == "" || len(name) > 200 {
+		name = subject
+	}
+	u, err = s.store.CreateUser(ctx, User{ID: NewID("u_"), Issuer: issuer, Subject: subject, Name: name, CreatedAt: s.now()})
 	if isConflict(err) { // created by a concurrent request
-		return s.store.UserBySubject(ctx, IssuerProxy, name)
+		return s.store.UserBySubject(ctx, issuer, subject)
 	}
 	return u, err
 }

@@ -284,8 +284,9 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				id.Actor = g.tokenActor
 			}
 			r = r.WithContext(core.WithActor(withIdentity(r.Context(), id), id.Actor))
-		case g.public[r.URL.Path]:
-			// Sign-in and sign-out need no credential (and no identity).
+		case g.public[r.URL.Path] || (g.public != nil && strings.HasPrefix(r.URL.Path, "/v1/login/")):
+			// Sign-in (any method's routes under /v1/login/) and sign-out
+			// need no credential (and get no identity).
 		case g.public != nil:
 			w.Header().Set("WWW-Authenticate", `Bearer realm="companion"`)
 			refuse(w, r, http.StatusUnauthorized, codeUnauthorized, "sign in first (POST /v1/login, or through your ingress), or send Authorization: Bearer <API token>")

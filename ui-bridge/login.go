@@ -335,6 +335,18 @@ func (s *Server) loginRoutes(rt *router) {
 	s.userRoutes(rt)
 }
 
+// SignIn starts a session for u, signed in by method, and sets its
+// cookie on w: the seam for login methods outside this package (an OpenID
+// Connect callback calls it with auth.Service.ExternalUser's user).
+func (l *Login) SignIn(ctx context.Context, w http.ResponseWriter, u auth.User, method string) error {
+	secret, err := l.Auth.StartSession(ctx, u.ID, method)
+	if err != nil {
+		return err
+	}
+	http.SetCookie(w, l.cookie(secret, l.Auth.MaxAge()))
+	return nil
+}
+
 type loginBody struct {
 	Name     string `json:"name"`
 	Password string `json:"password"`

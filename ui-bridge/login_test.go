@@ -68,6 +68,23 @@ func TestLoginCookieAndBasePath(t *testing.T) {
 	if rec.Code != 201 || !strings.HasPrefix(rec.Header().Get("Location"), "/api/companion/v1/tokens/tok_") {
 		t.Fatalf("create token: %d, Location %q", rec.Code, rec.Header().Get("Location"))
 	}
+	// Another login method (OpenID Connect) signs a user in through SignIn.
+	ext, err := login.Auth.ExternalUser(context.Background(), "https://id.example", "sub-9", "dora")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sr := httptest.NewRecorder()
+	if err := login.SignIn(context.Background(), sr, ext, "oidc"); err != nil {
+		t.Fatal(err)
+	}
+	rec = send("GET", "/api/companion/v1/me", "", "Cookie", strings.Split(sr.Header().Get("Set-Cookie"), ";")[0])
+	if rec.Code != 200 || !strings.Contains(rec.Body.String(), `"issuer":"https://id.example"`) {
+		t.Fatalf("me after SignIn: %d %s", rec.Code, rec.Body)
+	}
+	// Routes under /v1/login/ are reachable without a credential.
+	if rec := send("GET", "/api/companion/v1/login/oidc", ""); rec.Code != 404 || !strings.Contains(rec.Body.String(), "no such route") {
+		t.Fatalf("unregistered login route: %d %s, want the router's 404, not 401", rec.Code, rec.Body)
+	}
 	// The launch token does not exist here: an empty bearer is nobody.
 	if rec := send("GET", "/api/companion/v1/me", "", "Authorization", "Bearer "); rec.Code != 401 {
 		t.Fatalf("empty bearer: %d", rec.Code)
