@@ -86,6 +86,7 @@ type Store interface {
 	DeleteExpiredSessions(ctx context.Context, now, idleBefore time.Time) (int, error)
 	PutToken(ctx context.Context, t Token) error
 	TokenUser(ctx context.Context, hash string) (Token, User, error)
+	TouchToken(ctx context.Context, id string, at time.Time) error
 	ListTokens(ctx context.Context, userID string) ([]Token, error)
 	// DeleteToken removes userID's token id; another user's is not found.
 	DeleteToken(ctx context.Context, userID, id string) error

@@ -230,6 +230,9 @@ func TestTokens(t *testing.T) {
 	if u, err := svc.TokenUser(ctx, secret); err != nil || u.ID != a.ID {
 		t.Fatalf("token: %+v %v", u, err)
 	}
+	if list, _ := svc.ListTokens(ctx, a.ID); len(list) != 1 || !list[0].LastUsedAt.Equal(clk.Now()) {
+		t.Fatalf("alice's tokens after a use: %+v, want last used now", list)
+	}
 	if err := svc.RevokeToken(ctx, b.ID, tok.ID); kindOf(err) != core.KindNotFound {
 		t.Fatalf("bob revokes alice's token: %v, want not found", err)
 	}

@@ -399,8 +399,14 @@ func (s *Service) TokenUser(ctx context.Context, secret string) (User, error) {
 	if err != nil {
 		return User{}, err
 	}
-	if !t.ExpiresAt.IsZero() && !s.now().Before(t.ExpiresAt) {
+	now := s.now()
+	if !t.ExpiresAt.IsZero() && !now.Before(t.ExpiresAt) {
 		return User{}, ErrBadToken
+	}
+	if now.Sub(t.LastUsedAt) >= touchEvery {
+		if err := s.store.TouchToken(ctx, t.ID, now); err != nil {
+			return User{}, err
+		}
 	}
 	return u, nil
 }

@@ -224,6 +224,14 @@ func (s *Store) TokenUser(ctx context.Context, hash string) (auth.Token, auth.Us
 	return tk, u, nil
 }
 
+// TouchToken implements auth.Store.
+func (s *Store) TouchToken(ctx context.Context, id string, at time.Time) error {
+	return s.write(ctx, "touch token", func(t txn) error {
+		_, err := t.exec(`UPDATE api_tokens SET last_used_at = ? WHERE id = ?`, at.UnixNano(), id)
+		return err
+	})
+}
+
 // ListTokens implements auth.Store.
 func (s *Store) ListTokens(ctx context.Context, userID string) ([]auth.Token, error) {
 	rows, err := s.r.QueryContext(ctx, `SELECT id, label, created_at, expires_at, last_used_at FROM api_tokens WHERE user_id = ? ORDER BY created_at, id`, userID)

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"flag"
+	"log/slog"
+	"net"
 	"fmt"
 	"net/netip"
 	"net/url"
@@ -131,4 +133,18 @@ func (l *loginFlags) bridgeLogin(ctx context.Context, store *db.Store, cfg *uibr
 		cfg.AllowedOrigins = append(cfg.AllowedOrigins, l.public.Scheme+"://"+l.public.Host)
 	}
 	return lg, nil
+}
+
+// warnUnreachable says so at start when serve listens beyond loopback but
+// allows no name: requests by the machine's address or DNS name would all
+// get 403 forbidden_host.
+func (l *loginFlags) warnUnreachable(log *slog.Logger, listen string, hosts []string) {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil || !l.enabled() || l.public != nil || len(hosts) > 0 {
+		return
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() || host == "localhost" {
+		return
+	}
+	log.Warn("listening beyond loopback, but only the bound address is an allowed Host; set --public-url (or --allow-host) to the name people use, or they will get 403 forbidden_host", "listen", listen)
 }

@@ -318,6 +318,7 @@ func serve(ctx context.Context, m mode, f *serverFlags, log *slog.Logger, stdout
 		ln.Close()
 		return err
 	}
+	f.login.warnUnreachable(log, f.listen, f.hosts)
 	// The bridge is built after the ready line; bad flags stop companion
 	// before it.
 	if err := uibridge.CheckConfig(bridgeCfg); err != nil {
