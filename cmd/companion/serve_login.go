@@ -3,9 +3,9 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 	"log/slog"
 	"net"
-	"fmt"
 	"net/netip"
 	"net/url"
 	"strings"
