@@ -124,6 +124,9 @@ func (l *loginFlags) bridgeLogin(ctx context.Context, store *db.Store, cfg *uibr
 			return nil, fmt.Errorf("--auth local but there are no users yet: add one first with companion users add --data-dir DIR NAME (the first user is an admin)")
 		}
 	}
+	if err := shareDocker(ctx, store, svc); err != nil {
+		return nil, err
+	}
 	lg := &uibridge.Login{Auth: svc, Local: l.local, PublicURL: l.public, BasePath: l.basePath}
 	if l.proxy {
 		lg.Proxy = &uibridge.Proxy{Trusted: l.trusted, UserHeader: l.userHeader}
@@ -147,4 +150,32 @@ func (l *loginFlags) warnUnreachable(log *slog.Logger, listen string, hosts []st
 		return
 	}
 	log.Warn("listening beyond loopback, but only the bound address is an allowed Host; set --public-url (or --allow-host) to the name people use, or they will get 403 forbidden_host", "listen", listen)
+}
+
+// shareDocker makes the built-in Docker account the first admin's and
+// shared, so every user can make boxes on the local Docker Engine and each
+// box belongs to whoever made it. With no admin yet (an ingress has named
+// nobody so far) it stays as it is until a start after one exists.
+// Workspaces made before sign-in was turned on keep owner "" and are seen
+// by nobody.
+func shareDocker(ctx context.Context, store *db.Store, svc *auth.Service) error {
+	users, err := svc.ListUsers(ctx)
+	if err != nil {
+		return err
+	}
+	for _, u := range users {
+		if !u.Admin {
+			continue
+		}
+		acct, err := store.GetAccount(ctx, localDockerAccount)
+		if err != nil {
+			return err
+		}
+		if acct.Shared && acct.Owner != "" {
+			return nil // already made; a later admin does not take it over
+		}
+		acct.Owner, acct.Shared = u.ID, true
+		return store.PutAccount(ctx, acct)
+	}
+	return nil
 }

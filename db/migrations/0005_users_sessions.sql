@@ -42,3 +42,7 @@ CREATE TABLE api_tokens (
 ) STRICT;
 
 CREATE INDEX api_tokens_user ON api_tokens (user_id);
+
+-- A shared account (serve mode's built-in Docker account) is usable by
+-- every user; its workspaces belong to whoever made them.
+ALTER TABLE accounts ADD COLUMN shared INTEGER NOT NULL DEFAULT 0 CHECK (shared IN (0, 1));
