@@ -11,6 +11,7 @@ import (
 // alone (the admin included gets 404), and only the admin may remove the
 // account.
 func TestServeSharedDocker(t *testing.T) {
+	// dockerScope removes every container of the scope when the test ends.
 	image, scope := boxImage(t), dockerScope(t)
 	data := t.TempDir()
 	addUser(t, data, "alice", "alice-password-1")
@@ -40,12 +41,6 @@ func TestServeSharedDocker(t *testing.T) {
 	var ws struct{ Workspace workspace }
 	bob.must(202, "POST", "/v1/workspaces", map[string]any{"account_id": "local-docker", "name": "bobs-box"}, &ws)
 	id := ws.Workspace.ID
-	t.Cleanup(func() {
-		var prev struct{ Token string }
-		if code, _, _ := bob.do("POST", "/v1/workspaces/"+id+"/delete-preview", map[string]any{}, &prev); code == 200 {
-			bob.do("POST", "/v1/workspaces/"+id+"/delete", map[string]string{"token": prev.Token}, nil)
-		}
-	})
 	bobWS.waitFor("bob's docker box running", 120*time.Second, upsertOf(id, "running"))
 
 	alice.must(404, "GET", "/v1/workspaces/"+id, nil, nil)
@@ -60,12 +55,6 @@ func TestServeSharedDocker(t *testing.T) {
 	bobWS.waitFor("bob's box paused", 120*time.Second, upsertOf(id, "paused"))
 	var mine struct{ Workspace workspace }
 	alice.must(202, "POST", "/v1/workspaces", map[string]any{"account_id": "local-docker", "name": "alices-box"}, &mine)
-	t.Cleanup(func() {
-		var prev struct{ Token string }
-		if code, _, _ := alice.do("POST", "/v1/workspaces/"+mine.Workspace.ID+"/delete-preview", map[string]any{}, &prev); code == 200 {
-			alice.do("POST", "/v1/workspaces/"+mine.Workspace.ID+"/delete", map[string]string{"token": prev.Token}, nil)
-		}
-	})
 	aliceWS.waitFor("alice's own box", 120*time.Second, func(m wsMsg) bool {
 		return m.Type == "upsert" && m.Workspace != nil && m.Workspace.ID == mine.Workspace.ID
 	})
