@@ -54,7 +54,7 @@ func opState(k OpKind) State {
 }
 
 func (s *Service) runCreate(ctx context.Context, op Op, ws Workspace, acct Account, p Provider, info ProviderInfo) {
-	spec := CreateSpec{WorkspaceID: ws.ID, Name: ws.Name, Lifecycle: ws.Lifecycle, Options: ws.Options}
+	spec := CreateSpec{WorkspaceID: ws.ID, Owner: ws.Owner, Name: ws.Name, Lifecycle: ws.Lifecycle, Options: ws.Options}
 	key, err := s.agentKey(ctx, ws.ID)
 	if err != nil {
 		ws.Error, ws.State = "create failed: "+messageOf(err), StateError

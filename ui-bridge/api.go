@@ -34,11 +34,12 @@ func (s *Server) routes(rt *router) {
 	rt.handle("POST /v1/exports/{id}/restore", s.restoreExport)
 	s.retentionRoutes(rt)
 	if s.cfg.Modules != nil {
-		rt.handle("POST /v1/providers/inspect", s.inspectModule)
-		rt.handle("POST /v1/providers", s.installModule)
-		rt.handle("DELETE /v1/providers/{name}", s.removeModule)
+		rt.handle("POST /v1/providers/inspect", adminOnly(s.inspectModule))
+		rt.handle("POST /v1/providers", adminOnly(s.installModule))
+		rt.handle("DELETE /v1/providers/{name}", adminOnly(s.removeModule))
 	}
 	s.pageRoutes(rt)
+	s.loginRoutes(rt)
 }
 
 // owner is the identity the gate established for r.

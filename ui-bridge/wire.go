@@ -72,6 +72,9 @@ type Account struct {
 	// problem that needs a person (see API.md, "Account status").
 	Status AccountStatus `json:"status"`
 	Flag   *AccountFlag  `json:"flag"`
+	// Shared: usable by every user (serve mode's Docker account); only
+	// its owner, an admin, may remove it.
+	Shared bool `json:"shared"`
 }
 
 // Provider is an installed adapter and whether it can be used right now.
@@ -229,6 +232,7 @@ func toWireAccount(a core.Account, st core.AccountStatus) Account {
 		Config:      a.Config,
 		Credentials: a.Credentials,
 		CreatedAt:   wireTime(a.CreatedAt),
+		Shared:      a.Shared,
 		Status: AccountStatus{
 			State:         string(st.State),
 			ErrorCode:     string(st.Kind),

@@ -28,6 +28,8 @@ Usage:
   companion accounts ...       add, list and remove provider accounts (token on stdin)
   companion secrets ...        make and rotate the key of the sealed secret store
   companion audit verify       check the audit trail's hash chain
+  companion users ...          add, list, remove local users of serve --auth local
+  companion tokens ...         create, list, revoke users' personal API tokens
   companion version            print the version
   companion help [command]     show help for a command
 
@@ -54,6 +56,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return runAccounts(rest, stdin, stdout, stderr)
 	case "secrets":
 		return runSecrets(rest, stdout, stderr)
+	case "users":
+		return runUsers(rest, stdin, stdout, stderr)
+	case "tokens":
+		return runTokens(rest, stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintf(stdout, "companion %s\n", version)
 		return 0

@@ -50,6 +50,7 @@ type serverFlags struct {
 	exitOnStdinClose  bool
 	timeouts          httpTimeouts
 	secrets           secretFlags
+	login             loginFlags
 }
 
 type stringList []string
@@ -87,6 +88,7 @@ func parseServerFlags(m mode, args []string, stderr io.Writer) (*serverFlags, er
 	f.secrets.addFlags(fs)
 	if m == modeServe {
 		fs.Var(&f.hosts, "allow-host", "extra `host[:port]` the server answers to, e.g. the name your ingress forwards (repeatable)")
+		f.login.addFlags(fs)
 	}
 	if m == modeDesktop {
 		fs.BoolVar(&f.exitOnStdinClose, "exit-on-stdin-close", true, "exit when stdin closes (the parent app died)")
@@ -114,8 +116,14 @@ Flags:
 			fmt.Fprint(stderr, `Usage: companion serve [flags]
 
 Runs the always-on companion server for Canvas web. Until a login method is
-configured it only listens on loopback addresses and uses a per-launch token
-like desktop mode; it prints the same ready line on stdout.
+configured (--auth) it only listens on loopback addresses and uses a
+per-launch token like desktop mode; it prints the same ready line on stdout.
+
+With --auth local (users from "companion users add") or --auth proxy (a
+trusted ingress names the user), every /v1/ request needs a signed-in user:
+a session cookie from POST /v1/login, the ingress's user header, or a
+personal API token ("companion tokens create"). The per-launch token is then
+off (the ready line's token is empty), and any --listen address is allowed.
 
 Provider tokens are kept in the OS keyring when one answers; a server without
 one needs a secret key for the sealed store (--secrets sealed
@@ -142,6 +150,11 @@ Flags:
 	if f.retentionInterval <= 0 {
 		return nil, fmt.Errorf("--retention-interval %s: want a positive duration, e.g. 1m", f.retentionInterval)
 	}
+	if m == modeServe {
+		if err := f.login.check(); err != nil {
+			return nil, err
+		}
+	}
 	origins, err := normalizeOrigins(f.origins)
 	if err != nil {
 		return nil, err
@@ -165,13 +178,14 @@ func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 	return nil, fmt.Errorf("--log-format %q: want text or json", format)
 }
 
-// checkListen refuses addresses the mode may not use.
-func checkListen(m mode, addr string) error {
+// checkListen refuses addresses the mode may not use; login says whether
+// serve has a sign-in method.
+func checkListen(m mode, addr string, login bool) error {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return fmt.Errorf("--listen %q: %v (want HOST:PORT, e.g. 127.0.0.1:0)", addr, err)
 	}
-	if host == "localhost" {
+	if host == "localhost" || (m == modeServe && login) {
 		return nil
 	}
 	ip := net.ParseIP(host)
@@ -209,7 +223,7 @@ func runServer(m mode, args []string, stdin io.Reader, stdout, stderr io.Writer)
 		fmt.Fprintf(stderr, "companion %s: %v\n", m, err)
 		return 2
 	}
-	if err := checkListen(m, f.listen); err != nil {
+	if err := checkListen(m, f.listen, f.login.enabled()); err != nil {
 		fmt.Fprintf(stderr, "companion %s: %v\n", m, err)
 		return 2
 	}
@@ -306,6 +320,9 @@ func serve(ctx context.Context, m mode, f *serverFlags, log *slog.Logger, stdout
 		return fmt.Errorf("listen on %s: %w", f.listen, err)
 	}
 	token := newToken()
+	if f.login.enabled() {
+		token = "" // users sign in; the launch token is nobody (docs/decisions.md)
+	}
 	bridgeCfg := uibridge.Config{
 		Service:    svc,
 		Token:      token,
@@ -320,6 +337,11 @@ func serve(ctx context.Context, m mode, f *serverFlags, log *slog.Logger, stdout
 		Modules:        provs,
 		AgentHTTP:      wasm.EndpointClient(),
 	}
+	if bridgeCfg.Login, err = f.login.bridgeLogin(ctx, store, &bridgeCfg); err != nil {
+		ln.Close()
+		return err
+	}
+	f.login.warnUnreachable(log, f.listen, f.hosts)
 	// The bridge is built after the ready line; bad flags stop companion
 	// before it.
 	if err := uibridge.CheckConfig(bridgeCfg); err != nil {
@@ -346,9 +368,13 @@ func serve(ctx context.Context, m mode, f *serverFlags, log *slog.Logger, stdout
 		}
 	}()
 
-	url := "http://" + ln.Addr().String()
+	url := "http://" + ln.Addr().String() + f.login.basePath
+	pageURL := url + "/"
+	if token != "" {
+		pageURL += "#token=" + token
+	}
 	if err := json.NewEncoder(stdout).Encode(readyLine{Event: "ready", URL: url, Token: token, Version: version,
-		PageURL: url + "/#token=" + token}); err != nil {
+		PageURL: pageURL}); err != nil {
 		log.Warn("could not write the ready line", "err", err)
 	}
 	log.Info("companion ready", "mode", m, "url", url, "data_dir", f.dataDir, "version", version)

@@ -15,6 +15,7 @@ func groups(startupRuns, rounds int) []group {
 		{"export", benchExport},
 		{"retention", benchRetention},
 		{"page", benchPage},
+		{"login", benchLogin},
 	}
 }
 
