@@ -62,6 +62,11 @@ type Account struct {
 	// the values themselves are never loaded into this struct.
 	Credentials []string  `json:"credentials"`
 	CreatedAt   time.Time `json:"created_at"`
+	// DeleteExport says whether a delete needs a verified export first
+	// ("" or DeleteExportRequired) or may go ahead when it fails
+	// (DeleteExportBestEffort). Only a person's explicit setting makes it
+	// best-effort (SetDeleteExport).
+	DeleteExport DeleteExportMode `json:"delete_export,omitempty"`
 }
 
 // CredentialKey is the secret-store key of one credential of an account.

@@ -9,7 +9,7 @@ import (
 )
 
 const (
-	accountCols = `id, owner, provider, label, config, credentials, created_at`
+	accountCols = `id, owner, provider, label, config, credentials, created_at, delete_export`
 	qGetAccount = `SELECT ` + accountCols + ` FROM accounts WHERE id = ?`
 )
 
@@ -29,15 +29,16 @@ func (s *Store) PutAccount(ctx context.Context, a core.Account) error {
 	var e enc
 	args := []any{a.ID, a.Owner, a.Provider, a.Label,
 		e.json("config", a.Config, a.Config == nil), e.json("credentials", a.Credentials, a.Credentials == nil),
-		e.time("created_at", a.CreatedAt)}
+		e.time("created_at", a.CreatedAt), string(a.DeleteExport.Effective())}
 	if e.err != nil {
 		return e.err
 	}
 	return s.write(ctx, "put account "+a.ID, func(t txn) error {
-		_, err := t.exec(`INSERT INTO accounts (`+accountCols+`) VALUES (?, ?, ?, ?, ?, ?, ?)
+		_, err := t.exec(`INSERT INTO accounts (`+accountCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (id) DO UPDATE SET owner = excluded.owner, provider = excluded.provider,
 				label = excluded.label, config = excluded.config,
-				credentials = excluded.credentials, created_at = excluded.created_at`, args...)
+				credentials = excluded.credentials, created_at = excluded.created_at,
+				delete_export = excluded.delete_export`, args...)
 		return err
 	})
 }
@@ -111,8 +112,9 @@ func scanAccount(r scanner) (core.Account, error) {
 		a           core.Account
 		config, crd sql.NullString
 		created     sql.NullInt64
+		delExport   string
 	)
-	if err := r.Scan(&a.ID, &a.Owner, &a.Provider, &a.Label, &config, &crd, &created); err != nil {
+	if err := r.Scan(&a.ID, &a.Owner, &a.Provider, &a.Label, &config, &crd, &created, &delExport); err != nil {
 		return core.Account{}, err
 	}
 	var err error
@@ -123,5 +125,8 @@ func scanAccount(r scanner) (core.Account, error) {
 		return core.Account{}, err
 	}
 	a.CreatedAt = timeOf(created)
+	if m := core.DeleteExportMode(delExport); m != core.DeleteExportRequired {
+		a.DeleteExport = m // the zero value is required
+	}
 	return a, nil
 }

@@ -269,8 +269,16 @@ func serve(ctx context.Context, m mode, f *serverFlags, log *slog.Logger, stdout
 	if err != nil {
 		return err
 	}
+	hook, err := crashHook(log)
+	if err != nil {
+		return err
+	}
+	exportLocation := ""
+	if m == modeDesktop {
+		exportLocation = exporter.Writer.Root // serve mode keeps its paths to itself
+	}
 	svc, err := core.NewService(ctx, core.Config{Store: store, Providers: &registry, Secrets: keys, Logger: log, DeferLoad: true,
-		Exporter: exporter})
+		Exporter: exporter, ExportLocation: exportLocation, StepHook: hook})
 	if err != nil {
 		return err
 	}
