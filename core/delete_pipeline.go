@@ -116,13 +116,15 @@ func resumeAt(step string) int {
 // the workspace shows its real state with "delete blocked: …", and the
 // audit entry says so.
 func (s *Service) runDeletePipeline(ctx context.Context, op Op, ws Workspace, acct Account, p Provider, info ProviderInfo) {
+	from := resumeAt(op.Step)
 	if op.Delete == nil {
 		// Journaled before the pipeline existed: start over, taking the
 		// box as it is now as what was asked for.
 		op.Delete = &DeleteJournal{BoxID: ws.BoxID, Actor: ActorRecovery}
+		from = 0
 	}
 	d := &deleteRun{s: s, op: &op, j: op.Delete, ws: ws, acct: acct, p: p, info: info}
-	d.run(ctx, resumeAt(op.Step))
+	d.run(ctx, from)
 }
 
 func (d *deleteRun) run(ctx context.Context, from int) {
