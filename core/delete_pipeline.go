@@ -387,7 +387,9 @@ func (d *deleteRun) export(ctx context.Context) bool {
 			return fmt.Errorf("reach the box's agent-server: %w", err)
 		}
 		res, err = s.cfg.Exporter.Export(ctx, ExportJob{WorkspaceID: d.ws.ID, BoxID: d.ws.BoxID, Endpoint: ep},
-			func(pr ExportProgress) { prog.report(fmt.Sprintf("export before delete: %s, %d bytes", pr.Step, pr.Bytes)) })
+			func(pr ExportProgress) {
+				prog.report(fmt.Sprintf("export before delete: %s, %d bytes", pr.Step, pr.Bytes))
+			})
 		return err
 	})
 	prog.stop()
