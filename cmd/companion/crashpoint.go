@@ -21,7 +21,7 @@ const crashEnv = "COMPANION_TEST_CRASH_AT"
 // names no step stops companion, so a typo cannot make a crash test pass
 // by never crashing.
 func crashHook(log *slog.Logger) (func(core.OpKind, string), error) {
-	v, ok := os.LookupEnv(crashEnv)
+	v, ok := lookupCrashEnv()
 	if !ok {
 		return nil, nil
 	}
@@ -40,3 +40,5 @@ func crashHook(log *slog.Logger) (func(core.OpKind, string), error) {
 		}
 	}, nil
 }
+
+func lookupCrashEnv() (string, bool) { return os.LookupEnv(crashEnv) }
