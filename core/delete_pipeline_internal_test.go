@@ -60,3 +60,22 @@ func TestExportModeDefaultsToRequired(t *testing.T) {
 		t.Error("best_effort lost")
 	}
 }
+
+// TestPreviewOfAStoppedBox: a crashed (stopped) box is woken for the
+// export, but the preview never calls it paused nor claims a pause kept
+// memory; best-effort says everything is lost if the export fails.
+func TestPreviewOfAStoppedBox(t *testing.T) {
+	ws := Workspace{BoxID: "b1", Provider: "docker", State: StateStopped}
+	ex := DeleteExportPlan{Will: true, Wake: true, Mode: DeleteExportBestEffort, ArchivePath: ArchivePath, Location: "/x/ws/",
+		Captures: []string{"the box is stopped: it is woken for the export"}}
+	lost, survives := consequences(ws, ProviderInfo{Capabilities: Capabilities{SuspendKeepsMemory: true}}, ex)
+	all := strings.Join(append(lost, survives...), "\n")
+	if strings.Contains(all, "pause") {
+		t.Errorf("a stopped box is described as paused: %s", all)
+	}
+	for _, want := range []string{"outside /workspace", "best_effort", "/x/ws/", "pushed"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("preview does not say %q: %s", want, all)
+		}
+	}
+}
