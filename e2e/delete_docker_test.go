@@ -24,7 +24,7 @@ func TestDeleteDockerCorruptReadBackBlocks(t *testing.T) {
 	p.must(202, "POST", "/v1/workspaces", map[string]any{"account_id": "local-docker", "name": "corrupt"}, &created)
 	id := created.Workspace.ID
 	box := p.waitState(id, "running", 90*time.Second).BoxID
-	previewAndDelete(p, id)
+	previewAndDeleteCrashing(p, id)
 	select {
 	case <-p.done:
 	case <-time.After(3 * time.Minute):

@@ -202,7 +202,7 @@ func TestDeleteCrashAtEveryStep(t *testing.T) {
 			f.converse(t, box)
 			p.must(202, "POST", "/v1/workspaces/"+id+"/pause", nil, nil)
 			p.waitState(id, "paused", time.Minute)
-			previewAndDelete(p, id)
+			previewAndDeleteCrashing(p, id)
 			select {
 			case <-p.done:
 			case <-time.After(2 * time.Minute):

@@ -318,6 +318,31 @@ func previewAndDelete(p *proc, id string) deletePreview {
 	return pv
 }
 
+// previewAndDeleteCrashing is previewAndDelete for a companion armed to
+// crash at an early step: the crash may come before the answer is
+// written, so the delete request may end without one (a 202 or a broken
+// connection are both fine; any other answer is not).
+func previewAndDeleteCrashing(p *proc, id string) {
+	p.t.Helper()
+	var pv deletePreview
+	p.must(200, "POST", "/v1/workspaces/"+id+"/delete-preview", nil, &pv)
+	body := strings.NewReader(`{"token":"` + pv.Token + `"}`)
+	req, err := http.NewRequest("POST", p.ready.URL+"/v1/workspaces/"+id+"/delete", body)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+p.ready.Token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return // the process died before it answered
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		p.t.Fatalf("delete answered %d, want 202", resp.StatusCode)
+	}
+}
+
 // deletePreview is the wire form of a delete preview.
 type deletePreview struct {
 	Token    string   `json:"token"`
