@@ -104,6 +104,17 @@ type ExportResult struct {
 	Files         []ExportFile
 	Bytes         int64
 	ArchiveSHA256 string
+	// NothingToArchive is set when the agent-server said the archive path
+	// holds nothing it can archive (400): the export holds the
+	// trajectories only, and a delete may proceed.
+	NothingToArchive bool
+}
+
+// ExportVerifier is implemented by exporters that can re-check a verified
+// export on disk (every file against its recorded SHA-256). The delete
+// pipeline calls it before it trusts an export with a box.
+type ExportVerifier interface {
+	VerifyExport(ctx context.Context, dir string) error
 }
 
 // Exporter captures a box's trajectories and archive into a verified

@@ -66,6 +66,11 @@ type Account struct {
 	// admin) are usable by every user; each workspace made on one belongs
 	// to the user who made it, and only Owner may remove the account.
 	Shared bool `json:"shared"`
+	// DeleteExport says whether a delete needs a verified export first
+	// ("" or DeleteExportRequired) or may go ahead when it fails
+	// (DeleteExportBestEffort). Only a person's explicit setting makes it
+	// best-effort (SetDeleteExport).
+	DeleteExport DeleteExportMode `json:"delete_export,omitempty"`
 }
 
 // CredentialKey is the secret-store key of one credential of an account.

@@ -66,6 +66,17 @@ type Config struct {
 	// Retention keeps retention policies and claims; nil means the Store,
 	// if it is a RetentionStore.
 	Retention RetentionStore
+	// ExportLocation names where exports go, for delete previews; empty
+	// means they only say "companion's export directory" (serve mode
+	// does not show its paths).
+	ExportLocation string
+	// ExportBudget bounds a delete's export step as a whole, every
+	// attempt and wait included; 0 means 30 minutes. Attempts are not cut
+	// by ActionTimeout: a large archive takes long.
+	ExportBudget time.Duration
+	// StepHook, when set, is called right after a delete pipeline step is
+	// journaled (and before it runs). It exists for crash tests only.
+	StepHook func(kind OpKind, step string)
 }
 
 // Service is the lifecycle service: the one place where workspaces are
@@ -99,6 +110,8 @@ type Service struct {
 	actors   map[int64]string // who started each running journaled action
 
 	ret *retention // retention policies, notices and tick state
+
+	accountMu sync.Mutex // serialises read-modify-write of account settings
 }
 
 // NewService loads the feed from the store (unless Config.DeferLoad) and
@@ -131,6 +144,9 @@ func NewService(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	if cfg.AddAccountWait == 0 {
 		cfg.AddAccountWait = 3 * time.Second
+	}
+	if cfg.ExportBudget == 0 {
+		cfg.ExportBudget = 30 * time.Minute
 	}
 	if cfg.MaxAttempts == 0 {
 		cfg.MaxAttempts = 5

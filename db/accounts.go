@@ -9,7 +9,7 @@ import (
 )
 
 const (
-	accountCols = `id, owner, provider, label, config, credentials, created_at, shared`
+	accountCols = `id, owner, provider, label, config, credentials, created_at, shared, delete_export`
 	qGetAccount = `SELECT ` + accountCols + ` FROM accounts WHERE id = ?`
 )
 
@@ -29,15 +29,16 @@ func (s *Store) PutAccount(ctx context.Context, a core.Account) error {
 	var e enc
 	args := []any{a.ID, a.Owner, a.Provider, a.Label,
 		e.json("config", a.Config, a.Config == nil), e.json("credentials", a.Credentials, a.Credentials == nil),
-		e.time("created_at", a.CreatedAt), boolInt(a.Shared)}
+		e.time("created_at", a.CreatedAt), boolInt(a.Shared), string(a.DeleteExport.Effective())}
 	if e.err != nil {
 		return e.err
 	}
 	return s.write(ctx, "put account "+a.ID, func(t txn) error {
-		_, err := t.exec(`INSERT INTO accounts (`+accountCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+		_, err := t.exec(`INSERT INTO accounts (`+accountCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (id) DO UPDATE SET owner = excluded.owner, provider = excluded.provider,
 				label = excluded.label, config = excluded.config,
-				credentials = excluded.credentials, created_at = excluded.created_at, shared = excluded.shared`, args...)
+				credentials = excluded.credentials, created_at = excluded.created_at, shared = excluded.shared,
+				delete_export = excluded.delete_export`, args...)
 		return err
 	})
 }
@@ -112,8 +113,9 @@ func scanAccount(r scanner) (core.Account, error) {
 		config, crd sql.NullString
 		created     sql.NullInt64
 		shared      int64
+		delExport   string
 	)
-	if err := r.Scan(&a.ID, &a.Owner, &a.Provider, &a.Label, &config, &crd, &created, &shared); err != nil {
+	if err := r.Scan(&a.ID, &a.Owner, &a.Provider, &a.Label, &config, &crd, &created, &shared, &delExport); err != nil {
 		return core.Account{}, err
 	}
 	var err error
@@ -124,5 +126,8 @@ func scanAccount(r scanner) (core.Account, error) {
 		return core.Account{}, err
 	}
 	a.CreatedAt, a.Shared = timeOf(created), shared == 1
+	if m := core.DeleteExportMode(delExport); m != core.DeleteExportRequired {
+		a.DeleteExport = m // the zero value is required
+	}
 	return a, nil
 }

@@ -16,6 +16,7 @@ func (s *Server) routes(rt *router) {
 	rt.handle("GET /v1/accounts", s.listAccounts)
 	rt.handle("POST /v1/accounts", s.addAccount)
 	rt.handle("DELETE /v1/accounts/{id}", s.removeAccount)
+	rt.handle("PATCH /v1/accounts/{id}", s.patchAccount)
 	rt.handle("GET /v1/workspaces", s.listWorkspaces)
 	rt.handle("POST /v1/workspaces", s.createWorkspace)
 	rt.handle("GET /v1/workspaces/{id}", s.getWorkspace)
@@ -230,6 +231,7 @@ func (s *Server) previewDelete(w http.ResponseWriter, r *http.Request) {
 		ExpiresAt: wireTime(p.ExpiresAt),
 		Lost:      p.Lost,
 		Survives:  p.Survives,
+		Export:    toWireExportPlan(p.Export),
 	}
 	if out.Lost == nil {
 		out.Lost = []string{}

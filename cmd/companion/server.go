@@ -38,6 +38,7 @@ const (
 type serverFlags struct {
 	dataDir           string
 	exportDir         string
+	exportBudget      time.Duration
 	listen            string
 	origins           stringList
 	hosts             stringList
@@ -76,6 +77,7 @@ func parseServerFlags(m mode, args []string, stderr io.Writer) (*serverFlags, er
 	}
 	fs.StringVar(&f.dataDir, "data-dir", defaultDataDir(), "`directory` for the database, installed modules and caches")
 	fs.StringVar(&f.exportDir, "export-dir", "", "`directory` for verified exports (default <data-dir>/exports); it must exist")
+	fs.DurationVar(&f.exportBudget, "export-budget", 30*time.Minute, "how long a delete's export may take, retries and their waits included, before the delete is blocked (or, for a best_effort account, goes ahead without it)")
 	fs.StringVar(&f.listen, "listen", defaultListen, "`address` to listen on (port 0 picks a free port)")
 	fs.Var(&f.origins, "allow-origin", "extra browser `origin` allowed to call the API, e.g. the Electron app's (repeatable)")
 	fs.StringVar(&f.dockerImage, "docker-image", docker.DefaultImage, "`image` for new Docker workspaces, pulled when the Docker Engine lacks it; it must serve the agent-server on port 8000")
@@ -149,6 +151,9 @@ Flags:
 	}
 	if f.retentionInterval <= 0 {
 		return nil, fmt.Errorf("--retention-interval %s: want a positive duration, e.g. 1m", f.retentionInterval)
+	}
+	if f.exportBudget <= 0 {
+		return nil, fmt.Errorf("--export-budget must be positive, not %s", f.exportBudget)
 	}
 	if m == modeServe {
 		if err := f.login.check(); err != nil {
@@ -306,8 +311,17 @@ func serve(ctx context.Context, m mode, f *serverFlags, log *slog.Logger, stdout
 	if err != nil {
 		return err
 	}
+	hook, err := crashHook(log)
+	if err != nil {
+		return err
+	}
+	exportLocation := ""
+	if m == modeDesktop {
+		exportLocation = exporter.Writer.Root // serve mode keeps its paths to itself
+	}
 	svc, err := core.NewService(ctx, core.Config{Store: store, Providers: &registry, Secrets: keys, Logger: log, DeferLoad: true,
-		Exporter: exporter, ScheduledDeletion: m == modeServe})
+		Exporter: exporter, ScheduledDeletion: m == modeServe,
+		ExportLocation: exportLocation, ExportBudget: f.exportBudget, StepHook: hook})
 	if err != nil {
 		return err
 	}
