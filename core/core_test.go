@@ -110,6 +110,17 @@ func TestChangedSincePlan(t *testing.T) {
 	if r := changedSince(plan, ws); !strings.Contains(r, "used since") {
 		t.Fatalf("new activity not refused: %q", r)
 	}
+	// A figure read later may drift past the preview's measurement, but
+	// activity dated before the preview was made is not use since.
+	plan.CreatedAt = now.Add(time.Minute)
+	ws.LastActivityAt = now.Add(50 * time.Second)
+	if r := changedSince(plan, ws); r != "" {
+		t.Fatalf("activity before the preview refused: %s", r)
+	}
+	ws.LastActivityAt = plan.CreatedAt.Add(10 * time.Second)
+	if r := changedSince(plan, ws); !strings.Contains(r, "used since") {
+		t.Fatalf("activity after the preview not refused: %q", r)
+	}
 }
 
 func TestConsequencesSayWhatIsLost(t *testing.T) {
