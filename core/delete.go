@@ -244,19 +244,19 @@ func changedSince(plan DeletePlan, ws Workspace) string {
 		return fmt.Sprintf("it was %s and is now %s", plan.State, ws.State)
 	case ws.BoxID != plan.BoxID:
 		return fmt.Sprintf("its box changed from %s to %s", plan.BoxID, ws.BoxID)
-	case ws.LastActivityAt.After(activitySeen(plan).Add(activityTolerance)):
+	case ws.LastActivityAt.After(laterOf(plan.LastActivityAt, plan.CreatedAt).Add(activityTolerance)):
 		return "it was used since"
 	}
 	return ""
 }
 
-// activitySeen is the latest activity a preview accounts for: what it
-// measured, or its own time when later. Idle clocks are read over the
-// network, so a figure read under load drifts later by the answer's
-// latency; activity dated before the preview was made is not use since.
-func activitySeen(plan DeletePlan) time.Time {
-	if plan.CreatedAt.After(plan.LastActivityAt) {
-		return plan.CreatedAt
+// laterOf returns the later of an activity figure and the time a delete
+// was previewed or asked for. Idle clocks are read over the network, so a
+// figure read under load drifts later by the answer's latency; activity
+// dated before the person asked is not use since.
+func laterOf(activity, asked time.Time) time.Time {
+	if asked.After(activity) {
+		return asked
 	}
-	return plan.LastActivityAt
+	return activity
 }

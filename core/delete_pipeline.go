@@ -57,6 +57,9 @@ type DeleteJournal struct {
 	State          State     `json:"state"`
 	BoxID          string    `json:"box_id"`
 	LastActivityAt time.Time `json:"last_activity_at"`
+	// AskedAt is when the delete was asked for: activity dated before it
+	// (a figure read later drifts by its answer's latency) is not use since.
+	AskedAt time.Time `json:"asked_at,omitempty"`
 	// Actor asked for the delete (WithActor): a person's route, or the
 	// retention policy.
 	Actor string `json:"actor,omitempty"`
@@ -75,8 +78,8 @@ type DeleteJournal struct {
 	NoExport string `json:"no_export,omitempty"`
 }
 
-func newDeleteJournal(ws Workspace, actor string) *DeleteJournal {
-	return &DeleteJournal{State: ws.State, BoxID: ws.BoxID, LastActivityAt: ws.LastActivityAt, Actor: actor}
+func newDeleteJournal(ws Workspace, actor string, now time.Time) *DeleteJournal {
+	return &DeleteJournal{State: ws.State, BoxID: ws.BoxID, LastActivityAt: ws.LastActivityAt, AskedAt: now, Actor: actor}
 }
 
 // AuditAccountChange is the audit action of a changed account setting.
@@ -281,7 +284,7 @@ func (j *DeleteJournal) changedIn(cur Workspace) string {
 		return fmt.Sprintf("it was %s and was resumed", j.State)
 	case cur.State != j.State:
 		return fmt.Sprintf("it was %s and is now %s", j.State, cur.State)
-	case cur.LastActivityAt.After(j.LastActivityAt.Add(activityTolerance)):
+	case cur.LastActivityAt.After(laterOf(j.LastActivityAt, j.AskedAt).Add(activityTolerance)):
 		return "it was used since"
 	}
 	return ""

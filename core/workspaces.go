@@ -139,7 +139,7 @@ func (s *Service) launch(ctx context.Context, ws Workspace, acct Account, kind O
 	op := Op{WorkspaceID: ws.ID, Kind: kind, Step: "requested", CreatedAt: now, UpdatedAt: now}
 	if kind == OpDelete {
 		// What the delete was asked for, before the state says deleting.
-		op.Delete = newDeleteJournal(ws, actor)
+		op.Delete = newDeleteJournal(ws, actor, s.now())
 	}
 	op, err := s.cfg.Store.PutOp(ctx, op)
 	if err != nil {
