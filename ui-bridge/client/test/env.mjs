@@ -80,3 +80,19 @@ export async function poll(what, check, ms = 60000) {
     wait = Math.min(wait * 2, 500);
   }
 }
+
+/**
+ * Deletes a workspace a test made: preview, then confirm. A workspace that
+ * changed between the two (a reconcile pass saw fresh activity) answers 409
+ * "preview again", which is what a person would then do.
+ */
+export async function removeWorkspace(client, id) {
+  for (let i = 0; ; i++) {
+    const p = await client.previewDelete(id);
+    try {
+      return await client.deleteWorkspace(id, p.token);
+    } catch (err) {
+      if (i >= 4 || err.status !== 409 || !/preview again/.test(err.message)) throw err;
+    }
+  }
+}

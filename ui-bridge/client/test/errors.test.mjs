@@ -2,7 +2,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { CompanionClient, CompanionError } from "../companion.js";
-import { account, currentToken, newClient, url, waitEvent, waitState } from "./env.mjs";
+import { account, currentToken, newClient, url, waitEvent, waitState, removeWorkspace } from "./env.mjs";
 
 async function rejects(p) {
   try {
@@ -58,8 +58,7 @@ test("an illegal transition is 409 conflict with the state", async () => {
     assert.equal(err.state, "running");
     assert.match(err.message, /cannot resume/);
   } finally {
-    const p = await c.previewDelete(w.id);
-    await c.deleteWorkspace(w.id, p.token);
+    await removeWorkspace(c, w.id);
     c.close();
   }
 });

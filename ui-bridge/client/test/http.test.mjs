@@ -3,7 +3,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
-import { account, newClient, poll, url, waitState } from "./env.mjs";
+import { account, newClient, poll, url, waitState, removeWorkspace } from "./env.mjs";
 
 test("health, providers and accounts", async () => {
   const c = newClient();
@@ -66,8 +66,7 @@ test("a workspace's agent, its export, the export's files and the audit trail", 
   const next = await c.listAudit({ before: first.next_before, limit: 2 });
   assert.ok(next.entries.every((e) => e.id < first.entries[1].id));
 
-  const p = await c.previewDelete(w.id);
-  await c.deleteWorkspace(w.id, p.token);
+  await removeWorkspace(c, w.id);
   await poll("the workspace to go", () => !c.workspace(w.id));
   // Exports outlive their workspace.
   assert.equal((await c.listExports(w.id))[0].id, started.id);

@@ -2,7 +2,7 @@
 // ?since= (no snapshot), under the new token, and keeps applying deltas.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { account, newClient, restartCompanion, waitEvent, waitState } from "./env.mjs";
+import { account, newClient, restartCompanion, waitEvent, waitState, removeWorkspace } from "./env.mjs";
 
 test("the stream resumes after companion restarts", async (t) => {
   const c = newClient();
@@ -34,6 +34,5 @@ test("the stream resumes after companion restarts", async (t) => {
   assert.ok(c.rev > revBefore, "deltas after the restart continue the revision");
   assert.ok(!kinds.includes("snapshot"), `a ?since= resume brought a snapshot: ${kinds}`);
 
-  const p = await c.previewDelete(w.id);
-  await c.deleteWorkspace(w.id, p.token);
+  await removeWorkspace(c, w.id);
 });
