@@ -222,6 +222,7 @@ export class CompanionClient {
     this._backoffMax = options.backoffMaxMs ?? 30000;
     this._handshakeTimeout = options.handshakeTimeoutMs ?? 30000;
     this._handshakeTimer = null;
+    this._probing = false;
     this._random = options.random || Math.random;
     this._setTimeout = options.setTimeout || ((fn, ms) => setTimeout(fn, ms));
     this._clearTimeout = options.clearTimeout || ((h) => clearTimeout(h));
@@ -351,11 +352,17 @@ export class CompanionClient {
       return Promise.reject(new TypeError("CompanionClient: no WebSocket; pass options.WebSocket (Node 20: run with --experimental-websocket)"));
     }
     this._wantOpen = true;
-    if (!this._ws && !this._timer) this._open();
+    if (!this._ws && !this._timer && !this._probing) this._open();
     return this.synced();
   }
 
-  /** Resolves when the local state is current (see connect). @returns {Promise<void>} */
+  /**
+   * Resolves when the local state is current (see connect). It waits
+   * across reconnects (companion may still be starting); "connection"
+   * events say why an attempt failed (closeReason: a refused token, say),
+   * and close() rejects it.
+   * @returns {Promise<void>}
+   */
   synced() {
     if (this._conn.synced) return Promise.resolve();
     return new Promise((resolve, reject) => {
@@ -436,7 +443,15 @@ export class CompanionClient {
       this._handshakeTimer = null;
       if (!this._wantOpen) return;
       if (code === CloseCode.STREAM_RESET) this._forceSnapshot = true;
-      this._retry(code, reason || (opened ? "" : "the connection could not be opened (companion is down, or refused the token or origin at the handshake)"));
+      if (opened) return this._retry(code, reason);
+      // WebSocket APIs hide why a handshake failed; a plain GET of the
+      // same route tells a refused token (401) or origin (403) from a
+      // companion that is down.
+      this._probing = true;
+      this._probe().then((why) => {
+        this._probing = false;
+        this._retry(code, why || reason || "the connection could not be opened");
+      });
     };
     this._handshakeTimer = this._setTimeout(() => {
       this._handshakeTimer = null;
@@ -475,6 +490,19 @@ export class CompanionClient {
       if (!opened) ended(null, "");
     };
     ws.onclose = (ev) => ended(ev && typeof ev.code === "number" ? ev.code : null, ev && ev.reason);
+  }
+
+  // _probe returns why the stream cannot be opened, or "" when the gate
+  // would let it through (426: the route wants a WebSocket).
+  async _probe() {
+    try {
+      await this.request("GET", "/v1/ws");
+    } catch (err) {
+      if (err instanceof CompanionError && err.status === 426) return "";
+      if (err instanceof CompanionError && (err.status === 401 || err.status === 403)) this._emit("error", err);
+      return (err && err.message) || String(err);
+    }
+    return "";
   }
 
   _retry(code, reason) {
