@@ -353,7 +353,11 @@ export class CompanionClient {
     }
     this._wantOpen = true;
     if (!this._ws && !this._timer && !this._probing) this._open();
-    return this.synced();
+    const p = this.synced();
+    // A caller that does not wait for it must not get an unhandled
+    // rejection (fatal in Node) when it closes the client early.
+    p.catch(() => {});
+    return p;
   }
 
   /**
