@@ -10,7 +10,7 @@ BIN       := bin/companion
 # this repository can go get them); ./... does not reach into it.
 SDK       := providers/wasm/sdk
 
-.PHONY: all build run test bench lint setup modules box-image clean screenshot
+.PHONY: all build run test bench lint setup modules box-image clean screenshot dist
 
 all: build
 
@@ -69,5 +69,22 @@ lint:
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 	cd $(SDK) && $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 
+# Binaries for every desktop Canvas ships on, for Electron to bundle:
+# pure Go (CGO_ENABLED=0), so each cross-builds from any machine. Names are
+# dist/companion-OS-ARCH[.exe]; the version is stamped in (`companion
+# version`) and dist/SHA256SUMS lists every file's hash (sha256sum -c).
+DIST_TARGETS := darwin/arm64 darwin/amd64 windows/amd64 linux/amd64 linux/arm64
+
+dist: modules
+	@rm -rf dist && mkdir -p dist
+	@set -e; for t in $(DIST_TARGETS); do \
+		os=$${t%/*}; arch=$${t#*/}; ext=; [ "$$os" = windows ] && ext=.exe; \
+		out=dist/companion-$$os-$$arch$$ext; \
+		echo "make: building $$out (version $(VERSION))" >&2; \
+		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags '-s -w $(LDFLAGS)' -o $$out ./cmd/companion; \
+	done
+	@cd dist && if command -v sha256sum >/dev/null; then sha256sum companion-*; else shasum -a 256 companion-*; fi > SHA256SUMS
+	@echo "make: dist/ holds $(words $(DIST_TARGETS)) binaries and SHA256SUMS" >&2
+
 clean:
-	rm -rf bin .box-image
+	rm -rf bin dist .box-image
