@@ -117,7 +117,7 @@ func TestChangedSincePlan(t *testing.T) {
 	if r := changedSince(plan, ws); r != "" {
 		t.Fatalf("activity before the preview refused: %s", r)
 	}
-	ws.LastActivityAt = plan.CreatedAt.Add(10 * time.Second)
+	ws.LastActivityAt = plan.CreatedAt.Add(-time.Second)
 	if r := changedSince(plan, ws); !strings.Contains(r, "used since") {
 		t.Fatalf("activity after the preview not refused: %q", r)
 	}

@@ -244,19 +244,17 @@ func changedSince(plan DeletePlan, ws Workspace) string {
 		return fmt.Sprintf("it was %s and is now %s", plan.State, ws.State)
 	case ws.BoxID != plan.BoxID:
 		return fmt.Sprintf("its box changed from %s to %s", plan.BoxID, ws.BoxID)
-	case ws.LastActivityAt.After(laterOf(plan.LastActivityAt, plan.CreatedAt).Add(activityTolerance)):
+	case usedSince(ws.LastActivityAt, plan.LastActivityAt, plan.CreatedAt):
 		return "it was used since"
 	}
 	return ""
 }
 
-// laterOf returns the later of an activity figure and the time a delete
-// was previewed or asked for. Idle clocks are read over the network, so a
-// figure read under load drifts later by the answer's latency; activity
-// dated before the person asked is not use since.
-func laterOf(activity, asked time.Time) time.Time {
-	if asked.After(activity) {
-		return asked
-	}
-	return activity
+// usedSince says whether activity (read now) shows use after a preview or
+// a delete request made at asked, which had read seen. Idle clocks are read
+// over the network and in whole seconds, so two readings of one idle box
+// differ by up to the tolerance; activity dated well before the person
+// asked is not use since, however the readings drift.
+func usedSince(activity, seen, asked time.Time) bool {
+	return activity.After(seen.Add(activityTolerance)) && activity.After(asked.Add(-activityTolerance))
 }

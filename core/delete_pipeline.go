@@ -284,7 +284,7 @@ func (j *DeleteJournal) changedIn(cur Workspace) string {
 		return fmt.Sprintf("it was %s and was resumed", j.State)
 	case cur.State != j.State:
 		return fmt.Sprintf("it was %s and is now %s", j.State, cur.State)
-	case cur.LastActivityAt.After(laterOf(j.LastActivityAt, j.AskedAt).Add(activityTolerance)):
+	case usedSince(cur.LastActivityAt, j.LastActivityAt, j.AskedAt):
 		return "it was used since"
 	}
 	return ""
