@@ -95,8 +95,7 @@ func TestPageDeletePipeline(t *testing.T) {
 	})
 
 	// The audit view: the blocked delete and the account change.
-	tb.click("#audit-refresh")
-	tb.waitJS("the audit entries", `document.querySelector('#audit-table tr[data-action="delete"][data-outcome="blocked"]') &&
+	tb.waitJS("the audit entries", `(document.querySelector("#audit-refresh").click(), document.querySelector('#audit-table tr[data-action="delete"][data-outcome="blocked"]')) &&
 	  [...document.querySelectorAll('#audit-table tr[data-action="account_change"]')].some(r => r.textContent.includes("best_effort"))`, 30*time.Second)
 	tb.checkClean(probed...)
 }
