@@ -139,6 +139,20 @@ func call(t *testing.T, method, url, key, body string) (int, []byte) {
 	return resp.StatusCode, raw
 }
 
+// waitListening waits until the box's agent-server answers at all.
+func waitListening(t *testing.T, url string) {
+	t.Helper()
+	hc := http.Client{Timeout: 5 * time.Second}
+	testsupport.Poll(t, 30*time.Second, func() error {
+		resp, err := hc.Get(url + "/server_info")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		return nil
+	})
+}
+
 func idleTime(t *testing.T, url string) float64 {
 	t.Helper()
 	code, raw := call(t, "GET", url+"/server_info", "", "")
@@ -181,6 +195,9 @@ func TestLifecycle(t *testing.T) {
 
 	// The key is the agent-server's, and only it opens /api.
 	api := box.URL + "/api/conversations/count"
+	// The container runs before its server listens: Docker's published
+	// port may reset a connection made in between.
+	waitListening(t, box.URL)
 	if code, raw := call(t, "GET", api, box.Key, ""); code != 200 {
 		t.Fatalf("key refused: %d %s", code, raw)
 	}
