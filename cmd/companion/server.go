@@ -21,7 +21,6 @@ import (
 	"time"
 
 	"github.com/canvasapp/companion/core"
-	"github.com/canvasapp/companion/db"
 	"github.com/canvasapp/companion/providers/builtin/docker"
 	"github.com/canvasapp/companion/providers/wasm"
 	uibridge "github.com/canvasapp/companion/ui-bridge"
@@ -49,6 +48,7 @@ type serverFlags struct {
 	exitOnStdinClose  bool
 	timeouts          httpTimeouts
 	secrets           secretFlags
+	database          databaseFlags // serve only
 }
 
 type stringList []string
@@ -84,6 +84,7 @@ func parseServerFlags(m mode, args []string, stderr io.Writer) (*serverFlags, er
 	f.timeouts.addFlags(fs)
 	f.secrets.addFlags(fs)
 	if m == modeServe {
+		f.database.addFlags(fs)
 		fs.Var(&f.hosts, "allow-host", "extra `host[:port]` the server answers to, e.g. the name your ingress forwards (repeatable)")
 	}
 	if m == modeDesktop {
@@ -253,7 +254,7 @@ func serve(ctx context.Context, m mode, f *serverFlags, log *slog.Logger, stdout
 		return err
 	}
 	defer unlock()
-	store, err := db.Open(ctx, filepath.Join(f.dataDir, "companion.db"))
+	store, err := openServerStore(ctx, f)
 	if err != nil {
 		return err
 	}
