@@ -38,8 +38,8 @@ type databaseFlags struct {
 }
 
 func (d *databaseFlags) addFlags(fs *flag.FlagSet) {
-	fs.StringVar(&d.url, "database", "", "PostgreSQL `URL` (postgres://user:password@host:port/dbname) to keep state in instead of SQLite in --data-dir; prefer --database-file, since other users can read command lines")
-	fs.StringVar(&d.file, "database-file", "", "`file` holding the PostgreSQL URL (mode 0600), instead of --database")
+	fs.StringVar(&d.url, "database", "", "serve only: PostgreSQL `URL` (postgres://user:password@host:port/dbname) to keep state in instead of SQLite in --data-dir, so several serve replicas can share it; prefer --database-file, since other users can read command lines")
+	fs.StringVar(&d.file, "database-file", "", "serve only: `file` holding the PostgreSQL URL (mode 0600), instead of --database")
 }
 
 // resolve returns the PostgreSQL URL the flags name, or "" for SQLite.
@@ -78,4 +78,13 @@ func openServerStore(ctx context.Context, f *serverFlags) (serverStore, error) {
 type instanceRows interface {
 	InstanceID(ctx context.Context) (string, error)
 	secrets.SealedRows
+}
+
+// checkMode refuses PostgreSQL on the desktop: a desktop keeps its state
+// in SQLite next to it, and PostgreSQL is for several serve replicas.
+func (d *databaseFlags) checkMode(m mode) error {
+	if m == modeDesktop && (d.url != "" || d.file != "") {
+		return fmt.Errorf("companion desktop keeps its state in SQLite in --data-dir only; --database and --database-file are for companion serve")
+	}
+	return nil
 }

@@ -83,8 +83,8 @@ func parseServerFlags(m mode, args []string, stderr io.Writer) (*serverFlags, er
 	fs.StringVar(&f.logFormat, "log-format", "text", "log `format` on stderr: text or json")
 	f.timeouts.addFlags(fs)
 	f.secrets.addFlags(fs)
+	f.database.addFlags(fs)
 	if m == modeServe {
-		f.database.addFlags(fs)
 		fs.Var(&f.hosts, "allow-host", "extra `host[:port]` the server answers to, e.g. the name your ingress forwards (repeatable)")
 	}
 	if m == modeDesktop {
@@ -133,6 +133,9 @@ Flags:
 		return nil, err
 	}
 	if err := f.secrets.check(); err != nil {
+		return nil, err
+	}
+	if err := f.database.checkMode(m); err != nil {
 		return nil, err
 	}
 	origins, err := normalizeOrigins(f.origins)

@@ -173,11 +173,22 @@ func URL(t testing.TB) string {
 	return adminURL
 }
 
-// NewDatabase creates an empty database for t, dropped when t ends, and
-// returns its URL.
+// NewDatabase creates an empty database for t on the server Main
+// started, dropped when t ends, and returns its URL.
 func NewDatabase(t testing.TB) string {
 	t.Helper()
-	admin := URL(t)
+	return newDatabase(t, URL(t))
+}
+
+// NewDatabase creates an empty database for t on c, dropped when t ends,
+// and returns its URL. For packages whose TestMain cannot be Main's.
+func (c *Cluster) NewDatabase(t testing.TB) string {
+	t.Helper()
+	return newDatabase(t, c.URL)
+}
+
+func newDatabase(t testing.TB, admin string) string {
+	t.Helper()
 	name := fmt.Sprintf("t_%d_%d_%s", os.Getpid(), seq.Add(1), sanitize(t.Name()))
 	if len(name) > 60 {
 		name = name[:60]
