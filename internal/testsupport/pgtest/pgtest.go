@@ -34,7 +34,7 @@ const EnvURL = "COMPANION_TEST_DATABASE"
 
 var (
 	adminURL string // a URL of the server's "postgres" database
-	startErr = errors.New("pgtest: Main did not run; call pgtest.Main from the package's TestMain")
+	errStart = errors.New("pgtest: Main did not run; call pgtest.Main from the package's TestMain")
 	seq      atomic.Int64
 )
 
@@ -44,10 +44,10 @@ var (
 func Main(m *testing.M) int {
 	c, err := Start()
 	if err != nil {
-		startErr = err
+		errStart = err
 		fmt.Fprintln(os.Stderr, err)
 	} else {
-		startErr = nil
+		errStart = nil
 		adminURL = c.URL
 	}
 	code := m.Run()
@@ -167,8 +167,8 @@ func freePort() (int, error) {
 // there is none.
 func URL(t testing.TB) string {
 	t.Helper()
-	if startErr != nil {
-		t.Fatalf("PostgreSQL is needed and could not be started: %v", startErr)
+	if errStart != nil {
+		t.Fatalf("PostgreSQL is needed and could not be started: %v", errStart)
 	}
 	return adminURL
 }
