@@ -61,6 +61,8 @@ var Cases = map[string]func(t *testing.T, e Engine){
 	"ModulePins":            modulePins,
 	"SealedSecrets":         sealedSecrets,
 	"ReopenKeepsEverything": reopenKeepsEverything,
+	"CancelledSaveNoGap":    cancelledSaveNoGap,
+	"FeedAcrossRestart":     feedAcrossRestart,
 }
 
 // Run runs every case against e, each as a subtest.
@@ -578,5 +580,57 @@ func reopenKeepsEverything(t *testing.T, e Engine) {
 	saved := must(s2.SaveWorkspace(ctx, FullWorkspace("w")))
 	if saved.Rev != 3 {
 		t.Errorf("revision after reopen = %d, want 3 (the counter never goes back)", saved.Rev)
+	}
+}
+
+func cancelledSaveNoGap(t *testing.T, e Engine) {
+	s, _, _ := open(t, e)
+	must(s.SaveWorkspace(context.Background(), core.Workspace{ID: "ws_1"}))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := s.SaveWorkspace(ctx, core.Workspace{ID: "ws_2"}); err == nil {
+		t.Fatal("save with a cancelled context succeeded")
+	}
+	if saved := must(s.SaveWorkspace(context.Background(), core.Workspace{ID: "ws_3"})); saved.Rev != 2 {
+		t.Fatalf("revision after a cancelled save = %d, want 2", saved.Rev)
+	}
+}
+
+// feedAcrossRestart runs core's change feed on the store: live delivery,
+// then a restart, catch-up with ?since, and a prune below the floor.
+func feedAcrossRestart(t *testing.T, e Engine) {
+	ctx := context.Background()
+	s, reopen, c := open(t, e)
+	feed := must(core.NewFeed(ctx, s))
+	_, _, sub := feed.SubscribeSnapshot(16)
+	a := must(feed.Save(ctx, core.Workspace{ID: "ws_a", State: core.StateRunning}))
+	b := must(feed.Save(ctx, core.Workspace{ID: "ws_b", State: core.StatePaused}))
+	b.Removed = true
+	gone := must(feed.Save(ctx, b))
+	for _, want := range []int64{a.Rev, b.Rev, gone.Rev} {
+		if ch := <-sub.C; ch.Rev != want {
+			t.Fatalf("subscriber got revision %d, want %d", ch.Rev, want)
+		}
+	}
+	sub.Close()
+	s.Close()
+
+	s = reopen()
+	feed = must(core.NewFeed(ctx, s))
+	rev, snap := feed.Snapshot()
+	if rev != 3 || len(snap) != 1 || snap[0].ID != "ws_a" {
+		t.Fatalf("after restart: rev %d, snapshot %+v", rev, snap)
+	}
+	changes, rev, complete, sub, err := feed.SubscribeSince(ctx, 1, 16)
+	if err != nil || !complete || rev != 3 || len(changes) != 1 || changes[0].Workspace.ID != "ws_b" || !changes[0].Workspace.Removed {
+		t.Fatalf("SubscribeSince(1) = %+v, rev %d, complete %v, %v", changes, rev, complete, err)
+	}
+	sub.Close()
+	c.set(epoch.Add(time.Hour))
+	if err := s.PruneTombstones(ctx, epoch.Add(2*time.Hour), 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, complete, sub, _ := feed.SubscribeSince(ctx, 1, 16); complete || sub != nil {
+		t.Fatal("SubscribeSince below the floor should ask for a snapshot")
 	}
 }
