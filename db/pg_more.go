@@ -195,7 +195,7 @@ func (s *PGStore) ModulePin(ctx context.Context, name string) (sha256 string, ma
 
 // ListModulePins returns the names of the pinned modules, sorted.
 func (s *PGStore) ListModulePins(ctx context.Context) ([]string, error) {
-	rows, err := s.pool.Query(ctx, `SELECT name FROM module_pins ORDER BY name`)
+	rows, err := s.pool.Query(ctx, `SELECT name FROM module_pins ORDER BY name COLLATE "C"`)
 	if err != nil {
 		return nil, s.wrap("list module pins", err)
 	}

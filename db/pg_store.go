@@ -180,7 +180,8 @@ func (s *PGStore) GetAccount(ctx context.Context, id string) (core.Account, erro
 
 // ListAccounts returns every account of every owner, oldest first.
 func (s *PGStore) ListAccounts(ctx context.Context) ([]core.Account, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+accountCols+` FROM accounts ORDER BY created_at, id`)
+	// NULLS FIRST and byte order of ids: as SQLite sorts.
+	rows, err := s.pool.Query(ctx, `SELECT `+accountCols+` FROM accounts ORDER BY created_at NULLS FIRST, id COLLATE "C"`)
 	if err != nil {
 		return nil, s.wrap("list accounts", err)
 	}

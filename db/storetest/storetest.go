@@ -332,6 +332,29 @@ func accountsAndFlags(t *testing.T, e Engine) {
 	if list := must(s.ListAccounts(ctx)); len(list) != 1 || list[0].Label != "Renamed" {
 		t.Fatalf("ListAccounts = %+v", list)
 	}
+	// Oldest first, an account without a creation time before all, ties
+	// by id in byte order.
+	for _, id := range []string{"b_1", "B_2", "a_0"} {
+		at := epoch
+		if id == "a_0" {
+			at = time.Time{}
+		}
+		if err := s.PutAccount(ctx, core.Account{ID: id, Provider: "docker", Label: id, CreatedAt: at}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var ids []string
+	for _, a := range must(s.ListAccounts(ctx)) {
+		ids = append(ids, a.ID)
+	}
+	if want := []string{"a_0", "B_2", "acc_1", "b_1"}; !reflect.DeepEqual(ids, want) {
+		t.Fatalf("ListAccounts order = %v, want %v", ids, want)
+	}
+	for _, id := range []string{"b_1", "B_2", "a_0"} {
+		if err := s.DeleteAccount(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
 	f := core.AccountFlag{Code: "runaway", Message: "too many boxes", Since: epoch}
 	if err := s.SetAccountFlag(ctx, "acc_1", &f); err != nil {
 		t.Fatal(err)
