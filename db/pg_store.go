@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/canvasapp/companion/core"
@@ -27,7 +28,7 @@ var (
 	pgPutAccount      = pgSQL(qPutAccount)
 	pgPutExport       = pgSQL(qPutExport)
 	pgGetExport       = pgSQL(qGetExport)
-	pgListExports     = pgSQL(qListExports)
+	pgListExports     = pgSQL(strings.Replace(qListExports, "id DESC", `id COLLATE "C" DESC`, 1)) // ties in byte order, as SQLite
 	pgInsertOp        = pgSQL(qInsertOp)
 	pgUpdateOp        = pgSQL(qUpdateOp)
 	pgAuditAdd        = pgSQL(qAuditAdd)
