@@ -10,7 +10,7 @@ BIN       := bin/companion
 # this repository can go get them); ./... does not reach into it.
 SDK       := providers/wasm/sdk
 
-.PHONY: all build run test bench lint setup modules box-image clean
+.PHONY: all build run test bench lint setup modules box-image clean screenshot dist
 
 all: build
 
@@ -38,6 +38,7 @@ box-image:
 # SIGINT/SIGTERM on to it, so stopping make closes WebSocket clients with 1001.
 run: setup build box-image
 	@echo "make: starting companion desktop (data in $(DATA_DIR)); stop it with Ctrl-C" >&2
+	@echo "make: open the ready line's page_url in a browser for the web page (it carries the token after #)" >&2
 	scripts/with-keyring.sh $(BIN) desktop --data-dir $(DATA_DIR) \
 		--docker-image $$(cat .box-image) --docker-scope dev --exit-on-stdin-close=false
 
@@ -51,7 +52,15 @@ test: modules
 # whether it is met), then a Markdown table of the run on stderr for README.
 # About 4 minutes on 2 cores; `go run ./internal/benchrun -only GROUP` runs one group.
 bench: setup modules
+	@scripts/setup.sh --test # the page benchmark runs headless Chromium
 	scripts/with-keyring.sh --private $(GO) run ./internal/benchrun
+
+# docs/page.png, the page with a few workspaces in different states, taken
+# by the browser test (Docker, an emulated cloud provider, headless Chromium).
+screenshot: modules
+	@scripts/setup.sh --test
+	scripts/with-keyring.sh --private env COMPANION_REQUIRE_KEYRING=1 COMPANION_REQUIRE_MODULES=1 \
+		COMPANION_PAGE_SCREENSHOT=$(CURDIR)/docs/page.png $(GO) test -count=1 -run 'TestPageInChromium$$' ./e2e/
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
@@ -60,5 +69,22 @@ lint:
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 	cd $(SDK) && $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 
+# Binaries for every desktop Canvas ships on, for Electron to bundle:
+# pure Go (CGO_ENABLED=0), so each cross-builds from any machine. Names are
+# dist/companion-OS-ARCH[.exe]; the version is stamped in (`companion
+# version`) and dist/SHA256SUMS lists every file's hash (sha256sum -c).
+DIST_TARGETS := darwin/arm64 darwin/amd64 windows/amd64 linux/amd64 linux/arm64
+
+dist: modules
+	@rm -rf dist && mkdir -p dist
+	@set -e; for t in $(DIST_TARGETS); do \
+		os=$${t%/*}; arch=$${t#*/}; ext=; [ "$$os" = windows ] && ext=.exe; \
+		out=dist/companion-$$os-$$arch$$ext; \
+		echo "make: building $$out (version $(VERSION))" >&2; \
+		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags '-s -w $(LDFLAGS)' -o $$out ./cmd/companion; \
+	done
+	@cd dist && if command -v sha256sum >/dev/null; then sha256sum companion-*; else shasum -a 256 companion-*; fi > SHA256SUMS
+	@echo "make: dist/ holds $(words $(DIST_TARGETS)) binaries and SHA256SUMS" >&2
+
 clean:
-	rm -rf bin .box-image
+	rm -rf bin dist .box-image

@@ -23,7 +23,8 @@ type AddAccountRequest struct {
 // Credential Manager stores at most 2560 bytes).
 const maxSecretLen = 2048
 
-// Accounts lists owner's accounts, sorted by creation time.
+// Accounts lists owner's accounts and the shared ones, sorted by creation
+// time.
 func (s *Service) Accounts(ctx context.Context, owner string) ([]Account, error) {
 	all, err := s.cfg.Store.ListAccounts(ctx)
 	if err != nil {
@@ -31,7 +32,7 @@ func (s *Service) Accounts(ctx context.Context, owner string) ([]Account, error)
 	}
 	out := all[:0]
 	for _, a := range all {
-		if a.Owner == owner {
+		if a.Owner == owner || a.Shared {
 			out = append(out, a)
 		}
 	}
@@ -55,13 +56,13 @@ func AccountsUsing(ctx context.Context, store Store, provider string) ([]Account
 	return out, nil
 }
 
-// Account returns one of owner's accounts.
+// Account returns one of owner's accounts, or a shared one.
 func (s *Service) Account(ctx context.Context, owner, id string) (Account, error) {
 	a, err := s.cfg.Store.GetAccount(ctx, id)
 	if err != nil {
 		return Account{}, err
 	}
-	if a.Owner != owner {
+	if a.Owner != owner && !a.Shared {
 		return Account{}, Errorf(KindNotFound, "account %q not found", id)
 	}
 	return a, nil
@@ -300,6 +301,9 @@ func (s *Service) RemoveAccount(ctx context.Context, owner, id string) error {
 	acct, err := s.Account(ctx, owner, id)
 	if err != nil {
 		return err
+	}
+	if acct.Owner != owner { // a shared account is its owner's to remove
+		return Errorf(KindNotFound, "account %q not found", id)
 	}
 	live := s.feed.OfAccount(id)
 	var unlocks []func()

@@ -27,7 +27,9 @@ func (s *Service) runOp(ctx context.Context, op Op, ws Workspace, acct Account) 
 	case OpPause, OpResume:
 		s.runSuspendResume(ctx, op, ws, acct, p, info)
 	case OpDelete:
-		s.runDelete(ctx, op, ws, acct, p, info)
+		s.runDeletePipeline(ctx, op, ws, acct, p, info)
+	case OpRestore:
+		s.runRestore(ctx, op, ws, acct, p, info)
 	default:
 		ws.State, ws.Error = StateUnknown, fmt.Sprintf("unknown journaled action %q", op.Kind)
 		s.finish(ctx, op, ws, fmt.Errorf("unknown journaled action %q", op.Kind))
@@ -39,7 +41,7 @@ func (s *Service) runOp(ctx context.Context, op Op, ws Workspace, acct Account) 
 // (the action finished but its entry was not removed) and is not re-run.
 func opState(k OpKind) State {
 	switch k {
-	case OpCreate:
+	case OpCreate, OpRestore:
 		return StateCreating
 	case OpPause:
 		return StatePausing
@@ -52,7 +54,7 @@ func opState(k OpKind) State {
 }
 
 func (s *Service) runCreate(ctx context.Context, op Op, ws Workspace, acct Account, p Provider, info ProviderInfo) {
-	spec := CreateSpec{WorkspaceID: ws.ID, Name: ws.Name, Lifecycle: ws.Lifecycle, Options: ws.Options}
+	spec := CreateSpec{WorkspaceID: ws.ID, Owner: ws.Owner, Name: ws.Name, Lifecycle: ws.Lifecycle, Options: ws.Options}
 	key, err := s.agentKey(ctx, ws.ID)
 	if err != nil {
 		ws.Error, ws.State = "create failed: "+messageOf(err), StateError
@@ -141,44 +143,6 @@ func (s *Service) runSuspendResume(ctx context.Context, op Op, ws Workspace, acc
 	s.finish(ctx, op, ws, nil)
 }
 
-func (s *Service) runDelete(ctx context.Context, op Op, ws Workspace, acct Account, p Provider, info ProviderInfo) {
-	err := s.retry(ctx, &op, s.budgetFor(acct, p), "provider_delete", func(ctx context.Context) error {
-		if ws.BoxID == "" {
-			// A create that failed may still have made a box (its answer
-			// was lost): find it by its label so it does not keep billing.
-			if !info.Capabilities.List {
-				return nil
-			}
-			b, ok, err := findByLabel(ctx, p, acct, ws.ID)
-			if err != nil || !ok {
-				return err
-			}
-			ws.BoxID = b.ID
-		}
-		err := p.Delete(ctx, acct, ws.BoxID)
-		if IsKind(err, KindNotFound) {
-			return nil
-		}
-		return err
-	})
-	if err != nil {
-		ws.Error = "delete failed, the box still exists: " + messageOf(err)
-		if ws.BoxID == "" {
-			ws.Error = "delete failed: could not look for a box left by the failed create: " + messageOf(err)
-		}
-		if cur, rerr := s.reread(ctx, ws, acct, p); rerr == nil {
-			ws.State = cur.State
-		} else {
-			ws.State = StateError
-		}
-		s.finish(ctx, op, ws, err)
-		return
-	}
-	s.markGone(acct.ID, ws.BoxID)
-	ws.State, ws.Removed = StateDeleted, true
-	s.finish(ctx, op, ws, nil)
-}
-
 // reread returns the workspace updated from the provider, without saving.
 func (s *Service) reread(ctx context.Context, ws Workspace, acct Account, p Provider) (Workspace, error) {
 	if ws.BoxID == "" {
@@ -197,6 +161,12 @@ func (s *Service) reread(ctx context.Context, ws Workspace, acct Account, p Prov
 // ended (companion is shutting down) the entry stays, so the next start
 // resumes the action.
 func (s *Service) finish(ctx context.Context, op Op, ws Workspace, cause error) {
+	s.finishAudited(ctx, op, ws, cause, outcomeOf(cause), "")
+}
+
+// finishAudited is finish with the audit entry's outcome and export hash
+// chosen by the caller (the delete pipeline's "blocked: …", say).
+func (s *Service) finishAudited(ctx context.Context, op Op, ws Workspace, cause error, outcome, exportSHA256 string) {
 	if ctx.Err() != nil {
 		s.log.Info("action interrupted; it resumes at next start", "workspace", ws.ID, "action", op.Kind, "step", op.Step)
 		return
@@ -212,7 +182,7 @@ func (s *Service) finish(ctx context.Context, op Op, ws Workspace, cause error) 
 		s.forgetAgentKey(sctx, ws.ID)
 	}
 	s.audit(sctx, AuditEntry{Owner: ws.Owner, Actor: s.takeActor(op.ID), Action: opAudit(op.Kind), WorkspaceID: ws.ID,
-		AccountID: ws.AccountID, Provider: ws.Provider, Outcome: outcomeOf(cause)})
+		AccountID: ws.AccountID, Provider: ws.Provider, Outcome: outcome, ExportSHA256: exportSHA256})
 	if cause != nil {
 		s.log.Warn("workspace "+string(op.Kind)+" failed", "workspace", ws.ID, "err", messageOf(cause), "kind", KindOf(cause))
 	} else {

@@ -162,6 +162,8 @@ func opAudit(k OpKind) string {
 		return AuditDelete
 	case OpExport:
 		return AuditExport
+	case OpRestore:
+		return AuditRestore
 	}
 	return string(k)
 }

@@ -110,12 +110,23 @@ func TestChangedSincePlan(t *testing.T) {
 	if r := changedSince(plan, ws); !strings.Contains(r, "used since") {
 		t.Fatalf("new activity not refused: %q", r)
 	}
+	// A figure read later may drift past the preview's measurement, but
+	// activity dated before the preview was made is not use since.
+	plan.CreatedAt = now.Add(time.Minute)
+	ws.LastActivityAt = now.Add(50 * time.Second)
+	if r := changedSince(plan, ws); r != "" {
+		t.Fatalf("activity before the preview refused: %s", r)
+	}
+	ws.LastActivityAt = plan.CreatedAt.Add(-time.Second)
+	if r := changedSince(plan, ws); !strings.Contains(r, "used since") {
+		t.Fatalf("activity after the preview not refused: %q", r)
+	}
 }
 
 func TestConsequencesSayWhatIsLost(t *testing.T) {
 	at := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
 	ws := Workspace{BoxID: "b1", Provider: "docker", State: StateRunning, Size: &Size{Bytes: 3 << 20, Source: SizeDockerEngineUsed, At: at}}
-	lost, survives := consequences(ws, ProviderInfo{})
+	lost, survives := consequences(ws, ProviderInfo{}, DeleteExportPlan{Why: "exports are not configured"})
 	all := strings.Join(lost, "\n")
 	for _, want := range []string{"b1", "3.0 MiB", "docker_engine:used", "memory", "history"} {
 		if !strings.Contains(all, want) {
@@ -126,7 +137,7 @@ func TestConsequencesSayWhatIsLost(t *testing.T) {
 		t.Error("nothing said about what survives")
 	}
 	ws.State = StatePaused
-	lost, _ = consequences(ws, ProviderInfo{Capabilities: Capabilities{SuspendKeepsMemory: true}})
+	lost, _ = consequences(ws, ProviderInfo{Capabilities: Capabilities{SuspendKeepsMemory: true}}, DeleteExportPlan{})
 	if !strings.Contains(strings.Join(lost, "\n"), "memory state kept by the pause") {
 		t.Errorf("paused-with-memory loss not stated: %v", lost)
 	}

@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/canvasapp/companion/internal/units"
@@ -18,6 +19,8 @@ type DeletePreview struct {
 	// Lost and Survives are sentences for the confirmation dialog.
 	Lost     []string
 	Survives []string
+	// Export is what the delete will export first.
+	Export DeleteExportPlan
 }
 
 // activityTolerance absorbs the jitter of last-activity figures derived from
@@ -57,32 +60,109 @@ func (s *Service) PreviewDelete(ctx context.Context, owner, id string) (DeletePr
 	if err := s.cfg.Store.PutPlan(ctx, plan); err != nil {
 		return DeletePreview{}, err
 	}
-	lost, survives := consequences(ws, info)
-	return DeletePreview{Workspace: ws, Token: token, ExpiresAt: plan.ExpiresAt, Lost: lost, Survives: survives}, nil
+	ex := s.exportPlan(ws, acct, p, info)
+	lost, survives := consequences(ws, info, ex)
+	return DeletePreview{Workspace: ws, Token: token, ExpiresAt: plan.ExpiresAt, Lost: lost, Survives: survives, Export: ex}, nil
 }
 
 // consequences words what a delete destroys and what it leaves.
-func consequences(ws Workspace, info ProviderInfo) (lost, survives []string) {
+func consequences(ws Workspace, info ProviderInfo, ex DeleteExportPlan) (lost, survives []string) {
 	if ws.State == StateDeleted {
 		return []string{"companion's record of this workspace (the box is already gone)"}, nil
 	}
 	if ws.BoxID == "" {
 		return noBoxConsequences(ws)
 	}
-	files := fmt.Sprintf("the box %s at %s and every file in it, including uncommitted work, installed dependencies and caches", ws.BoxID, ws.Provider)
+	size := ""
 	if ws.Size != nil {
-		files += fmt.Sprintf(" (%s, %s as of %s)", units.Bytes(ws.Size.Bytes), ws.Size.Source, ws.Size.At.Format(time.RFC3339))
+		size = fmt.Sprintf(" (%s, %s as of %s)", units.Bytes(ws.Size.Bytes), ws.Size.Source, ws.Size.At.Format(time.RFC3339))
 	}
-	lost = append(lost, files)
+	if ex.Will {
+		lost = append(lost, fmt.Sprintf("the box %s at %s%s: every file outside %s, and inside it what the archive leaves out (git internals, dependency and build directories such as node_modules, .venv, dist, build, target)",
+			ws.BoxID, ws.Provider, size, ex.ArchivePath))
+	} else {
+		lost = append(lost, fmt.Sprintf("the box %s at %s and every file in it, including uncommitted work, installed dependencies and caches%s", ws.BoxID, ws.Provider, size))
+	}
 	switch {
 	case ws.State == StateRunning:
 		lost = append(lost, "the memory of its running processes: anything not written to disk")
 	case ws.State == StatePaused && info.Capabilities.SuspendKeepsMemory:
 		lost = append(lost, "the memory state kept by the pause: its processes cannot be resumed")
+	case ws.State == StateStopped:
+		// Stopped is not paused: its processes already ended, nothing
+		// was kept in memory.
 	}
-	lost = append(lost, "the agent's conversation history stored in the box: history export is not available yet, so it is not saved")
-	survives = append(survives, "nothing inside the box; code you pushed to a remote repository is unaffected")
+	switch {
+	case !ex.Will:
+		lost = append(lost, "the agent's conversation history stored in the box: "+ex.Why+", so it is not saved")
+	case ex.Mode == DeleteExportBestEffort:
+		lost = append(lost, "if the export fails, everything in the box, conversation history included: this account's delete_export is best_effort, so the delete goes ahead without it")
+	}
+	if ex.Will {
+		survives = append(survives, fmt.Sprintf("the export (%s), verified by size and SHA-256 before the box is deleted, in %s; listed under the workspace's exports", strings.Join(ex.Captures, "; "), ex.Location))
+		if ex.Mode == DeleteExportRequired {
+			survives = append(survives, "everything, if the export cannot be made and verified: the delete is then blocked and the box stays (this account's delete_export is required)")
+		}
+	}
+	survives = append(survives, "code you pushed to a remote repository")
 	return lost, survives
+}
+
+// DeleteExportPlan is what a delete will export before it deletes.
+type DeleteExportPlan struct {
+	// Will is false when no export is made; Why says why.
+	Will bool
+	Why  string
+	Mode DeleteExportMode
+	// Captures names what the export holds.
+	Captures []string
+	// Format of the workspace archive.
+	Format string
+	// ArchivePath is the directory in the box that is archived.
+	ArchivePath string
+	// Wake is set when the box must be woken for the export.
+	Wake bool
+	// Location says where the export goes.
+	Location string
+}
+
+// ArchivePath is the directory of a box that an export archives: the
+// agent-server image's workspace.
+const ArchivePath = "/workspace"
+
+// exportPlan says what the delete of ws will export.
+func (s *Service) exportPlan(ws Workspace, acct Account, p Provider, info ProviderInfo) DeleteExportPlan {
+	ex := DeleteExportPlan{Mode: acct.DeleteExport.Effective(), Format: ArchiveTarGz, ArchivePath: ArchivePath}
+	switch {
+	case ws.BoxID == "" || ws.State == StateDeleted:
+		ex.Why = "there is no box to export"
+		return ex
+	case ws.State == StateError:
+		ex.Why = "its create never finished, so its box holds no work"
+		return ex
+	case s.cfg.Exporter == nil || s.exportStore() == nil:
+		ex.Why = "exports are not configured in this companion"
+		return ex
+	}
+	ex.Will = true
+	ex.Captures = []string{"the trajectory of every conversation, a zip each", "the box's " + ArchivePath + " as a " + ArchiveTarGz + " archive", "a manifest.json with every file's size and SHA-256"}
+	ex.Location = "companion's export directory"
+	if s.cfg.ExportLocation != "" {
+		ex.Location = s.cfg.ExportLocation + "/" + ws.ID + "/"
+	}
+	if _, ok := p.(EndpointReporter); !ok {
+		ex.Will = false
+		ex.Why = fmt.Sprintf("provider %s cannot say where its boxes' agent-server is", info.Name)
+		if ex.Mode == DeleteExportRequired {
+			ex.Why += " (the delete will be blocked: export is required for this account)"
+		}
+		return ex
+	}
+	ex.Wake = ws.State == StatePaused || ws.State == StateStopped
+	if ex.Wake {
+		ex.Captures = append(ex.Captures, fmt.Sprintf("the box is %s: it is woken for the export, which bills and moves its idle clock", ws.State))
+	}
+	return ex
 }
 
 // Delete applies a preview. Under the workspace's lock it re-reads the box
@@ -164,8 +244,17 @@ func changedSince(plan DeletePlan, ws Workspace) string {
 		return fmt.Sprintf("it was %s and is now %s", plan.State, ws.State)
 	case ws.BoxID != plan.BoxID:
 		return fmt.Sprintf("its box changed from %s to %s", plan.BoxID, ws.BoxID)
-	case ws.LastActivityAt.After(plan.LastActivityAt.Add(activityTolerance)):
+	case usedSince(ws.LastActivityAt, plan.LastActivityAt, plan.CreatedAt):
 		return "it was used since"
 	}
 	return ""
+}
+
+// usedSince says whether activity (read now) shows use after a preview or
+// a delete request made at asked, which had read seen. Idle clocks are read
+// over the network and in whole seconds, so two readings of one idle box
+// differ by up to the tolerance; activity dated well before the person
+// asked is not use since, however the readings drift.
+func usedSince(activity, seen, asked time.Time) bool {
+	return activity.After(seen.Add(activityTolerance)) && activity.After(asked.Add(-activityTolerance))
 }

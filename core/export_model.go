@@ -86,6 +86,9 @@ type ExportJob struct {
 	Endpoint    BoxEndpoint
 	// GitDelta adds the compact git-delta archive to the full tar.gz.
 	GitDelta bool
+	// Snapshot, when set, streams the provider's snapshot of the box
+	// (Snapshotter) into the export as files of Kind ExportKindSnapshot.
+	Snapshot func(ctx context.Context, sink SnapshotSink) error
 }
 
 // ExportProgress is one progress report: the step running and the bytes
@@ -101,6 +104,17 @@ type ExportResult struct {
 	Files         []ExportFile
 	Bytes         int64
 	ArchiveSHA256 string
+	// NothingToArchive is set when the agent-server said the archive path
+	// holds nothing it can archive (400): the export holds the
+	// trajectories only, and a delete may proceed.
+	NothingToArchive bool
+}
+
+// ExportVerifier is implemented by exporters that can re-check a verified
+// export on disk (every file against its recorded SHA-256). The delete
+// pipeline calls it before it trusts an export with a box.
+type ExportVerifier interface {
+	VerifyExport(ctx context.Context, dir string) error
 }
 
 // Exporter captures a box's trajectories and archive into a verified

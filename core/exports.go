@@ -143,15 +143,9 @@ func (s *Service) captureExport(ctx context.Context, op *Op, ws Workspace, acct 
 	// be trusted with the session key, so there is no guess here.
 	var ep BoxEndpoint
 	err := s.retry(ctx, op, s.budgetFor(acct, p), "endpoint", func(ctx context.Context) error {
-		acc, err := s.agentAccess(ctx, ws, acct, p, info)
-		if err != nil {
-			return err
-		}
-		ep = BoxEndpoint{URL: acc.Endpoint.URL, Headers: map[string][]string{}, SessionKey: acc.Key}
-		for k, v := range acc.Endpoint.Headers {
-			ep.Headers[k] = []string{v}
-		}
-		return nil
+		var err error
+		ep, err = s.boxEndpoint(ctx, ws, acct, p, info)
+		return err
 	})
 	if err != nil {
 		return ExportResult{}, ws, fmt.Errorf("reach the box's agent-server: %w", err)
@@ -164,9 +158,29 @@ func (s *Service) captureExport(ctx context.Context, op *Op, ws Workspace, acct 
 	}
 	prog := s.newProgress(ctx, ws)
 	defer prog.stop()
-	res, err := s.cfg.Exporter.Export(ctx, ExportJob{WorkspaceID: ws.ID, BoxID: ws.BoxID, Endpoint: ep, GitDelta: o.GitDelta},
+	job := ExportJob{WorkspaceID: ws.ID, BoxID: ws.BoxID, Endpoint: ep, GitDelta: o.GitDelta}
+	if sn, ok := p.(Snapshotter); ok {
+		// The box's own filesystem and volumes, so the export can be
+		// restored (RestoreExport).
+		boxID := ws.BoxID
+		job.Snapshot = func(ctx context.Context, sink SnapshotSink) error { return sn.Snapshot(ctx, acct, boxID, sink) }
+	}
+	res, err := s.cfg.Exporter.Export(ctx, job,
 		func(pr ExportProgress) { prog.report(fmt.Sprintf("export: %s, %d bytes", pr.Step, pr.Bytes)) })
 	return res, ws, err
+}
+
+// boxEndpoint is where the box's agent-server is and the key it wants.
+func (s *Service) boxEndpoint(ctx context.Context, ws Workspace, acct Account, p Provider, info ProviderInfo) (BoxEndpoint, error) {
+	acc, err := s.agentAccess(ctx, ws, acct, p, info)
+	if err != nil {
+		return BoxEndpoint{}, err
+	}
+	ep := BoxEndpoint{URL: acc.Endpoint.URL, Headers: map[string][]string{}, SessionKey: acc.Key}
+	for k, v := range acc.Endpoint.Headers {
+		ep.Headers[k] = []string{v}
+	}
+	return ep, nil
 }
 
 // RecoverExports fails every export a previous run left running: its

@@ -99,17 +99,28 @@ func TestExportJournaledAgainstDocker(t *testing.T) {
 	if cur, _ := svc.Workspace("", ws.ID); cur.Progress != "" {
 		t.Errorf("progress left on the workspace: %q", cur.Progress)
 	}
-	entries, err := st.ListAudit(ctx, "", 0, 50)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The outcome entry is appended just after the record turns verified.
+	var entries []core.AuditEntry
 	var outcomes []string
-	for _, a := range entries {
-		if a.Action == core.AuditExport {
-			outcomes = append(outcomes, a.Outcome)
-			if a.Outcome == "ok" && a.ExportSHA256 != rec.ArchiveSHA256 {
-				t.Errorf("audit entry %+v lacks the archive's hash %s", a, rec.ArchiveSHA256)
+	testsupport.Poll(t, 10*time.Second, func() error {
+		var err error
+		if entries, err = st.ListAudit(ctx, "", 0, 50); err != nil {
+			return err
+		}
+		outcomes = outcomes[:0]
+		for _, a := range entries {
+			if a.Action == core.AuditExport {
+				outcomes = append(outcomes, a.Outcome)
 			}
+		}
+		if len(outcomes) < 4 {
+			return errNotYet
+		}
+		return nil
+	})
+	for _, a := range entries {
+		if a.Action == core.AuditExport && a.Outcome == "ok" && a.ExportSHA256 != rec.ArchiveSHA256 {
+			t.Errorf("audit entry %+v lacks the archive's hash %s", a, rec.ArchiveSHA256)
 		}
 	}
 	// Newest first: this run's ok and started, the first run's failed and started.

@@ -42,6 +42,12 @@ type Feed struct {
 	// what the account holds, not what the store holds.
 	byAccount map[string]map[string]struct{}
 	subs      map[*Subscription]struct{}
+
+	// derive, if set, fills fields computed from the rest of a workspace
+	// (retention's delete_after) before each save; saved is told of each
+	// save's before and after. Both run under mu. Set before first use.
+	derive func(Workspace) Workspace
+	saved  func(before, after Workspace)
 }
 
 // NewFeed loads the live workspaces and the current revision from store.
@@ -121,6 +127,14 @@ func (f *Feed) Save(ctx context.Context, ws Workspace) (Workspace, error) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	return f.saveLocked(ctx, ws)
+}
+
+func (f *Feed) saveLocked(ctx context.Context, ws Workspace) (Workspace, error) {
+	if f.derive != nil {
+		ws = f.derive(ws)
+	}
+	before := f.live[ws.ID]
 	saved, err := f.store.SaveWorkspace(ctx, ws)
 	if err != nil {
 		return ws, err
@@ -139,6 +153,9 @@ func (f *Feed) Save(ctx context.Context, ws Workspace) (Workspace, error) {
 		default:
 			f.dropLocked(s, errSlowSubscriber)
 		}
+	}
+	if f.saved != nil {
+		f.saved(before, saved)
 	}
 	return saved, nil
 }

@@ -62,6 +62,15 @@ type Account struct {
 	// the values themselves are never loaded into this struct.
 	Credentials []string  `json:"credentials"`
 	CreatedAt   time.Time `json:"created_at"`
+	// Shared accounts (serve mode's built-in Docker account, made by an
+	// admin) are usable by every user; each workspace made on one belongs
+	// to the user who made it, and only Owner may remove the account.
+	Shared bool `json:"shared"`
+	// DeleteExport says whether a delete needs a verified export first
+	// ("" or DeleteExportRequired) or may go ahead when it fails
+	// (DeleteExportBestEffort). Only a person's explicit setting makes it
+	// best-effort (SetDeleteExport).
+	DeleteExport DeleteExportMode `json:"delete_export,omitempty"`
 }
 
 // CredentialKey is the secret-store key of one credential of an account.
@@ -121,6 +130,11 @@ type Box struct {
 // LabelWorkspace is the label (or tag, or metadata key) an adapter puts on
 // every box it creates, holding the workspace id.
 const LabelWorkspace = "companion.workspace"
+
+// LabelOwner is the label an adapter puts on a box of a shared account,
+// holding the user who made it, so a box found again after its record was
+// lost is adopted for that user and no other.
+const LabelOwner = "companion.owner"
 
 // Lifecycle holds the settings chosen at creation that the provider enforces
 // natively where it can ("native first"). Zero means the provider default.

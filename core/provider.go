@@ -39,8 +39,11 @@ type Provider interface {
 type CreateSpec struct {
 	// WorkspaceID is put on the box as LabelWorkspace.
 	WorkspaceID string
-	Name        string
-	Lifecycle   Lifecycle
+	// Owner is the user the box is made for; on a shared account the
+	// adapter puts it on the box as LabelOwner where it has labels.
+	Owner     string
+	Name      string
+	Lifecycle Lifecycle
 	// Options are provider-specific (image, template, region, ...).
 	Options map[string]string
 	// AgentKey is the agent-server session key companion generated for

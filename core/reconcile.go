@@ -425,9 +425,13 @@ func (s *Service) adopt(ctx context.Context, acct Account, box Box) (bool, error
 	if name == "" {
 		name = box.ID
 	}
+	owner := acct.Owner
+	if acct.Shared && box.Labels[LabelOwner] != "" {
+		owner = box.Labels[LabelOwner] // made for that user through the shared account
+	}
 	ws := s.applyBox(Workspace{
 		ID:        NewID("ws"),
-		Owner:     acct.Owner,
+		Owner:     owner,
 		Name:      name,
 		AccountID: acct.ID,
 		Provider:  acct.Provider,

@@ -59,6 +59,24 @@ type Config struct {
 	// Exports keeps export records; nil means the Store, if it is an
 	// ExportStore.
 	Exports ExportStore
+	// ScheduledDeletion lets retention policies act: delete_after is
+	// computed and the retention tick deletes due workspaces. Only
+	// `companion serve` sets it; on the desktop no timer deletes anything.
+	ScheduledDeletion bool
+	// Retention keeps retention policies and claims; nil means the Store,
+	// if it is a RetentionStore.
+	Retention RetentionStore
+	// ExportLocation names where exports go, for delete previews; empty
+	// means they only say "companion's export directory" (serve mode
+	// does not show its paths).
+	ExportLocation string
+	// ExportBudget bounds a delete's export step as a whole, every
+	// attempt and wait included; 0 means 30 minutes. Attempts are not cut
+	// by ActionTimeout: a large archive takes long.
+	ExportBudget time.Duration
+	// StepHook, when set, is called right after a delete pipeline step is
+	// journaled (and before it runs). It exists for crash tests only.
+	StepHook func(kind OpKind, step string)
 }
 
 // Service is the lifecycle service: the one place where workspaces are
@@ -90,6 +108,10 @@ type Service struct {
 
 	actorsMu sync.Mutex
 	actors   map[int64]string // who started each running journaled action
+
+	ret *retention // retention policies, notices and tick state
+
+	accountMu sync.Mutex // serialises read-modify-write of account settings
 }
 
 // NewService loads the feed from the store (unless Config.DeferLoad) and
@@ -123,11 +145,17 @@ func NewService(ctx context.Context, cfg Config) (*Service, error) {
 	if cfg.AddAccountWait == 0 {
 		cfg.AddAccountWait = 3 * time.Second
 	}
+	if cfg.ExportBudget == 0 {
+		cfg.ExportBudget = 30 * time.Minute
+	}
 	if cfg.MaxAttempts == 0 {
 		cfg.MaxAttempts = 5
 	}
 	if cfg.Audit == nil {
 		cfg.Audit, _ = cfg.Store.(AuditLog)
+	}
+	if cfg.Retention == nil {
+		cfg.Retention, _ = cfg.Store.(RetentionStore)
 	}
 	feed := NewLazyFeed(cfg.Store)
 	if !cfg.DeferLoad {
@@ -157,6 +185,12 @@ func NewService(ctx context.Context, cfg Config) (*Service, error) {
 		cancel()
 		return nil, fmt.Errorf("core: load account flags: %w", err)
 	}
+	s.ret = newRetention(cfg.Retention)
+	if err := s.ret.load(ctx); err != nil {
+		cancel()
+		return nil, fmt.Errorf("core: load retention policies: %w", err)
+	}
+	feed.derive, feed.saved = s.deriveRetention, s.retentionSaved
 	return s, nil
 }
 

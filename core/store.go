@@ -80,6 +80,9 @@ type Op struct {
 	LastError string
 	CreatedAt time.Time
 	UpdatedAt time.Time
+	// Delete is the delete pipeline's own record (OpDelete only): what
+	// the delete saw when asked, and which export it relies on.
+	Delete *DeleteJournal
 }
 
 // DeletePlan is a delete preview. A person confirms it by sending back its

@@ -70,7 +70,7 @@ func TestCheckOptionsAgainstDeclared(t *testing.T) {
 }
 
 func TestConsequencesOfAWorkspaceWithoutABox(t *testing.T) {
-	lost, survives := consequences(Workspace{Provider: "docker", State: StateError}, ProviderInfo{})
+	lost, survives := consequences(Workspace{Provider: "docker", State: StateError}, ProviderInfo{}, DeleteExportPlan{})
 	all := strings.Join(append(lost, survives...), "\n")
 	if strings.Contains(all, "the box  at") || strings.Contains(all, "every file in it") {
 		t.Fatalf("a workspace with no box is described as having one: %q", all)

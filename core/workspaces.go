@@ -140,7 +140,13 @@ func (s *Service) Create(ctx context.Context, owner string, req CreateRequest) (
 // workspace's lock. If launch fails, the lock is still the caller's.
 func (s *Service) launch(ctx context.Context, ws Workspace, acct Account, kind OpKind, state State, unlock func()) (Workspace, error) {
 	now := s.now()
-	op, err := s.cfg.Store.PutOp(ctx, Op{WorkspaceID: ws.ID, Kind: kind, Step: "requested", CreatedAt: now, UpdatedAt: now})
+	actor := ActorOf(ctx, ActorRecovery)
+	op := Op{WorkspaceID: ws.ID, Kind: kind, Step: "requested", CreatedAt: now, UpdatedAt: now}
+	if kind == OpDelete {
+		// What the delete was asked for, before the state says deleting.
+		op.Delete = newDeleteJournal(ws, actor, s.now())
+	}
+	op, err := s.cfg.Store.PutOp(ctx, op)
 	if err != nil {
 		return Workspace{}, err
 	}
@@ -150,7 +156,6 @@ func (s *Service) launch(ctx context.Context, ws Workspace, acct Account, kind O
 		return Workspace{}, err
 	}
 	s.log.Info("workspace "+string(kind)+" started", "workspace", ws.ID, "provider", ws.Provider, "box", ws.BoxID)
-	actor := ActorOf(ctx, ActorRecovery)
 	s.rememberActor(op.ID, actor)
 	s.audit(ctx, AuditEntry{Owner: ws.Owner, Actor: actor, Action: opAudit(kind), WorkspaceID: ws.ID,
 		AccountID: ws.AccountID, Provider: ws.Provider, Outcome: "started"})

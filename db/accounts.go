@@ -9,12 +9,13 @@ import (
 )
 
 const (
-	accountCols = `id, owner, provider, label, config, credentials, created_at`
+	accountCols = `id, owner, provider, label, config, credentials, created_at, shared, delete_export`
 	qGetAccount = `SELECT ` + accountCols + ` FROM accounts WHERE id = ?`
-	qPutAccount = `INSERT INTO accounts (` + accountCols + `) VALUES (?, ?, ?, ?, ?, ?, ?)
+	qPutAccount = `INSERT INTO accounts (` + accountCols + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (id) DO UPDATE SET owner = excluded.owner, provider = excluded.provider,
 				label = excluded.label, config = excluded.config,
-				credentials = excluded.credentials, created_at = excluded.created_at`
+				credentials = excluded.credentials, created_at = excluded.created_at, shared = excluded.shared,
+				delete_export = excluded.delete_export`
 )
 
 // PutAccount inserts or replaces an account. Credentials holds the names
@@ -45,7 +46,7 @@ func accountArgs(a core.Account) ([]any, error) {
 	var e enc
 	args := []any{a.ID, a.Owner, a.Provider, a.Label,
 		e.json("config", a.Config, a.Config == nil), e.json("credentials", a.Credentials, a.Credentials == nil),
-		e.time("created_at", a.CreatedAt)}
+		e.time("created_at", a.CreatedAt), boolInt(a.Shared), string(a.DeleteExport.Effective())}
 	return args, e.err
 }
 
@@ -118,8 +119,10 @@ func scanAccount(r scanner) (core.Account, error) {
 		a           core.Account
 		config, crd sql.NullString
 		created     sql.NullInt64
+		shared      int64
+		delExport   string
 	)
-	if err := r.Scan(&a.ID, &a.Owner, &a.Provider, &a.Label, &config, &crd, &created); err != nil {
+	if err := r.Scan(&a.ID, &a.Owner, &a.Provider, &a.Label, &config, &crd, &created, &shared, &delExport); err != nil {
 		return core.Account{}, err
 	}
 	var err error
@@ -129,6 +132,9 @@ func scanAccount(r scanner) (core.Account, error) {
 	if a.Credentials, err = listOf("credentials of account "+a.ID, crd); err != nil {
 		return core.Account{}, err
 	}
-	a.CreatedAt = timeOf(created)
+	a.CreatedAt, a.Shared = timeOf(created), shared == 1
+	if m := core.DeleteExportMode(delExport); m != core.DeleteExportRequired {
+		a.DeleteExport = m // the zero value is required
+	}
 	return a, nil
 }

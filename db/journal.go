@@ -3,16 +3,17 @@ package db
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 
 	"github.com/canvasapp/companion/core"
 )
 
 const (
-	qInsertOp = `INSERT INTO ops (workspace_id, kind, step, attempts, last_error, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id`
+	qInsertOp = `INSERT INTO ops (workspace_id, kind, step, attempts, last_error, created_at, updated_at, delete_journal)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`
 	qUpdateOp = `UPDATE ops SET workspace_id = ?, kind = ?, step = ?, attempts = ?, last_error = ?,
-		created_at = ?, updated_at = ? WHERE id = ?`
+		created_at = ?, updated_at = ?, delete_journal = ? WHERE id = ?`
 	qDeleteOp = `DELETE FROM ops WHERE id = ?`
 )
 
@@ -25,15 +26,16 @@ func (s *Store) PutOp(ctx context.Context, op core.Op) (core.Op, error) {
 	}
 	var e enc
 	created, updated := e.time("created_at", op.CreatedAt), e.time("updated_at", op.UpdatedAt)
+	dj := e.json("delete_journal", op.Delete, op.Delete == nil)
 	if e.err != nil {
 		return op, e.err
 	}
 	what := fmt.Sprintf("journal %s of workspace %s", op.Kind, op.WorkspaceID)
 	err := s.write(ctx, what, func(t txn) error {
 		if op.ID == 0 {
-			return t.queryRow(qInsertOp, op.WorkspaceID, string(op.Kind), op.Step, op.Attempts, op.LastError, created, updated).Scan(&op.ID)
+			return t.queryRow(qInsertOp, op.WorkspaceID, string(op.Kind), op.Step, op.Attempts, op.LastError, created, updated, dj).Scan(&op.ID)
 		}
-		res, err := t.exec(qUpdateOp, op.WorkspaceID, string(op.Kind), op.Step, op.Attempts, op.LastError, created, updated, op.ID)
+		res, err := t.exec(qUpdateOp, op.WorkspaceID, string(op.Kind), op.Step, op.Attempts, op.LastError, created, updated, dj, op.ID)
 		if err != nil {
 			return err
 		}
@@ -68,7 +70,7 @@ func (s *Store) DeleteOp(ctx context.Context, id int64) error {
 
 // PendingOps returns every open journal entry, oldest (lowest ID) first.
 func (s *Store) PendingOps(ctx context.Context) ([]core.Op, error) {
-	rows, err := s.rs.query(ctx, `SELECT id, workspace_id, kind, step, attempts, last_error, created_at, updated_at
+	rows, err := s.rs.query(ctx, `SELECT id, workspace_id, kind, step, attempts, last_error, created_at, updated_at, delete_journal
 		FROM ops ORDER BY id`)
 	if err != nil {
 		return nil, wrap("read journal", err)
@@ -80,9 +82,16 @@ func (s *Store) PendingOps(ctx context.Context) ([]core.Op, error) {
 			op               core.Op
 			kind             string
 			created, updated sql.NullInt64
+			dj               sql.NullString
 		)
-		if err := rows.Scan(&op.ID, &op.WorkspaceID, &kind, &op.Step, &op.Attempts, &op.LastError, &created, &updated); err != nil {
+		if err := rows.Scan(&op.ID, &op.WorkspaceID, &kind, &op.Step, &op.Attempts, &op.LastError, &created, &updated, &dj); err != nil {
 			return nil, wrap("read journal", err)
+		}
+		if dj.Valid {
+			op.Delete = new(core.DeleteJournal)
+			if err := json.Unmarshal([]byte(dj.String), op.Delete); err != nil {
+				return nil, wrap(fmt.Sprintf("read journal entry %d", op.ID), fmt.Errorf("decode delete_journal: %w", err))
+			}
 		}
 		op.Kind = core.OpKind(kind)
 		op.CreatedAt, op.UpdatedAt = timeOf(created), timeOf(updated)

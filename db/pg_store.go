@@ -3,6 +3,7 @@ package db
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -269,18 +270,19 @@ func (s *PGStore) PutOp(ctx context.Context, op core.Op) (core.Op, error) {
 	}
 	var e enc
 	created, updated := e.time("created_at", op.CreatedAt), e.time("updated_at", op.UpdatedAt)
+	dj := e.json("delete_journal", op.Delete, op.Delete == nil)
 	if e.err != nil {
 		return op, e.err
 	}
 	what := fmt.Sprintf("journal %s of workspace %s", op.Kind, op.WorkspaceID)
 	if op.ID == 0 {
 		err := s.write(ctx, what, func(tx pgx.Tx) error {
-			return tx.QueryRow(ctx, pgInsertOp, op.WorkspaceID, string(op.Kind), op.Step, op.Attempts, op.LastError, created, updated).Scan(&op.ID)
+			return tx.QueryRow(ctx, pgInsertOp, op.WorkspaceID, string(op.Kind), op.Step, op.Attempts, op.LastError, created, updated, dj).Scan(&op.ID)
 		})
 		return op, err
 	}
 	err := s.execOne(ctx, what, core.Errorf(core.KindNotFound, "journal entry %d not found", op.ID), pgUpdateOp,
-		op.WorkspaceID, string(op.Kind), op.Step, op.Attempts, op.LastError, created, updated, op.ID)
+		op.WorkspaceID, string(op.Kind), op.Step, op.Attempts, op.LastError, created, updated, dj, op.ID)
 	return op, err
 }
 
@@ -292,7 +294,7 @@ func (s *PGStore) DeleteOp(ctx context.Context, id int64) error {
 
 // PendingOps returns every open journal entry, oldest first.
 func (s *PGStore) PendingOps(ctx context.Context) ([]core.Op, error) {
-	rows, err := s.pool.Query(ctx, `SELECT id, workspace_id, kind, step, attempts, last_error, created_at, updated_at
+	rows, err := s.pool.Query(ctx, `SELECT id, workspace_id, kind, step, attempts, last_error, created_at, updated_at, delete_journal
 		FROM ops ORDER BY id`)
 	if err != nil {
 		return nil, s.wrap("read journal", err)
@@ -302,11 +304,20 @@ func (s *PGStore) PendingOps(ctx context.Context) ([]core.Op, error) {
 			op               core.Op
 			kind             string
 			created, updated sql.NullInt64
+			dj               sql.NullString
 		)
-		err := r.Scan(&op.ID, &op.WorkspaceID, &kind, &op.Step, &op.Attempts, &op.LastError, &created, &updated)
+		if err := r.Scan(&op.ID, &op.WorkspaceID, &kind, &op.Step, &op.Attempts, &op.LastError, &created, &updated, &dj); err != nil {
+			return op, err
+		}
+		if dj.Valid {
+			op.Delete = new(core.DeleteJournal)
+			if err := json.Unmarshal([]byte(dj.String), op.Delete); err != nil {
+				return op, fmt.Errorf("journal entry %d: decode delete_journal: %w", op.ID, err)
+			}
+		}
 		op.Kind = core.OpKind(kind)
 		op.CreatedAt, op.UpdatedAt = timeOf(created), timeOf(updated)
-		return op, err
+		return op, nil
 	})
 	if err != nil {
 		return nil, s.wrap("read journal", err)

@@ -17,7 +17,7 @@ import (
 // connection (Tx.StmtContext), once per connection.
 var (
 	hotWrites = []string{qBumpRev, qUpsertWorkspace, qInsertOp, qUpdateOp, qDeleteOp}
-	hotReads  = []string{qGetWorkspace, qFeedHead, qChangesSince, qGetAccount}
+	hotReads  = []string{qGetWorkspace, qFeedHead, qChangesSince, qGetAccount, qSessionUser, qTokenUser, qUserBySubject}
 )
 
 // stmts holds one pool's prepared statements by SQL text. It is not

@@ -111,7 +111,9 @@ func TestCloudProvidersThroughWasmModules(t *testing.T) {
 
 func testCloudProvider(t *testing.T, c cloudCase, apiURL string) {
 	data := t.TempDir()
-	p := start(t, options{dataDir: data, args: []string{"--docker-scope", "unused"}})
+	// A short export budget: these boxes run no agent-server, and a
+	// best-effort delete gives up on the export once it is spent.
+	p := start(t, options{dataDir: data, args: []string{"--docker-scope", "unused", "--export-budget", "3s"}})
 	s := p.dial(-1)
 	s.next(10 * time.Second)
 
@@ -219,6 +221,10 @@ func testCloudProvider(t *testing.T, c cloudCase, apiURL string) {
 	}
 
 	// Delete: preview, confirm, remove; the box is gone at the provider.
+	// These boxes run no agent-server, so a required export would block
+	// the delete (delete_pipeline_test.go covers that): this account opts
+	// into best-effort export.
+	p.must(200, "PATCH", "/v1/accounts/"+acctID, map[string]string{"delete_export": "best_effort"}, nil)
 	var preview struct {
 		Token string   `json:"token"`
 		Lost  []string `json:"lost"`

@@ -57,6 +57,7 @@ type ready struct {
 	URL     string `json:"url"`
 	Token   string `json:"token"`
 	Version string `json:"version"`
+	PageURL string `json:"page_url"`
 }
 
 // proc is one running companion process.

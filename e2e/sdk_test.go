@@ -149,6 +149,8 @@ func TestThirdPartyModuleFromSDK(t *testing.T) {
 		t.Fatalf("box is %q at the provider after resume", b.Status)
 	}
 
+	// The module's boxes run no agent-server: delete without an export.
+	p.must(200, "PATCH", "/v1/accounts/"+acct.Account.ID, map[string]string{"delete_export": "best_effort"}, nil)
 	var preview struct {
 		Token string `json:"token"`
 	}

@@ -229,13 +229,16 @@ func TestAuditTrail(t *testing.T) {
 		if i > 0 && e.ID >= all[i-1].ID {
 			t.Errorf("entries not newest first: %d after %d", e.ID, all[i-1].ID)
 		}
-		if e.Actor != "desktop token" || e.At.IsZero() || e.Hash == "" || e.ExportSHA256 != nil {
-			t.Errorf("entry %+v: want actor desktop token, a time, a hash, no export", e)
+		// The delete exported first (the delete pipeline): the export's
+		// outcome and the delete's carry the archive's SHA-256.
+		withExport := (e.Action == "export" || e.Action == "delete") && e.Outcome == "ok"
+		if e.Actor != "desktop token" || e.At.IsZero() || e.Hash == "" || (e.ExportSHA256 != nil) != withExport {
+			t.Errorf("entry %+v: want actor desktop token, a time, a hash, an export hash only on export and delete outcomes", e)
 		}
 		got = append([]string{e.Action + ":" + strings.SplitN(e.Outcome, " ", 2)[0]}, got...)
 	}
 	want := []string{"account_add:ok", "account_remove:ok", "create:started", "create:ok", "pause:started", "pause:ok",
-		"resume:started", "resume:ok", "delete:started", "delete:ok"}
+		"resume:started", "resume:ok", "delete:started", "export:started", "export:ok", "delete:ok"}
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("audit trail, oldest first:\n got %v\nwant %v", got, want)
 	}
@@ -257,10 +260,10 @@ func TestAuditTrail(t *testing.T) {
 	p.must(400, "GET", "/v1/audit?before=x", nil, nil)
 	p.stop()
 
-	if code, out := auditVerify(t, dataDir); code != 0 || !strings.Contains(out, "10 entries verified") {
+	if code, out := auditVerify(t, dataDir); code != 0 || !strings.Contains(out, "12 entries verified") {
 		t.Fatalf("audit verify of an untouched trail: exit %d\n%s", code, out)
 	}
-	victim := all[len(all)-5] // a middle entry: pause started
+	victim := all[len(all)-5] // a middle entry: pause started (oldest first: account add, remove, create ×2, pause started)
 	db, err := sql.Open("sqlite", "file:"+filepath.Join(dataDir, "companion.db"))
 	if err != nil {
 		t.Fatal(err)

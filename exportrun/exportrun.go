@@ -49,8 +49,38 @@ type Exporter struct {
 
 var _ core.Exporter = (*Exporter)(nil)
 
-// Export captures job's box into a new verified export.
+// Export captures job's box into a new verified export. A failure the
+// agent-server says is worth retrying (422, 429, 5xx, the network) comes
+// back as a *core.Error of KindUnavailable or KindRateLimited carrying
+// its Retry-After, so core's retry treats it as transient; every other
+// failure (401/404 "capture unconfirmed", a full or unwritable export
+// location, a read-back mismatch) is not.
 func (x *Exporter) Export(ctx context.Context, job core.ExportJob, progress func(core.ExportProgress)) (core.ExportResult, error) {
+	res, err := x.export(ctx, job, progress)
+	return res, classify(err)
+}
+
+// VerifyExport re-reads a committed export and checks every file against
+// its manifest (core.ExportVerifier).
+func (x *Exporter) VerifyExport(ctx context.Context, dir string) error {
+	_, err := exports.VerifyDir(dir)
+	return err
+}
+
+// classify makes retryable agent-server failures transient for core.
+func classify(err error) error {
+	var ae *agentclient.Error
+	if err == nil || !errors.As(err, &ae) || ae.Class != agentclient.ClassRetryable {
+		return err
+	}
+	kind := core.KindUnavailable
+	if ae.Status == http.StatusTooManyRequests {
+		kind = core.KindRateLimited
+	}
+	return &core.Error{Kind: kind, Message: err.Error(), RetryAfter: ae.RetryAfter, Err: err}
+}
+
+func (x *Exporter) export(ctx context.Context, job core.ExportJob, progress func(core.ExportProgress)) (core.ExportResult, error) {
 	if progress == nil {
 		progress = func(core.ExportProgress) {}
 	}
@@ -74,6 +104,7 @@ func (x *Exporter) Export(ctx context.Context, job core.ExportJob, progress func
 		}
 	}()
 	c := &counter{progress: progress}
+	nothing := false
 	for i, conv := range convs {
 		c.step = fmt.Sprintf("trajectory %d of %d", i+1, len(convs))
 		d, err := cl.DownloadTrajectory(ctx, conv.ID)
@@ -99,6 +130,7 @@ func (x *Exporter) Export(ctx context.Context, job core.ExportJob, progress func
 		a, err := cl.Archive(ctx, agentclient.ArchiveRequest{Path: path, Format: f})
 		if errors.Is(err, agentclient.ErrNothingToArchive) {
 			// Nothing there to lose: the export holds the trajectories.
+			nothing = nothing || f == agentclient.FormatTarGz
 			continue
 		}
 		if err != nil {
@@ -116,6 +148,17 @@ func (x *Exporter) Export(ctx context.Context, job core.ExportJob, progress func
 			return core.ExportResult{}, err
 		}
 	}
+	if job.Snapshot != nil {
+		c.step = "snapshot"
+		c.report()
+		if err := job.Snapshot(ctx, sinkFunc(func(name, format string, r io.Reader) error {
+			c.step = "snapshot " + name
+			_, err := e.Add(exports.File{Name: name, Kind: core.ExportKindSnapshot, Format: format}, c.wrap(r))
+			return err
+		})); err != nil {
+			return core.ExportResult{}, fmt.Errorf("export: snapshot of box %s: %w", job.BoxID, err)
+		}
+	}
 	c.step = "verify"
 	c.report()
 	m, dir, err := e.Commit()
@@ -123,7 +166,7 @@ func (x *Exporter) Export(ctx context.Context, job core.ExportJob, progress func
 		return core.ExportResult{}, err
 	}
 	done = true
-	res := core.ExportResult{Dir: dir, Bytes: m.Bytes, Files: make([]core.ExportFile, 0, len(m.Files)+1)}
+	res := core.ExportResult{Dir: dir, Bytes: m.Bytes, Files: make([]core.ExportFile, 0, len(m.Files)+1), NothingToArchive: nothing}
 	for _, f := range m.Files {
 		res.Files = append(res.Files, core.ExportFile{Name: f.Name, Kind: f.Kind, ConversationID: f.ConversationID,
 			Format: f.Format, Bytes: f.Bytes, SHA256: f.SHA256})
@@ -162,6 +205,11 @@ func (c *counter) wrap(r io.Reader) io.Reader {
 		return n, err
 	})
 }
+
+// sinkFunc adapts a function to core.SnapshotSink.
+type sinkFunc func(name, format string, r io.Reader) error
+
+func (f sinkFunc) Add(name, format string, r io.Reader) error { return f(name, format, r) }
 
 type readFunc func([]byte) (int, error)
 

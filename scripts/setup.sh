@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Checks (and where it can, installs) what building and testing companion
 # needs: Go, a Docker Engine, a Secret Service for the OS keyring, wabt,
-# and (with --test) headless Chromium for the browser tests.
+# and (with --test) headless Chromium for the browser tests and Node.js 20+
+# for the JavaScript client's tests.
 # Debian/Ubuntu packages are installed when running as root or with sudo.
 set -euo pipefail
 
@@ -25,6 +26,8 @@ if [ "${1:-}" = "--test" ]; then
 	if [ -z "${COMPANION_TEST_DATABASE:-}" ]; then
 		compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || need_pkgs+=(postgresql)
 	fi
+	# The JavaScript client's tests run under `node --test` (Node 20+).
+	command -v node >/dev/null || need_pkgs+=(nodejs)
 fi
 
 if [ ${#need_pkgs[@]} -gt 0 ]; then
@@ -37,6 +40,15 @@ if [ ${#need_pkgs[@]} -gt 0 ]; then
 			{ $sudo apt-get update -q >/dev/null && $sudo apt-get install -y --no-install-recommends "${need_pkgs[@]}" >/dev/null; }
 	else
 		echo "setup: please install: ${need_pkgs[*]}" >&2
+		exit 1
+	fi
+fi
+
+if [ "${1:-}" = "--test" ]; then
+	node_major=$(node --version 2>/dev/null | sed -n 's/^v\([0-9]*\)\..*/\1/p')
+	if [ -z "$node_major" ] || [ "$node_major" -lt 20 ]; then
+		echo "setup: the JavaScript client's tests need Node.js 20 or later; found $(node --version 2>/dev/null || echo none)." >&2
+		echo "setup: install a newer nodejs (Debian 12's is 18: use a newer release's package or https://nodejs.org)" >&2
 		exit 1
 	fi
 fi

@@ -12,10 +12,12 @@ import (
 
 func (s *Server) routes(rt *router) {
 	rt.handle("GET /healthz", s.healthz)
+	rt.handle("GET /client/companion.js", s.serveClientJS)
 	rt.handle("GET /v1/providers", s.listProviders)
 	rt.handle("GET /v1/accounts", s.listAccounts)
 	rt.handle("POST /v1/accounts", s.addAccount)
 	rt.handle("DELETE /v1/accounts/{id}", s.removeAccount)
+	rt.handle("PATCH /v1/accounts/{id}", s.patchAccount)
 	rt.handle("GET /v1/workspaces", s.listWorkspaces)
 	rt.handle("POST /v1/workspaces", s.createWorkspace)
 	rt.handle("GET /v1/workspaces/{id}", s.getWorkspace)
@@ -31,11 +33,15 @@ func (s *Server) routes(rt *router) {
 	rt.handle("GET /v1/workspaces/{id}/exports", s.listExports)
 	rt.handle("GET /v1/exports/{id}", s.getExport)
 	rt.handle("GET /v1/exports/{id}/files/{name}", s.downloadExportFile)
+	rt.handle("POST /v1/exports/{id}/restore", s.restoreExport)
+	s.retentionRoutes(rt)
 	if s.cfg.Modules != nil {
-		rt.handle("POST /v1/providers/inspect", s.inspectModule)
-		rt.handle("POST /v1/providers", s.installModule)
-		rt.handle("DELETE /v1/providers/{name}", s.removeModule)
+		rt.handle("POST /v1/providers/inspect", adminOnly(s.inspectModule))
+		rt.handle("POST /v1/providers", adminOnly(s.installModule))
+		rt.handle("DELETE /v1/providers/{name}", adminOnly(s.removeModule))
 	}
+	s.pageRoutes(rt)
+	s.loginRoutes(rt)
 }
 
 // owner is the identity the gate established for r.
@@ -226,6 +232,7 @@ func (s *Server) previewDelete(w http.ResponseWriter, r *http.Request) {
 		ExpiresAt: wireTime(p.ExpiresAt),
 		Lost:      p.Lost,
 		Survives:  p.Survives,
+		Export:    toWireExportPlan(p.Export),
 	}
 	if out.Lost == nil {
 		out.Lost = []string{}

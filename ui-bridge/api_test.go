@@ -81,7 +81,7 @@ func TestRoutesAndUnknownIDs(t *testing.T) {
 	e := newEnv(t, nil)
 	resp, body := e.do("GET", "/v1/nowhere", "")
 	e.expectError(resp, body, http.StatusNotFound, codeRouteNotFound)
-	resp, body = e.do("GET", "/", "")
+	resp, body = e.do("GET", "/nowhere", "") // "/" is the web page (page_test.go)
 	e.expectError(resp, body, http.StatusNotFound, codeRouteNotFound)
 
 	resp, body = e.do("DELETE", "/v1/workspaces", "")

@@ -23,6 +23,7 @@ const (
 	codeMethodNotAllowed     = "method_not_allowed"
 	codeRouteNotFound        = "not_found"
 	codeUnauthorized         = "unauthorized"
+	codeForbidden            = "forbidden"
 	codeForbiddenHost        = "forbidden_host"
 	codeForbiddenOrigin      = "forbidden_origin"
 	codeCrossSite            = "cross_site_request"

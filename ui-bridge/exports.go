@@ -34,6 +34,8 @@ type Export struct {
 	ArchiveSHA256 *string      `json:"archive_sha256"`
 	Error         *string      `json:"error"`
 	Files         []ExportFile `json:"files"`
+	// Restorable says POST /v1/exports/{id}/restore can bring it back.
+	Restorable bool `json:"restorable"`
 }
 
 func strPtr(s string) *string {
@@ -46,7 +48,7 @@ func strPtr(s string) *string {
 func toWireExport(e core.ExportRecord) Export {
 	out := Export{ID: e.ID, WorkspaceID: e.WorkspaceID, CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt, State: e.State,
 		Verified: e.Verified, Bytes: e.Bytes, ArchiveSHA256: strPtr(e.ArchiveSHA256), Error: strPtr(e.Error),
-		Files: make([]ExportFile, 0, len(e.Files))}
+		Files: make([]ExportFile, 0, len(e.Files)), Restorable: e.Restorable()}
 	for _, f := range e.Files {
 		out.Files = append(out.Files, ExportFile{Name: f.Name, Kind: f.Kind, ConversationID: strPtr(f.ConversationID),
 			Format: strPtr(f.Format), Bytes: f.Bytes, SHA256: f.SHA256,

@@ -34,6 +34,12 @@ type Identity struct {
 	// Actor names who acts in the audit trail; "" means the gate's
 	// Config.TokenActor.
 	Actor string
+	// Admin may install and remove provider modules: the launch token's
+	// holder, and serve-mode users with the admin role.
+	Admin bool
+	// UserName, Issuer and Method describe a signed-in user (serve mode
+	// with Config.Login); UserName is "" for the launch token.
+	UserName, Issuer, Method string
 }
 
 type identityKey struct{}
@@ -71,12 +77,12 @@ type tokenAuth struct{ sum [32]byte }
 
 func (t *tokenAuth) Authenticate(r *http.Request) (Identity, bool) {
 	if tok, ok := bearerToken(r); ok && t.match(tok) {
-		return Identity{}, true
+		return Identity{Admin: true}, true
 	}
 	if isWebSocketUpgrade(r) {
 		for _, p := range offeredSubprotocols(r) {
 			if tok, ok := strings.CutPrefix(p, BearerSubprotocolPrefix); ok && t.match(tok) {
-				return Identity{}, true
+				return Identity{Admin: true}, true
 			}
 		}
 	}
@@ -163,6 +169,7 @@ type gate struct {
 	cop         *http.CrossOriginProtection
 	bodyTimeout time.Duration
 	tokenActor  string
+	public      map[string]bool // /v1/ paths open without a credential
 	next        http.Handler
 }
 
@@ -212,6 +219,10 @@ func newGate(cfg Config, next http.Handler) (*gate, error) {
 		g.auth = append(g.auth, TokenAuthenticator(cfg.Token))
 	}
 	g.auth = append(g.auth, cfg.Authenticators...)
+	if cfg.Login != nil {
+		g.auth = append(g.auth, cfg.Login.authenticators()...)
+		g.public = map[string]bool{"/v1/login": true, "/v1/logout": true}
+	}
 	if len(g.auth) == 0 {
 		return nil, fmt.Errorf("uibridge: no way to authenticate: set Config.Token or Config.Authenticators")
 	}
@@ -242,7 +253,7 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.Set("Access-Control-Allow-Origin", origin[0])
 		h.Set("Access-Control-Expose-Headers", "Location, Retry-After, WWW-Authenticate")
 		if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
-			h.Set("Access-Control-Allow-Methods", "GET, POST, PUT, DELETE")
+			h.Set("Access-Control-Allow-Methods", "GET, POST, PUT, PATCH, DELETE")
 			h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type")
 			h.Set("Access-Control-Max-Age", "600")
 			if r.Header.Get("Access-Control-Request-Private-Network") == "true" {
@@ -267,15 +278,24 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if r.URL.Path == "/v1" || strings.HasPrefix(r.URL.Path, "/v1/") {
 		id, ok := g.authenticate(r)
-		if !ok {
+		switch {
+		case ok:
+			if id.Actor == "" {
+				id.Actor = g.tokenActor
+			}
+			r = r.WithContext(core.WithActor(withIdentity(r.Context(), id), id.Actor))
+		case g.public[r.URL.Path] || (g.public != nil && strings.HasPrefix(r.URL.Path, "/v1/login/")):
+			// Sign-in (any method's routes under /v1/login/) and sign-out
+			// need no credential (and get no identity).
+		case g.public != nil:
+			w.Header().Set("WWW-Authenticate", `Bearer realm="companion"`)
+			refuse(w, r, http.StatusUnauthorized, codeUnauthorized, "sign in first (POST /v1/login, or through your ingress), or send Authorization: Bearer <API token>")
+			return
+		default:
 			w.Header().Set("WWW-Authenticate", `Bearer realm="companion"`)
 			refuse(w, r, http.StatusUnauthorized, codeUnauthorized, "a valid token is required: send Authorization: Bearer <token>, or on a WebSocket the subprotocol companion.bearer.<token>")
 			return
 		}
-		if id.Actor == "" {
-			id.Actor = g.tokenActor
-		}
-		r = r.WithContext(core.WithActor(withIdentity(r.Context(), id), id.Actor))
 	}
 	g.next.ServeHTTP(w, r)
 }

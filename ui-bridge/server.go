@@ -73,6 +73,8 @@ type Config struct {
 	// ModuleJobs is how many module inspections and installs run at once
 	// (see modules.go); 0 means 2.
 	ModuleJobs int
+	// Login enables serve mode's sign-in (login.go); nil leaves it out.
+	Login *Login
 }
 
 // Server is the HTTP API and WebSocket stream over a core.Service. It
@@ -145,9 +147,13 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.handler = g
+	if cfg.Login != nil {
+		s.handler = cfg.Login.ingress(g, s.log)
+	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.hub = newHub(cfg.Service.Feed(), s.log, cfg.Now, cfg.ClientQueue, cfg.FeedBuffer)
 	go s.hub.followAccounts(cfg.Service)
+	go s.hub.followNotices(cfg.Service)
 	return s, nil
 }
 

@@ -72,6 +72,11 @@ type Account struct {
 	// problem that needs a person (see API.md, "Account status").
 	Status AccountStatus `json:"status"`
 	Flag   *AccountFlag  `json:"flag"`
+	// Shared: usable by every user (serve mode's Docker account); only
+	// its owner, an admin, may remove it.
+	Shared bool `json:"shared"`
+	// DeleteExport is "required" or "best_effort" (PATCH /v1/accounts/{id}).
+	DeleteExport string `json:"delete_export"`
 }
 
 // Provider is an installed adapter and whether it can be used right now.
@@ -125,6 +130,8 @@ type DeletePreview struct {
 	ExpiresAt time.Time `json:"expires_at"`
 	Lost      []string  `json:"lost"`
 	Survives  []string  `json:"survives"`
+	// Export is what the delete exports (and verifies) before the box goes.
+	Export *DeleteExportPlan `json:"export"`
 }
 
 // Message is one WebSocket message from the server. Type is "snapshot"
@@ -223,12 +230,14 @@ func encodeWorkspace(ws core.Workspace) []byte {
 
 func toWireAccount(a core.Account, st core.AccountStatus) Account {
 	w := Account{
-		ID:          a.ID,
-		Provider:    a.Provider,
-		Label:       a.Label,
-		Config:      a.Config,
-		Credentials: a.Credentials,
-		CreatedAt:   wireTime(a.CreatedAt),
+		ID:           a.ID,
+		Provider:     a.Provider,
+		Label:        a.Label,
+		Config:       a.Config,
+		Credentials:  a.Credentials,
+		CreatedAt:    wireTime(a.CreatedAt),
+		Shared:       a.Shared,
+		DeleteExport: string(a.DeleteExport.Effective()),
 		Status: AccountStatus{
 			State:         string(st.State),
 			ErrorCode:     string(st.Kind),

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/canvasapp/companion/auth"
 	"github.com/canvasapp/companion/core"
 	"github.com/canvasapp/companion/db"
 	"github.com/canvasapp/companion/providers/wasm"
@@ -22,6 +23,9 @@ type serverStore interface {
 	core.ExportStore
 	wasm.PinStore
 	secrets.SealedRows
+	auth.Store
+	core.RetentionStore
+	core.RestoreStore
 	Close() error
 }
 

@@ -1,4 +1,4 @@
-//go:build !unix
+//go:build !unix && !windows
 
 package main
 
@@ -7,8 +7,9 @@ import (
 	"time"
 )
 
-// lockDataDir is a no-op where flock is missing; running two companions on
-// one data dir is then the user's responsibility.
+// lockDataDir is a no-op where neither flock (lock_unix.go) nor
+// LockFileEx (lock_windows.go) exists; running two companions on one data
+// dir is then the user's responsibility.
 func lockDataDir(ctx context.Context, dir string, wait time.Duration) (release func(), err error) {
 	return func() {}, nil
 }

@@ -29,6 +29,8 @@ Usage:
   companion secrets ...        make and rotate the key of the sealed secret store
   companion audit verify       check the audit trail's hash chain
   companion migrate sqlite-to-postgres   copy a data dir's database into PostgreSQL
+  companion users ...          add, list, remove local users of serve --auth local
+  companion tokens ...         create, list, revoke users' personal API tokens
   companion version            print the version
   companion help [command]     show help for a command
 
@@ -57,6 +59,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return runSecrets(rest, stdout, stderr)
 	case "migrate":
 		return runMigrate(rest, stdout, stderr)
+	case "users":
+		return runUsers(rest, stdin, stdout, stderr)
+	case "tokens":
+		return runTokens(rest, stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintf(stdout, "companion %s\n", version)
 		return 0

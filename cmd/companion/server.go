@@ -37,18 +37,21 @@ const (
 type serverFlags struct {
 	dataDir           string
 	exportDir         string
+	exportBudget      time.Duration
 	listen            string
 	origins           stringList
 	hosts             stringList
 	dockerImage       string
 	dockerScope       string
 	reconcileInterval time.Duration
+	retentionInterval time.Duration
 	logLevel          string
 	logFormat         string
 	exitOnStdinClose  bool
 	timeouts          httpTimeouts
 	secrets           secretFlags
 	database          databaseFlags // serve only
+	login             loginFlags
 }
 
 type stringList []string
@@ -74,11 +77,13 @@ func parseServerFlags(m mode, args []string, stderr io.Writer) (*serverFlags, er
 	}
 	fs.StringVar(&f.dataDir, "data-dir", defaultDataDir(), "`directory` for the database, installed modules and caches")
 	fs.StringVar(&f.exportDir, "export-dir", "", "`directory` for verified exports (default <data-dir>/exports); it must exist")
+	fs.DurationVar(&f.exportBudget, "export-budget", 30*time.Minute, "how long a delete's export may take, retries and their waits included, before the delete is blocked (or, for a best_effort account, goes ahead without it)")
 	fs.StringVar(&f.listen, "listen", defaultListen, "`address` to listen on (port 0 picks a free port)")
 	fs.Var(&f.origins, "allow-origin", "extra browser `origin` allowed to call the API, e.g. the Electron app's (repeatable)")
 	fs.StringVar(&f.dockerImage, "docker-image", docker.DefaultImage, "`image` for new Docker workspaces, pulled when the Docker Engine lacks it; it must serve the agent-server on port 8000")
 	fs.StringVar(&f.dockerScope, "docker-scope", "default", "only manage Docker containers labelled with this `name`, so several companions can share one Docker Engine")
 	fs.DurationVar(&f.reconcileInterval, "reconcile-interval", 15*time.Second, "how often each account's boxes are listed at the provider")
+	fs.DurationVar(&f.retentionInterval, "retention-interval", time.Minute, "how often serve mode's retention tick looks for due workspaces (desktop mode never deletes on a timer)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log `level`: debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log `format` on stderr: text or json")
 	f.timeouts.addFlags(fs)
@@ -86,6 +91,7 @@ func parseServerFlags(m mode, args []string, stderr io.Writer) (*serverFlags, er
 	f.database.addFlags(fs)
 	if m == modeServe {
 		fs.Var(&f.hosts, "allow-host", "extra `host[:port]` the server answers to, e.g. the name your ingress forwards (repeatable)")
+		f.login.addFlags(fs)
 	}
 	if m == modeDesktop {
 		fs.BoolVar(&f.exitOnStdinClose, "exit-on-stdin-close", true, "exit when stdin closes (the parent app died)")
@@ -98,11 +104,14 @@ func parseServerFlags(m mode, args []string, stderr io.Writer) (*serverFlags, er
 Runs companion for Canvas desktop. It listens on loopback only, and once it
 serves it prints exactly one JSON line on stdout:
 
-  {"event":"ready","url":"http://127.0.0.1:PORT","token":"...","version":"..."}
+  {"event":"ready","url":"http://127.0.0.1:PORT","token":"...","version":"...",
+   "page_url":"http://127.0.0.1:PORT/#token=..."}
 
-Every /v1/ request must carry the token (Authorization: Bearer TOKEN, or the
-WebSocket subprotocol companion.bearer.TOKEN from browsers). Logs go to
-stderr. It exits on SIGINT or SIGTERM, and when its stdin closes.
+page_url opens the web page signed in (the token rides after the #, which
+browsers never send). Every /v1/ request must carry the token
+(Authorization: Bearer TOKEN, or the WebSocket subprotocol
+companion.bearer.TOKEN from browsers). Logs go to stderr. It exits on
+SIGINT or SIGTERM, and when its stdin closes.
 
 Flags:
 `)
@@ -110,8 +119,14 @@ Flags:
 			fmt.Fprint(stderr, `Usage: companion serve [flags]
 
 Runs the always-on companion server for Canvas web. Until a login method is
-configured it only listens on loopback addresses and uses a per-launch token
-like desktop mode; it prints the same ready line on stdout.
+configured (--auth) it only listens on loopback addresses and uses a
+per-launch token like desktop mode; it prints the same ready line on stdout.
+
+With --auth local (users from "companion users add") or --auth proxy (a
+trusted ingress names the user), every /v1/ request needs a signed-in user:
+a session cookie from POST /v1/login, the ingress's user header, or a
+personal API token ("companion tokens create"). The per-launch token is then
+off (the ready line's token is empty), and any --listen address is allowed.
 
 Provider tokens are kept in the OS keyring when one answers; a server without
 one needs a secret key for the sealed store (--secrets sealed
@@ -138,6 +153,17 @@ Flags:
 	if err := f.database.checkMode(m); err != nil {
 		return nil, err
 	}
+	if f.retentionInterval <= 0 {
+		return nil, fmt.Errorf("--retention-interval %s: want a positive duration, e.g. 1m", f.retentionInterval)
+	}
+	if f.exportBudget <= 0 {
+		return nil, fmt.Errorf("--export-budget must be positive, not %s", f.exportBudget)
+	}
+	if m == modeServe {
+		if err := f.login.check(); err != nil {
+			return nil, err
+		}
+	}
 	origins, err := normalizeOrigins(f.origins)
 	if err != nil {
 		return nil, err
@@ -161,13 +187,14 @@ func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 	return nil, fmt.Errorf("--log-format %q: want text or json", format)
 }
 
-// checkListen refuses addresses the mode may not use.
-func checkListen(m mode, addr string) error {
+// checkListen refuses addresses the mode may not use; login says whether
+// serve has a sign-in method.
+func checkListen(m mode, addr string, login bool) error {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return fmt.Errorf("--listen %q: %v (want HOST:PORT, e.g. 127.0.0.1:0)", addr, err)
 	}
-	if host == "localhost" {
+	if host == "localhost" || (m == modeServe && login) {
 		return nil
 	}
 	ip := net.ParseIP(host)
@@ -186,6 +213,9 @@ type readyLine struct {
 	URL     string `json:"url"`
 	Token   string `json:"token"`
 	Version string `json:"version"`
+	// PageURL opens the embedded page signed in: the token rides in the
+	// fragment, which browsers never send to a server.
+	PageURL string `json:"page_url"`
 }
 
 func runServer(m mode, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -202,7 +232,7 @@ func runServer(m mode, args []string, stdin io.Reader, stdout, stderr io.Writer)
 		fmt.Fprintf(stderr, "companion %s: %v\n", m, err)
 		return 2
 	}
-	if err := checkListen(m, f.listen); err != nil {
+	if err := checkListen(m, f.listen, f.login.enabled()); err != nil {
 		fmt.Fprintf(stderr, "companion %s: %v\n", m, err)
 		return 2
 	}
@@ -285,8 +315,17 @@ func serve(ctx context.Context, m mode, f *serverFlags, log *slog.Logger, stdout
 	if err != nil {
 		return err
 	}
+	hook, err := crashHook(log)
+	if err != nil {
+		return err
+	}
+	exportLocation := ""
+	if m == modeDesktop {
+		exportLocation = exporter.Writer.Root // serve mode keeps its paths to itself
+	}
 	svc, err := core.NewService(ctx, core.Config{Store: store, Providers: &registry, Secrets: keys, Logger: log, DeferLoad: true,
-		Exporter: exporter})
+		Exporter: exporter, ScheduledDeletion: m == modeServe,
+		ExportLocation: exportLocation, ExportBudget: f.exportBudget, StepHook: hook})
 	if err != nil {
 		return err
 	}
@@ -299,6 +338,9 @@ func serve(ctx context.Context, m mode, f *serverFlags, log *slog.Logger, stdout
 		return fmt.Errorf("listen on %s: %w", f.listen, err)
 	}
 	token := newToken()
+	if f.login.enabled() {
+		token = "" // users sign in; the launch token is nobody (docs/decisions.md)
+	}
 	bridgeCfg := uibridge.Config{
 		Service:    svc,
 		Token:      token,
@@ -313,6 +355,11 @@ func serve(ctx context.Context, m mode, f *serverFlags, log *slog.Logger, stdout
 		Modules:        provs,
 		AgentHTTP:      wasm.EndpointClient(),
 	}
+	if bridgeCfg.Login, err = f.login.bridgeLogin(ctx, store, &bridgeCfg); err != nil {
+		ln.Close()
+		return err
+	}
+	f.login.warnUnreachable(log, f.listen, f.hosts)
 	// The bridge is built after the ready line; bad flags stop companion
 	// before it.
 	if err := uibridge.CheckConfig(bridgeCfg); err != nil {
@@ -339,8 +386,13 @@ func serve(ctx context.Context, m mode, f *serverFlags, log *slog.Logger, stdout
 		}
 	}()
 
-	url := "http://" + ln.Addr().String()
-	if err := json.NewEncoder(stdout).Encode(readyLine{Event: "ready", URL: url, Token: token, Version: version}); err != nil {
+	url := "http://" + ln.Addr().String() + f.login.basePath
+	pageURL := url + "/"
+	if token != "" {
+		pageURL += "#token=" + token
+	}
+	if err := json.NewEncoder(stdout).Encode(readyLine{Event: "ready", URL: url, Token: token, Version: version,
+		PageURL: pageURL}); err != nil {
 		log.Warn("could not write the ready line", "err", err)
 	}
 	log.Info("companion ready", "mode", m, "url", url, "data_dir", f.dataDir, "version", version)
@@ -370,6 +422,12 @@ func serve(ctx context.Context, m mode, f *serverFlags, log *slog.Logger, stdout
 		svc.RunReconciler(rctx, core.ReconcileConfig{Interval: f.reconcileInterval})
 	}()
 
+	retained := make(chan struct{})
+	go func() {
+		defer close(retained)
+		svc.RunRetention(rctx, core.RetentionConfig{Interval: f.retentionInterval})
+	}()
+
 	var serveErr error
 	select {
 	case <-ctx.Done():
@@ -378,6 +436,7 @@ func serve(ctx context.Context, m mode, f *serverFlags, log *slog.Logger, stdout
 	log.Info("shutting down")
 	stopReconciler()
 	<-reconciled
+	<-retained
 	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
 		return serveErr
 	}

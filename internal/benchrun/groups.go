@@ -13,6 +13,9 @@ func groups(startupRuns, rounds int) []group {
 		{"wasm", benchWasm},
 		{"wasm-first-call", benchFirstCalls},
 		{"export", benchExport},
+		{"retention", benchRetention},
+		{"page", benchPage},
+		{"login", benchLogin},
 	}
 }
 

@@ -325,6 +325,9 @@ func (p *Provider) Create(ctx context.Context, acct core.Account, spec core.Crea
 		core.LabelWorkspace: spec.WorkspaceID,
 		LabelName:           spec.Name,
 	}
+	if spec.Owner != "" {
+		labels[core.LabelOwner] = spec.Owner
+	}
 	port := network.MustParsePort(agentPort)
 	cctx, cancel := context.WithTimeout(ctx, createTimeout)
 	created, err := p.cli.ContainerCreate(cctx, client.ContainerCreateOptions{

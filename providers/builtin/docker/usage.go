@@ -91,6 +91,9 @@ func (p *Provider) fetchDiskUsage(ctx context.Context) (*usage, error) {
 // agent-server does not count as activity. A box still booting does not
 // answer: that is no error, just an unknown time (zero).
 func (p *Provider) lastActivity(ctx context.Context, url string) time.Time {
+	// The idle time is read some time between sending and receiving; dating
+	// it from the send keeps a slow answer from looking like new activity.
+	sent := p.cfg.Now()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/server_info", nil)
 	if err != nil {
 		return time.Time{}
@@ -112,5 +115,5 @@ func (p *Provider) lastActivity(ctx context.Context, url string) time.Time {
 		p.log.Debug("agent-server server_info without a usable idle_time", "url", url, "err", fmt.Sprint(err))
 		return time.Time{}
 	}
-	return p.cfg.Now().Add(-time.Duration(*info.IdleTime * float64(time.Second)))
+	return sent.Add(-time.Duration(*info.IdleTime * float64(time.Second)))
 }

@@ -1,0 +1,188 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/canvasapp/companion/auth"
+	"github.com/canvasapp/companion/core"
+	uibridge "github.com/canvasapp/companion/ui-bridge"
+)
+
+// loginFlags are serve's sign-in flags.
+type loginFlags struct {
+	auth         string
+	trustedProxy string
+	userHeader   string
+	publicURL    string
+	basePath     string
+	sessionIdle  time.Duration
+	sessionMax   time.Duration
+
+	local, proxy bool
+	trusted      []netip.Prefix
+	public       *url.URL
+}
+
+func (l *loginFlags) addFlags(fs *flag.FlagSet) {
+	fs.StringVar(&l.auth, "auth", "", "sign-in `methods`, comma separated: local (users and passwords, see companion users), proxy (a trusted ingress names the user); with one, serve may listen on any address and the per-launch token is off")
+	fs.StringVar(&l.trustedProxy, "trusted-proxy", "", "`CIDR`s (comma separated) of the ingress for --auth proxy; its user header and X-Forwarded-* are ignored from any other peer")
+	fs.StringVar(&l.userHeader, "user-header", "X-Forwarded-User", "the `header` a trusted ingress names the user in (--auth proxy)")
+	fs.StringVar(&l.publicURL, "public-url", "", "the `URL` people reach companion at, e.g. https://canvas.example.com/api/companion; https makes the session cookie Secure and __Host-; its host is allowed as Host and its origin as Origin")
+	fs.StringVar(&l.basePath, "base-path", "", "`prefix` of every route, the WebSocket and the cookie path when an ingress forwards a sub-path, e.g. /api/companion (default: the --public-url path)")
+	fs.DurationVar(&l.sessionIdle, "session-idle", 12*time.Hour, "a login session unused this long ends")
+	fs.DurationVar(&l.sessionMax, "session-max", 7*24*time.Hour, "a login session ends this long after sign-in, however much it is used")
+}
+
+// enabled reports whether a sign-in method is configured.
+func (l *loginFlags) enabled() bool { return l.local || l.proxy }
+
+// check validates the flags and fills in the parsed fields.
+func (l *loginFlags) check() error {
+	for _, m := range strings.Split(l.auth, ",") {
+		switch strings.TrimSpace(m) {
+		case "":
+		case "local":
+			l.local = true
+		case "proxy":
+			l.proxy = true
+		case "oidc":
+			return fmt.Errorf("--auth oidc is not available in this build yet; use local or proxy")
+		default:
+			return fmt.Errorf("--auth %q: unknown method %q; want local, proxy or both (local,proxy)", l.auth, m)
+		}
+	}
+	if l.proxy {
+		if l.trustedProxy == "" {
+			return fmt.Errorf("--auth proxy needs --trusted-proxy CIDR[,CIDR]: the ingress's addresses, the only peers whose %s header is believed", l.userHeader)
+		}
+		for _, c := range strings.Split(l.trustedProxy, ",") {
+			p, err := netip.ParsePrefix(strings.TrimSpace(c))
+			if err != nil {
+				return fmt.Errorf("--trusted-proxy %q: %v (want CIDRs such as 10.0.0.5/32,fd00::/64)", c, err)
+			}
+			l.trusted = append(l.trusted, p.Masked())
+		}
+		if strings.TrimSpace(l.userHeader) == "" || strings.ContainsAny(l.userHeader, " :\t") {
+			return fmt.Errorf("--user-header %q: want a header name such as X-Forwarded-User", l.userHeader)
+		}
+	} else if l.trustedProxy != "" {
+		return fmt.Errorf("--trusted-proxy is only used with --auth proxy")
+	}
+	if l.publicURL != "" {
+		u, err := url.Parse(l.publicURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+			return fmt.Errorf("--public-url %q: want http(s)://host[:port][/path]", l.publicURL)
+		}
+		u.Path = strings.TrimRight(u.Path, "/")
+		l.public = u
+		if l.basePath == "" {
+			l.basePath = u.Path
+		}
+	}
+	if l.basePath != "" {
+		l.basePath = "/" + strings.Trim(l.basePath, "/")
+		if l.basePath == "/" {
+			l.basePath = ""
+		}
+		if strings.ContainsAny(l.basePath, "?#%; ") || strings.Contains(l.basePath, "..") || strings.Contains(l.basePath, "//") {
+			return fmt.Errorf("--base-path %q: want a plain path such as /api/companion", l.basePath)
+		}
+		if l.public != nil && l.public.Path != "" && l.public.Path != l.basePath {
+			return fmt.Errorf("--base-path %s differs from the path of --public-url %s; give one of them", l.basePath, l.publicURL)
+		}
+	}
+	if (l.basePath != "" || l.public != nil) && !l.enabled() {
+		return fmt.Errorf("--base-path and --public-url are for serving behind an ingress with a sign-in method: add --auth local or --auth proxy")
+	}
+	if l.sessionIdle <= 0 || l.sessionMax <= 0 || l.sessionIdle > l.sessionMax {
+		return fmt.Errorf("--session-idle and --session-max must be positive, idle at most max")
+	}
+	return nil
+}
+
+// loginStore is what sign-in needs of either engine's store.
+type loginStore interface {
+	auth.Store
+	GetAccount(ctx context.Context, id string) (core.Account, error)
+	PutAccount(ctx context.Context, a core.Account) error
+}
+
+// bridgeLogin builds the bridge's login layer, or nil without --auth. It
+// also allows the public URL's host and origin.
+func (l *loginFlags) bridgeLogin(ctx context.Context, store loginStore, cfg *uibridge.Config) (*uibridge.Login, error) {
+	if !l.enabled() {
+		return nil, nil
+	}
+	svc := auth.New(auth.Config{Store: store, IdleTimeout: l.sessionIdle, MaxAge: l.sessionMax})
+	if l.local {
+		has, err := svc.HasUsers(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if !has && !l.proxy {
+			return nil, fmt.Errorf("--auth local but there are no users yet: add one first with companion users add --data-dir DIR NAME (the first user is an admin)")
+		}
+	}
+	if err := shareDocker(ctx, store, svc); err != nil {
+		return nil, err
+	}
+	lg := &uibridge.Login{Auth: svc, Local: l.local, PublicURL: l.public, BasePath: l.basePath}
+	if l.proxy {
+		lg.Proxy = &uibridge.Proxy{Trusted: l.trusted, UserHeader: l.userHeader}
+	}
+	if l.public != nil {
+		cfg.AllowedHosts = append(cfg.AllowedHosts, strings.ToLower(l.public.Host))
+		cfg.AllowedOrigins = append(cfg.AllowedOrigins, l.public.Scheme+"://"+l.public.Host)
+	}
+	return lg, nil
+}
+
+// warnUnreachable says so at start when serve listens beyond loopback but
+// allows no name: requests by the machine's address or DNS name would all
+// get 403 forbidden_host.
+func (l *loginFlags) warnUnreachable(log *slog.Logger, listen string, hosts []string) {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil || !l.enabled() || l.public != nil || len(hosts) > 0 {
+		return
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() || host == "localhost" {
+		return
+	}
+	log.Warn("listening beyond loopback, but only the bound address is an allowed Host; set --public-url (or --allow-host) to the name people use, or they will get 403 forbidden_host", "listen", listen)
+}
+
+// shareDocker makes the built-in Docker account the first admin's and
+// shared, so every user can make boxes on the local Docker Engine and each
+// box belongs to whoever made it. With no admin yet (an ingress has named
+// nobody so far) it stays as it is until a start after one exists.
+// Workspaces made before sign-in was turned on keep owner "" and are seen
+// by nobody.
+func shareDocker(ctx context.Context, store loginStore, svc *auth.Service) error {
+	users, err := svc.ListUsers(ctx)
+	if err != nil {
+		return err
+	}
+	for _, u := range users {
+		if !u.Admin {
+			continue
+		}
+		acct, err := store.GetAccount(ctx, localDockerAccount)
+		if err != nil {
+			return err
+		}
+		if acct.Shared && acct.Owner != "" {
+			return nil // already made; a later admin does not take it over
+		}
+		acct.Owner, acct.Shared = u.ID, true
+		return store.PutAccount(ctx, acct)
+	}
+	return nil
+}

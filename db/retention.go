@@ -1,0 +1,262 @@
+package db
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"time"
+
+	"github.com/canvasapp/companion/core"
+)
+
+// PutRetentionPolicy stores an account's retention policy, replacing the
+// one it had. The policy goes when the account does.
+func (s *Store) PutRetentionPolicy(ctx context.Context, p core.RetentionPolicy) error {
+	var price any
+	if p.StoragePricePerGiBMonth != nil {
+		price = *p.StoragePricePerGiBMonth
+	}
+	return s.write(ctx, "save retention policy of account "+p.AccountID, func(t txn) error {
+		res, err := t.exec(`INSERT INTO retention_policies (account_id, enabled, paused_for, warn_before, storage_price_per_gib_month, updated_at)
+			SELECT id, ?, ?, ?, ?, ? FROM accounts WHERE id = ?
+			ON CONFLICT (account_id) DO UPDATE SET enabled = excluded.enabled, paused_for = excluded.paused_for,
+				warn_before = excluded.warn_before, storage_price_per_gib_month = excluded.storage_price_per_gib_month,
+				updated_at = excluded.updated_at`,
+			p.Enabled, int64(p.PausedFor), int64(p.WarnBefore), price, nanos(p.UpdatedAt), p.AccountID)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			return notFound("account", p.AccountID)
+		}
+		return nil
+	})
+}
+
+// RetentionPolicies returns every stored policy.
+func (s *Store) RetentionPolicies(ctx context.Context) ([]core.RetentionPolicy, error) {
+	rows, err := s.rs.query(ctx, `SELECT account_id, enabled, paused_for, warn_before, storage_price_per_gib_month, updated_at
+		FROM retention_policies ORDER BY account_id`)
+	if err != nil {
+		return nil, wrap("list retention policies", err)
+	}
+	defer rows.Close()
+	var out []core.RetentionPolicy
+	for rows.Next() {
+		var (
+			p           core.RetentionPolicy
+			paused, wb  int64
+			price       sql.NullFloat64
+			updatedNano sql.NullInt64
+		)
+		if err := rows.Scan(&p.AccountID, &p.Enabled, &paused, &wb, &price, &updatedNano); err != nil {
+			return nil, wrap("list retention policies", err)
+		}
+		p.PausedFor, p.WarnBefore, p.UpdatedAt = time.Duration(paused), time.Duration(wb), timeOf(updatedNano)
+		if price.Valid {
+			v := price.Float64
+			p.StoragePricePerGiBMonth = &v
+		}
+		out = append(out, p)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, wrap("list retention policies", err)
+	}
+	return out, nil
+}
+
+// Both candidate queries walk workspaces_retention (account_id,
+// delete_after) for one account: their cost follows the scheduled
+// workspaces that are due, not the store.
+const (
+	qRetentionDue = `SELECT w.id, w.account_id, w.delete_after FROM workspaces w
+		LEFT JOIN retention_claims c ON c.workspace_id = w.id
+		WHERE w.account_id = ?1 AND w.delete_after IS NOT NULL AND w.removed_at IS NULL AND w.delete_after <= ?2
+			AND (c.workspace_id IS NULL OR c.not_before <= ?2)
+		ORDER BY w.delete_after LIMIT ?3`
+	qRetentionUnwarned = `SELECT w.id, w.account_id, w.delete_after FROM workspaces w
+		LEFT JOIN retention_warnings r ON r.workspace_id = w.id AND r.delete_after = w.delete_after
+		WHERE w.account_id = ?1 AND w.delete_after IS NOT NULL AND w.removed_at IS NULL AND w.delete_after <= ?2
+			AND r.workspace_id IS NULL
+		ORDER BY w.delete_after LIMIT ?3`
+)
+
+// RetentionDue returns the account's live workspaces due at now whose
+// claim may be taken, soonest first.
+func (s *Store) RetentionDue(ctx context.Context, accountID string, now time.Time, limit int) ([]core.RetentionCandidate, error) {
+	return s.candidates(ctx, "list due workspaces", qRetentionDue, accountID, now, limit)
+}
+
+// RetentionUnwarned returns the account's live workspaces scheduled at or
+// before until that were not warned about that time.
+func (s *Store) RetentionUnwarned(ctx context.Context, accountID string, until time.Time, limit int) ([]core.RetentionCandidate, error) {
+	return s.candidates(ctx, "list workspaces to warn", qRetentionUnwarned, accountID, until, limit)
+}
+
+func (s *Store) candidates(ctx context.Context, what, q, accountID string, at time.Time, limit int) ([]core.RetentionCandidate, error) {
+	rows, err := s.rs.query(ctx, q, accountID, nanos(at), max(limit, 0))
+	if err != nil {
+		return nil, wrap(what, err)
+	}
+	defer rows.Close()
+	var out []core.RetentionCandidate
+	for rows.Next() {
+		var (
+			c  core.RetentionCandidate
+			da sql.NullInt64
+		)
+		if err := rows.Scan(&c.WorkspaceID, &c.AccountID, &da); err != nil {
+			return nil, wrap(what, err)
+		}
+		c.DeleteAfter = timeOf(da)
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, wrap(what, err)
+	}
+	return out, nil
+}
+
+// MarkRetentionWarned records the delete_after a workspace was warned
+// about.
+func (s *Store) MarkRetentionWarned(ctx context.Context, workspaceID string, deleteAfter time.Time) error {
+	return s.write(ctx, "record retention warning of "+workspaceID, func(t txn) error {
+		_, err := t.exec(`INSERT INTO retention_warnings (workspace_id, delete_after) VALUES (?, ?)
+			ON CONFLICT (workspace_id) DO UPDATE SET delete_after = excluded.delete_after`, workspaceID, nanos(deleteAfter))
+		return err
+	})
+}
+
+const claimCols = `workspace_id, holder, lease_until, attempts, launched, not_before, last_error`
+
+// ClaimRetention takes the workspace's claim for holder in one write
+// transaction (BEGIN IMMEDIATE, so two processes on one file are
+// serialised): it is taken when nobody holds it, holder already does, or
+// the holder's lease ran out, and only once its backoff is over.
+func (s *Store) ClaimRetention(ctx context.Context, workspaceID, holder string, now time.Time, lease time.Duration) (core.RetentionClaim, bool, error) {
+	if holder == "" {
+		return core.RetentionClaim{}, false, core.Errorf(core.KindInvalid, "a retention claim needs a holder")
+	}
+	var (
+		c  core.RetentionClaim
+		ok bool
+	)
+	err := s.write(ctx, "claim workspace "+workspaceID+" for retention", func(t txn) error {
+		row := t.queryRow(`INSERT INTO retention_claims (`+claimCols+`) VALUES (?1, ?2, ?3, 0, 0, 0, '')
+			ON CONFLICT (workspace_id) DO UPDATE SET holder = ?2, lease_until = ?3
+				WHERE (retention_claims.holder IN ('', ?2) OR retention_claims.lease_until <= ?4)
+					AND retention_claims.not_before <= ?4
+			RETURNING `+claimCols, workspaceID, holder, nanos(now.Add(lease)), nanos(now))
+		var err error
+		c, err = scanClaim(row)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		ok = err == nil
+		return err
+	})
+	if err != nil {
+		return core.RetentionClaim{}, false, err
+	}
+	return c, ok, nil
+}
+
+func scanClaim(r scanner) (core.RetentionClaim, error) {
+	var (
+		c                core.RetentionClaim
+		lease, notBefore int64
+		attempts         int64
+		launched         bool
+	)
+	if err := r.Scan(&c.WorkspaceID, &c.Holder, &lease, &attempts, &launched, &notBefore, &c.LastError); err != nil {
+		return core.RetentionClaim{}, err
+	}
+	c.LeaseUntil, c.NotBefore = claimTime(lease), claimTime(notBefore)
+	c.Attempts, c.Launched = int(attempts), launched
+	return c, nil
+}
+
+// claimTime reads a claim time: 0 stands for "none".
+func claimTime(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n).UTC()
+}
+
+func claimNanos(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return nanos(t)
+}
+
+// SaveRetentionClaim writes c if asHolder still holds the claim (or
+// nobody does); otherwise it is a KindConflict error and nothing changes.
+func (s *Store) SaveRetentionClaim(ctx context.Context, asHolder string, c core.RetentionClaim) error {
+	return s.write(ctx, "save retention claim of "+c.WorkspaceID, func(t txn) error {
+		res, err := t.exec(`UPDATE retention_claims SET holder = ?, lease_until = ?, attempts = ?, launched = ?,
+				not_before = ?, last_error = ?
+			WHERE workspace_id = ? AND holder IN (?, '')`,
+			c.Holder, claimNanos(c.LeaseUntil), c.Attempts, c.Launched, claimNanos(c.NotBefore), c.LastError,
+			c.WorkspaceID, asHolder)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			return core.Errorf(core.KindConflict, "the retention claim of workspace %s is held by another process", c.WorkspaceID)
+		}
+		return nil
+	})
+}
+
+// DropRetentionClaim forgets a workspace's claim.
+func (s *Store) DropRetentionClaim(ctx context.Context, workspaceID string) error {
+	return s.write(ctx, "drop retention claim of "+workspaceID, func(t txn) error {
+		_, err := t.exec(`DELETE FROM retention_claims WHERE workspace_id = ?`, workspaceID)
+		return err
+	})
+}
+
+// SweepRetention forgets the claims of workspaces that are gone or no
+// longer scheduled and not being deleted (a resumed workspace starts its
+// next pause without a backoff), and the warnings whose delete_after no
+// longer stands among the next warnLimit warnings after warnAfter (by
+// workspace id). It returns where the next sweep should go on from, ""
+// after the last warning: each sweep costs a bounded slice of the table.
+func (s *Store) SweepRetention(ctx context.Context, warnAfter string, warnLimit int) (string, error) {
+	next := ""
+	err := s.write(ctx, "sweep retention claims", func(t txn) error {
+		if _, err := t.exec(`DELETE FROM retention_claims WHERE NOT EXISTS (
+				SELECT 1 FROM workspaces w WHERE w.id = retention_claims.workspace_id AND w.removed_at IS NULL
+					AND (w.delete_after IS NOT NULL OR w.state = 'deleting'))`); err != nil {
+			return err
+		}
+		if warnLimit <= 0 {
+			return nil
+		}
+		var last sql.NullString
+		if err := t.queryRow(`SELECT max(workspace_id) FROM (SELECT workspace_id FROM retention_warnings
+			WHERE workspace_id > ? ORDER BY workspace_id LIMIT ?)`, warnAfter, warnLimit).Scan(&last); err != nil {
+			return err
+		}
+		if !last.Valid {
+			return nil // past the last one: start again next time
+		}
+		next = last.String
+		_, err := t.exec(`DELETE FROM retention_warnings WHERE workspace_id > ? AND workspace_id <= ? AND NOT EXISTS (
+			SELECT 1 FROM workspaces w WHERE w.id = retention_warnings.workspace_id AND w.removed_at IS NULL
+				AND w.delete_after = retention_warnings.delete_after)`, warnAfter, next)
+		return err
+	})
+	if err != nil {
+		return "", err
+	}
+	return next, nil
+}
+
+var _ core.RetentionStore = (*Store)(nil)

@@ -1,0 +1,131 @@
+package e2e
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"sync"
+	"testing"
+)
+
+// TestJSClient runs the JavaScript client's tests (ui-bridge/client/test,
+// `node --test`) against a real companion with Docker workspaces. Node
+// learns companion's URL and token from the environment and asks a small
+// control server here to restart companion on the same data dir and port
+// (its token changes; the control server hands out the new one). Node 20+
+// is a test prerequisite: missing, the test fails rather than skips.
+func TestJSClient(t *testing.T) {
+	node := nodeBinary(t)
+	image, scope := boxImage(t), dockerScope(t)
+	opts := options{dataDir: t.TempDir(), args: []string{"--docker-image", image, "--docker-scope", scope}}
+
+	p := start(t, opts)
+	u, err := url.Parse(p.ready.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Later starts listen on the same port, so that the client comes back
+	// to the address it knows, as it would to a desktop app's child.
+	opts.args = append(opts.args, "--listen", u.Host)
+
+	// The control server only passes requests to the test goroutine,
+	// which owns the companion process (start and stop fail the test,
+	// which only the test goroutine may do).
+	var mu sync.Mutex
+	current := p.ready
+	restarts := make(chan chan ready)
+	control := http.NewServeMux()
+	control.HandleFunc("GET /ready", func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		json.NewEncoder(w).Encode(current)
+	})
+	control.HandleFunc("POST /restart", func(w http.ResponseWriter, r *http.Request) {
+		reply := make(chan ready, 1)
+		select {
+		case restarts <- reply:
+		case <-r.Context().Done():
+			return
+		}
+		select {
+		case rd := <-reply:
+			json.NewEncoder(w).Encode(rd)
+		case <-r.Context().Done():
+		}
+	})
+	ctl := httptest.NewServer(control)
+	defer ctl.Close()
+
+	files, err := filepath.Glob("../ui-bridge/client/test/*.test.mjs")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no client tests under ui-bridge/client/test: %v", err)
+	}
+	// One file at a time: the restart test takes companion away from the
+	// others.
+	args := append([]string{"--experimental-websocket", "--test", "--test-concurrency=1", "--test-reporter=spec"}, files...)
+	cmd := exec.Command(node, args...)
+	cmd.Env = append(os.Environ(),
+		"COMPANION_URL="+p.ready.URL,
+		"COMPANION_TOKEN="+p.ready.Token,
+		"COMPANION_CONTROL="+ctl.URL,
+		"COMPANION_ACCOUNT=local-docker",
+	)
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	defer func() {
+		if t.Failed() {
+			cmd.Process.Kill()
+		}
+	}()
+	for {
+		select {
+		case reply := <-restarts:
+			p.stop()
+			p = start(t, opts)
+			mu.Lock()
+			current = p.ready
+			mu.Unlock()
+			reply <- p.ready
+		case err := <-done:
+			t.Logf("node --test:\n%s", out.String())
+			if err != nil {
+				t.Fatalf("the JavaScript client's tests failed: %v", err)
+			}
+			return
+		}
+	}
+}
+
+// nodeBinary finds Node 20 or later. A missing or older Node fails the
+// test: `make test` promises every test runs (scripts/setup.sh --test
+// installs nodejs).
+func nodeBinary(t *testing.T) string {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatalf("node (Node.js 20 or later) is needed for the JavaScript client's tests: install nodejs (scripts/setup.sh --test does): %v", err)
+	}
+	out, err := exec.Command(node, "--version").Output()
+	if err != nil {
+		t.Fatalf("%s --version: %v", node, err)
+	}
+	m := regexp.MustCompile(`^v(\d+)\.`).FindSubmatch(out)
+	if m == nil {
+		t.Fatalf("%s --version printed %q", node, out)
+	}
+	if major, _ := strconv.Atoi(string(m[1])); major < 20 {
+		t.Fatalf("node %s is too old: the client's tests need Node.js 20 or later", out)
+	}
+	return node
+}

@@ -1,0 +1,841 @@
+// companion.js: the JavaScript client of companion's HTTP and WebSocket API
+// (ui-bridge/API.md). One ES module, no dependencies. It runs in browsers,
+// in Electron's main and renderer processes and in Node 20+ (Node 20 needs
+// --experimental-websocket for a global WebSocket; or pass one in).
+//
+//   import { CompanionClient } from "./companion.js";
+//   const c = new CompanionClient({ baseUrl: ready.url, token: ready.token });
+//   c.on("change", () => render(c.list()));
+//   c.connect();
+//   await c.createWorkspace({ account_id: "local-docker", name: "demo" });
+//
+// The client keeps a local copy of the caller's workspaces: it applies the
+// stream's snapshot and deltas with revision checks, resumes with ?since=
+// after a disconnect and reconnects with backoff and jitter. Every HTTP
+// route has a helper; failures are thrown as CompanionError with the
+// server's code, message and HTTP status.
+
+/**
+ * A workspace as the API sends it. Fields other than id, name, provider,
+ * account_id, state, created_at, updated_at and rev are left out when
+ * null, false, 0 or "": read an absent field as that value.
+ * @typedef {object} Workspace
+ * @property {string} id
+ * @property {string} name
+ * @property {string} provider
+ * @property {string} account_id
+ * @property {"creating"|"running"|"pausing"|"paused"|"stopped"|"resuming"|"deleting"|"deleted"|"error"|"unknown"|string} state
+ * @property {string} created_at
+ * @property {string} updated_at
+ * @property {number} rev
+ * @property {string} [box_id]
+ * @property {string} [box_url]
+ * @property {boolean} [adopted]
+ * @property {string|null} [paused_at]
+ * @property {string|null} [stop_reason]
+ * @property {number|null} [exit_code]
+ * @property {number|null} [size_bytes]
+ * @property {string|null} [size_source]
+ * @property {string|null} [size_at]
+ * @property {string|null} [last_activity_at]
+ * @property {boolean} [keep]
+ * @property {string|null} [delete_after]
+ * @property {{idle_pause_after_seconds?: number, paused_ttl_seconds?: number}} [lifecycle]
+ * @property {string} [progress]
+ * @property {string} [error]
+ */
+
+/**
+ * @typedef {object} Account
+ * @property {string} id
+ * @property {string} provider
+ * @property {string} label
+ * @property {Record<string, string>} config
+ * @property {string[]} credentials names of the stored secrets, never values
+ * @property {string} created_at
+ * @property {{state: "checking"|"ok"|"failing"|string, message?: string, error_code?: string, last_ok_at: string|null, next_attempt_at: string|null}} status
+ * @property {{code: string, message: string, since: string}|null} flag
+ */
+
+/**
+ * @typedef {object} Provider
+ * @property {string} name
+ * @property {string} version
+ * @property {string} description
+ * @property {string} kind
+ * @property {Record<string, boolean>} capabilities
+ * @property {{name: string, description: string, header?: string}[]} credentials
+ * @property {{name: string, description: string, required?: boolean}[]} config
+ * @property {{name: string, description: string}[]|null} options
+ * @property {boolean} available
+ * @property {string} reason
+ */
+
+/**
+ * @typedef {object} ExportFile
+ * @property {string} name
+ * @property {"trajectory"|"archive"|"manifest"|string} kind
+ * @property {string|null} conversation_id
+ * @property {string|null} format
+ * @property {number} bytes
+ * @property {string} sha256
+ * @property {string} url path of the file under the server, e.g. /v1/exports/exp_…/files/…
+ */
+
+/**
+ * @typedef {object} Export
+ * @property {string} id
+ * @property {string} workspace_id
+ * @property {string} created_at
+ * @property {string} updated_at
+ * @property {"running"|"verified"|"failed"|string} state
+ * @property {boolean} verified
+ * @property {number} bytes
+ * @property {string|null} archive_sha256
+ * @property {string|null} error
+ * @property {ExportFile[]} files
+ */
+
+/**
+ * @typedef {object} DeletePreview
+ * @property {Workspace} workspace
+ * @property {string} token confirms this preview once, until expires_at
+ * @property {string} expires_at
+ * @property {string[]} lost
+ * @property {string[]} survives
+ */
+
+/**
+ * @typedef {object} AuditEntry
+ * @property {number} id
+ * @property {string} at
+ * @property {string} actor
+ * @property {string} action
+ * @property {string} [workspace_id]
+ * @property {string} [account_id]
+ * @property {string} [provider]
+ * @property {string} outcome
+ * @property {string|null} export_sha256
+ * @property {string} prev_hash
+ * @property {string} hash
+ */
+
+/**
+ * What a "change" listener receives: one applied stream message (or a
+ * load()).
+ * @typedef {object} ChangeEvent
+ * @property {"snapshot"|"upsert"|"remove"|"load"} kind
+ * @property {number} rev the client's revision after the change
+ * @property {Workspace} [workspace] the new state (upsert)
+ * @property {string} [id] the removed workspace (remove)
+ * @property {boolean} [resync] a snapshot that replaced state after a gap, a 4009 or a ?since= the server could not serve
+ */
+
+/**
+ * The stream connection's state, as "connection" listeners receive it.
+ * @typedef {object} ConnectionState
+ * @property {"idle"|"connecting"|"open"|"waiting"|"closed"} state idle: never connected; waiting: disconnected, a reconnect is scheduled; closed: close() was called
+ * @property {boolean} synced the local state is current (a snapshot or a ?since= resume was accepted on the open connection)
+ * @property {number} attempt failed connection attempts in a row
+ * @property {number|null} retryInMs the wait before the next attempt (waiting)
+ * @property {number|null} closeCode the last close code the server sent
+ * @property {string} closeReason
+ */
+
+/**
+ * A failed request: the server's error code, message and HTTP status.
+ * Network failures have status 0 and code "network".
+ */
+export class CompanionError extends Error {
+  /**
+   * @param {number} status HTTP status, 0 when no answer arrived
+   * @param {string} code the API's error code (API.md, Errors)
+   * @param {string} message
+   * @param {object} [details] the whole error object (state, module, operation, field…)
+   * @param {number|null} [retryAfter] seconds, from Retry-After
+   */
+  constructor(status, code, message, details = {}, retryAfter = null) {
+    super(message);
+    this.name = "CompanionError";
+    /** @type {number} */
+    this.status = status;
+    /** @type {string} */
+    this.code = code;
+    /** @type {Record<string, any>} */
+    this.details = details;
+    /** @type {string|undefined} the workspace's state on a 409 */
+    this.state = details && typeof details.state === "string" ? details.state : undefined;
+    /** @type {number|null} */
+    this.retryAfter = retryAfter;
+  }
+}
+
+/** The subprotocol the stream speaks. */
+export const SUBPROTOCOL = "companion.v1";
+/** Browsers carry the token in a second subprotocol (they cannot set headers on a WebSocket). */
+export const BEARER_SUBPROTOCOL_PREFIX = "companion.bearer.";
+
+/** Close codes of the stream (API.md, Close codes). */
+export const CloseCode = Object.freeze({
+  GOING_AWAY: 1001,
+  TOO_BIG: 1009,
+  INTERNAL: 1011,
+  SLOW_CONSUMER: 4008,
+  STREAM_RESET: 4009,
+  NO_PONG: 4010,
+});
+
+// Our own close code when the client drops a connection to re-snapshot.
+const CLIENT_RESYNC = 4000;
+
+/**
+ * @typedef {object} ClientOptions
+ * @property {string} baseUrl companion's URL, e.g. the ready line's "http://127.0.0.1:53121" (a path prefix is kept)
+ * @property {string|(() => string|Promise<string>)} [token] the bearer token, or a function asked before every request and connection attempt (companion's token is new on every launch). Without one the client relies on the browser's cookie (serve mode's login session)
+ * @property {typeof fetch} [fetch] defaults to globalThis.fetch
+ * @property {any} [WebSocket] a WebSocket constructor (browser API shape); defaults to globalThis.WebSocket
+ * @property {RequestCredentials} [credentials] fetch's credentials mode; default "same-origin"
+ * @property {number} [backoffInitialMs] first reconnect wait before jitter (default 500)
+ * @property {number} [backoffMaxMs] longest reconnect wait before jitter (default 30000)
+ * @property {number} [handshakeTimeoutMs] how long a connection attempt may take before it counts as failed (default 30000)
+ * @property {() => number} [random] jitter source in [0, 1); default Math.random
+ * @property {(fn: () => void, ms: number) => any} [setTimeout]
+ * @property {(handle: any) => void} [clearTimeout]
+ */
+
+/**
+ * A client of one companion. HTTP helpers may be used without connect();
+ * connect() starts the stream that keeps list() current.
+ */
+export class CompanionClient {
+  /** @param {ClientOptions} options */
+  constructor(options) {
+    if (!options || typeof options.baseUrl !== "string" || !/^https?:\/\//i.test(options.baseUrl)) {
+      throw new TypeError("CompanionClient: baseUrl must be companion's http(s) URL, e.g. the ready line's url");
+    }
+    this.baseUrl = options.baseUrl.replace(/\/+$/, "");
+    this._token = options.token;
+    this._fetch = options.fetch || globalThis.fetch?.bind(globalThis);
+    this._WebSocket = options.WebSocket || globalThis.WebSocket;
+    this._credentials = options.credentials || "same-origin";
+    this._backoffInitial = options.backoffInitialMs ?? 500;
+    this._backoffMax = options.backoffMaxMs ?? 30000;
+    this._handshakeTimeout = options.handshakeTimeoutMs ?? 30000;
+    this._handshakeTimer = null;
+    this._probing = false;
+    this._random = options.random || Math.random;
+    this._setTimeout = options.setTimeout || ((fn, ms) => setTimeout(fn, ms));
+    this._clearTimeout = options.clearTimeout || ((h) => clearTimeout(h));
+    if (typeof this._fetch !== "function") {
+      throw new TypeError("CompanionClient: no fetch; pass options.fetch");
+    }
+
+    /** @type {Map<string, Workspace>} */
+    this._workspaces = new Map();
+    /** @type {number|null} the last revision applied; null before any state */
+    this._rev = null;
+    this._serverOffsetMs = 0;
+    /** @type {Map<string, Set<Function>>} */
+    this._listeners = new Map();
+
+    this._ws = null;
+    this._wantOpen = false;
+    this._timer = null;
+    this._forceSnapshot = false;
+    /** @type {object[]|null} deltas held until the snapshot arrives */
+    this._pending = null;
+    /** @type {ConnectionState} */
+    this._conn = { state: "idle", synced: false, attempt: 0, retryInMs: null, closeCode: null, closeReason: "" };
+  }
+
+  // ---- events ----
+
+  /**
+   * Listens to "change" (ChangeEvent), "account" (Account), "connection"
+   * (ConnectionState) or "error" (Error: a problem the client recovers from
+   * by itself, for logs). Returns a function that removes the listener.
+   * @param {"change"|"account"|"connection"|"error"} type
+   * @param {(detail: any) => void} listener
+   * @returns {() => void}
+   */
+  on(type, listener) {
+    let set = this._listeners.get(type);
+    if (!set) this._listeners.set(type, (set = new Set()));
+    set.add(listener);
+    return () => set.delete(listener);
+  }
+
+  _emit(type, detail) {
+    for (const fn of [...(this._listeners.get(type) || [])]) {
+      try {
+        fn(detail);
+      } catch (err) {
+        // A listener's bug must not break the stream; report it once.
+        if (type !== "error") this._emit("error", err);
+      }
+    }
+  }
+
+  // ---- local state ----
+
+  /** The workspaces as last applied, newest first. @returns {Workspace[]} */
+  list() {
+    return [...this._workspaces.values()].sort(
+      (a, b) => (a.created_at < b.created_at ? 1 : a.created_at > b.created_at ? -1 : a.id < b.id ? 1 : -1),
+    );
+  }
+
+  /** @param {string} id @returns {Workspace|undefined} */
+  workspace(id) {
+    return this._workspaces.get(id);
+  }
+
+  /** The last revision applied, or null before any state. */
+  get rev() {
+    return this._rev;
+  }
+
+  /** @returns {ConnectionState} */
+  get connection() {
+    return { ...this._conn };
+  }
+
+  /** The server's clock now, estimated from the last message's server_time (ms since epoch). */
+  serverNow() {
+    return Date.now() + this._serverOffsetMs;
+  }
+
+  /**
+   * How long a workspace has been paused, in whole seconds, by the
+   * server's clock; null when it is not paused.
+   * @param {Workspace} w
+   */
+  pausedAgeSeconds(w) {
+    if (!w || !w.paused_at) return null;
+    return Math.max(0, Math.floor((this.serverNow() - Date.parse(w.paused_at)) / 1000));
+  }
+
+  /**
+   * Seeds the local state, e.g. with listWorkspaces() or a copy an app kept
+   * from its last run; the stream then resumes from its rev with ?since=.
+   * @param {{rev: number, workspaces: Workspace[], server_time?: string}} state
+   */
+  load(state) {
+    if (!state || !Number.isInteger(state.rev) || state.rev < 0 || !Array.isArray(state.workspaces)) {
+      throw new TypeError("load: need {rev: non-negative integer, workspaces: array}");
+    }
+    this._replace(state.rev, state.workspaces, state.server_time);
+    this._emit("change", { kind: "load", rev: this._rev });
+  }
+
+  _replace(rev, list, serverTime) {
+    this._workspaces = new Map(list.map((w) => [w.id, w]));
+    this._rev = rev;
+    this._clock(serverTime);
+  }
+
+  _clock(serverTime) {
+    const t = serverTime ? Date.parse(serverTime) : NaN;
+    if (!Number.isNaN(t)) this._serverOffsetMs = t - Date.now();
+  }
+
+  // ---- the stream ----
+
+  /**
+   * Opens the stream and keeps it open (reconnecting with backoff) until
+   * close(). Resolves when the local state is current: a snapshot was
+   * applied, or the server accepted ?since= of the state already held.
+   * @returns {Promise<void>}
+   */
+  connect() {
+    if (!this._WebSocket) {
+      return Promise.reject(new TypeError("CompanionClient: no WebSocket; pass options.WebSocket (Node 20: run with --experimental-websocket)"));
+    }
+    this._wantOpen = true;
+    if (!this._ws && !this._timer && !this._probing) this._open();
+    const p = this.synced();
+    // A caller that does not wait for it must not get an unhandled
+    // rejection (fatal in Node) when it closes the client early.
+    p.catch(() => {});
+    return p;
+  }
+
+  /**
+   * Resolves when the local state is current (see connect). It waits
+   * across reconnects (companion may still be starting); "connection"
+   * events say why an attempt failed (closeReason: a refused token, say),
+   * and close() rejects it.
+   * @returns {Promise<void>}
+   */
+  synced() {
+    if (this._conn.synced) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      const off = this.on("connection", (c) => {
+        if (c.synced) {
+          off();
+          resolve();
+        } else if (c.state === "closed") {
+          off();
+          reject(new CompanionError(0, "closed", "the client was closed before it synced"));
+        }
+      });
+    });
+  }
+
+  /** Closes the stream for good (a later connect() opens it again). Local state is kept. */
+  close() {
+    this._wantOpen = false;
+    if (this._timer) this._clearTimeout(this._timer);
+    if (this._handshakeTimer) this._clearTimeout(this._handshakeTimer);
+    this._timer = this._handshakeTimer = null;
+    const ws = this._ws;
+    this._ws = null;
+    if (ws) {
+      try {
+        ws.close(1000, "client closed");
+      } catch {
+        // already closing
+      }
+    }
+    this._setConn({ state: "closed", synced: false, retryInMs: null });
+  }
+
+  _setConn(patch) {
+    this._conn = { ...this._conn, ...patch };
+    this._emit("connection", { ...this._conn });
+  }
+
+  async _open() {
+    let token;
+    try {
+      token = await this._currentToken();
+    } catch (err) {
+      this._emit("error", err);
+      this._retry(null, "token: " + (err && err.message));
+      return;
+    }
+    if (!this._wantOpen) return;
+    const since = this._forceSnapshot ? null : this._rev;
+    let url = this.baseUrl.replace(/^http/i, "ws") + "/v1/ws";
+    if (since !== null) url += "?since=" + since;
+    const protocols = [SUBPROTOCOL];
+    if (token) protocols.push(BEARER_SUBPROTOCOL_PREFIX + token);
+
+    let ws;
+    try {
+      ws = new this._WebSocket(url, protocols);
+    } catch (err) {
+      this._emit("error", err);
+      this._retry(null, String(err && err.message));
+      return;
+    }
+    this._ws = ws;
+    // Until a snapshot, deltas wait: a connection without ?since= must
+    // start from one, and with ?since= the server may still send one.
+    this._pending = since === null ? [] : null;
+    this._setConn({ state: "connecting", synced: false, retryInMs: null });
+
+    let opened = false;
+    // ended runs once per connection, from close or from a handshake
+    // failure: Node 20's WebSocket reports a refused or failed handshake
+    // with an error event and never a close event.
+    const ended = (code, reason) => {
+      if (this._ws !== ws) return;
+      this._ws = null;
+      this._pending = null;
+      if (this._handshakeTimer) this._clearTimeout(this._handshakeTimer);
+      this._handshakeTimer = null;
+      if (!this._wantOpen) return;
+      if (code === CloseCode.STREAM_RESET) this._forceSnapshot = true;
+      if (opened) return this._retry(code, reason);
+      // WebSocket APIs hide why a handshake failed; a plain GET of the
+      // same route tells a refused token (401) or origin (403) from a
+      // companion that is down.
+      this._probing = true;
+      this._probe().then((why) => {
+        this._probing = false;
+        this._retry(code, why || reason || "the connection could not be opened");
+      });
+    };
+    this._handshakeTimer = this._setTimeout(() => {
+      this._handshakeTimer = null;
+      if (opened || this._ws !== ws) return;
+      try {
+        ws.close();
+      } catch {
+        // not open yet
+      }
+      ended(null, `no answer to the handshake within ${this._handshakeTimeout} ms`);
+    }, this._handshakeTimeout);
+    ws.onopen = () => {
+      if (this._ws !== ws) return;
+      opened = true;
+      if (this._handshakeTimer) this._clearTimeout(this._handshakeTimer);
+      this._handshakeTimer = null;
+      // With ?since= the held state is current unless a snapshot follows;
+      // either way nothing is lost between it and the live stream.
+      this._setConn({ state: "open", attempt: 0, synced: since !== null, closeCode: null, closeReason: "" });
+    };
+    ws.onmessage = (ev) => {
+      if (this._ws !== ws) return;
+      const text = typeof ev.data === "string" ? ev.data : new TextDecoder().decode(ev.data);
+      let msg;
+      try {
+        msg = JSON.parse(text);
+      } catch (err) {
+        this._emit("error", new Error("stream: a message that is not JSON: " + text.slice(0, 80)));
+        return;
+      }
+      this._onMessage(msg);
+    };
+    ws.onerror = () => {
+      // Browsers tell nothing more here, and follow with a close event;
+      // before the handshake completes Node 20 does not.
+      if (!opened) ended(null, "");
+    };
+    ws.onclose = (ev) => ended(ev && typeof ev.code === "number" ? ev.code : null, ev && ev.reason);
+  }
+
+  // _probe returns why the stream cannot be opened, or "" when the gate
+  // would let it through (426: the route wants a WebSocket).
+  async _probe() {
+    try {
+      await this.request("GET", "/v1/ws");
+    } catch (err) {
+      if (err instanceof CompanionError && err.status === 426) return "";
+      if (err instanceof CompanionError && (err.status === 401 || err.status === 403)) this._emit("error", err);
+      return (err && err.message) || String(err);
+    }
+    return "";
+  }
+
+  _retry(code, reason) {
+    if (!this._wantOpen) return;
+    const attempt = this._conn.attempt + 1;
+    // Exponential backoff with equal jitter, so that many clients of a
+    // restarted companion do not all come back at the same instant.
+    const cap = Math.min(this._backoffMax, this._backoffInitial * 2 ** Math.min(attempt - 1, 30));
+    const wait = Math.round(cap / 2 + this._random() * (cap / 2));
+    this._setConn({ state: "waiting", synced: false, attempt, retryInMs: wait, closeCode: code, closeReason: reason || "" });
+    this._timer = this._setTimeout(() => {
+      this._timer = null;
+      if (this._wantOpen) this._open();
+    }, wait);
+  }
+
+  _onMessage(msg) {
+    if (!msg || typeof msg.type !== "string") return;
+    if (msg.type === "account") {
+      this._clock(msg.server_time);
+      if (msg.account) this._emit("account", msg.account);
+      return;
+    }
+    if (msg.type === "snapshot") {
+      if (!Number.isInteger(msg.rev) || !Array.isArray(msg.workspaces)) return this._resync("a malformed snapshot");
+      const resync = this._rev !== null;
+      this._replace(msg.rev, msg.workspaces, msg.server_time);
+      this._forceSnapshot = false;
+      const held = this._pending || [];
+      this._pending = null;
+      this._emit("change", { kind: "snapshot", rev: this._rev, resync });
+      this._setConn({ synced: true });
+      for (const d of held) if (d.rev > this._rev) this._applyDelta(d);
+      return;
+    }
+    if (msg.type !== "upsert" && msg.type !== "remove") return; // unknown types are ignored (API.md)
+    if (!Number.isInteger(msg.rev)) return this._resync("a delta without a revision");
+    if (this._pending) {
+      this._pending.push(msg);
+      return;
+    }
+    this._applyDelta(msg);
+  }
+
+  _applyDelta(msg) {
+    // Revisions increase strictly on one connection; one that does not
+    // means the local copy can no longer be trusted.
+    if (this._rev !== null && msg.rev <= this._rev) {
+      return this._resync(`revision ${msg.rev} after ${this._rev}`);
+    }
+    this._clock(msg.server_time);
+    if (msg.type === "upsert") {
+      if (!msg.workspace || typeof msg.workspace.id !== "string") return this._resync("an upsert without a workspace");
+      this._workspaces.set(msg.workspace.id, msg.workspace);
+      this._rev = msg.rev;
+      this._emit("change", { kind: "upsert", rev: this._rev, workspace: msg.workspace });
+    } else {
+      if (typeof msg.id !== "string") return this._resync("a remove without an id");
+      this._workspaces.delete(msg.id);
+      this._rev = msg.rev;
+      this._emit("change", { kind: "remove", rev: this._rev, id: msg.id });
+    }
+  }
+
+  // _resync drops the connection and asks for a fresh snapshot; the local
+  // state stays on show until it arrives.
+  _resync(why) {
+    this._emit("error", new Error("stream: " + why + "; fetching a fresh snapshot"));
+    this._forceSnapshot = true;
+    const ws = this._ws;
+    if (ws) {
+      try {
+        ws.close(CLIENT_RESYNC, "resync");
+      } catch {
+        // already closing
+      }
+    }
+  }
+
+  // ---- HTTP ----
+
+  async _currentToken() {
+    const t = typeof this._token === "function" ? await this._token() : this._token;
+    return t || "";
+  }
+
+  /** Replaces the token (companion makes a new one on every launch). @param {string|(() => string|Promise<string>)} token */
+  setToken(token) {
+    this._token = token;
+  }
+
+  /**
+   * Makes one request and returns the decoded JSON answer (undefined for
+   * 204). Throws CompanionError for any answer but 2xx.
+   * @param {string} method
+   * @param {string} path starting with "/"
+   * @param {{query?: Record<string, string|number|boolean|undefined>, json?: any, body?: BodyInit, contentType?: string, raw?: boolean, headers?: Record<string,string>, signal?: AbortSignal}} [opts]
+   * raw: return the Response itself (after the status check)
+   */
+  async request(method, path, opts = {}) {
+    const headers = { Accept: "application/json", ...(opts.headers || {}) };
+    const token = await this._currentToken();
+    if (token) headers.Authorization = "Bearer " + token;
+    let body;
+    if (opts.json !== undefined) {
+      headers["Content-Type"] = "application/json";
+      body = JSON.stringify(opts.json);
+    } else if (opts.body !== undefined) {
+      headers["Content-Type"] = opts.contentType || "application/octet-stream";
+      body = opts.body;
+    }
+    let url = this.baseUrl + path;
+    if (opts.query) {
+      const q = new URLSearchParams();
+      for (const [k, v] of Object.entries(opts.query)) if (v !== undefined && v !== null) q.set(k, String(v));
+      const s = q.toString();
+      if (s) url += "?" + s;
+    }
+    let resp;
+    try {
+      resp = await this._fetch(url, { method, headers, body, credentials: token ? "omit" : this._credentials, signal: opts.signal });
+    } catch (err) {
+      if (err && err.name === "AbortError") throw err;
+      throw new CompanionError(0, "network", `${method} ${path}: companion did not answer (${err && err.message}); is it running at ${this.baseUrl}?`);
+    }
+    if (resp.status >= 400) throw await errorOf(resp, method, path);
+    if (opts.raw) return resp;
+    if (resp.status === 204) return undefined;
+    const text = await resp.text();
+    if (!text) return undefined;
+    try {
+      return JSON.parse(text);
+    } catch {
+      throw new CompanionError(resp.status, "invalid_response", `${method} ${path}: the answer is not JSON`);
+    }
+  }
+
+  /** GET /healthz (no token needed). @returns {Promise<{status: string, version: string}>} */
+  health() {
+    return this.request("GET", "/healthz");
+  }
+
+  // providers
+
+  /** GET /v1/providers. @returns {Promise<Provider[]>} */
+  async listProviders() {
+    return (await this.request("GET", "/v1/providers")).providers;
+  }
+
+  /**
+   * POST /v1/providers/inspect: what a module does, before trusting it.
+   * @param {BodyInit} wasm the module's bytes
+   */
+  async inspectModule(wasm) {
+    return (await this.request("POST", "/v1/providers/inspect", { body: wasm, contentType: "application/wasm" })).module;
+  }
+
+  /**
+   * POST /v1/providers?sha256=: installs the module the person confirmed.
+   * @param {BodyInit} wasm @param {string} sha256 as inspectModule showed it
+   */
+  async installModule(wasm, sha256) {
+    return (await this.request("POST", "/v1/providers", { query: { sha256 }, body: wasm, contentType: "application/wasm" })).module;
+  }
+
+  /** DELETE /v1/providers/{name}. @param {string} name */
+  async removeModule(name) {
+    await this.request("DELETE", "/v1/providers/" + seg(name));
+  }
+
+  // accounts
+
+  /** GET /v1/accounts. @returns {Promise<Account[]>} */
+  async listAccounts() {
+    return (await this.request("GET", "/v1/accounts")).accounts;
+  }
+
+  /**
+   * POST /v1/accounts: the credentials go to the OS keyring and are never returned.
+   * @param {{provider: string, label?: string, config?: Record<string,string>, credentials?: Record<string,string>}} account
+   * @returns {Promise<Account>}
+   */
+  async addAccount(account) {
+    return (await this.request("POST", "/v1/accounts", { json: account })).account;
+  }
+
+  /** DELETE /v1/accounts/{id}. @param {string} id */
+  async removeAccount(id) {
+    await this.request("DELETE", "/v1/accounts/" + seg(id));
+  }
+
+  // workspaces
+
+  /** GET /v1/workspaces: pass the answer to load() to resume the stream from it. @returns {Promise<{rev: number, server_time: string, workspaces: Workspace[]}>} */
+  listWorkspaces() {
+    return this.request("GET", "/v1/workspaces");
+  }
+
+  /** GET /v1/workspaces/{id}. @param {string} id @returns {Promise<Workspace>} */
+  async getWorkspace(id) {
+    return (await this.request("GET", "/v1/workspaces/" + seg(id))).workspace;
+  }
+
+  /**
+   * POST /v1/workspaces: answers at once in state creating; the outcome arrives on the stream.
+   * @param {{account_id: string, name: string, lifecycle?: {idle_pause_after_seconds?: number, paused_ttl_seconds?: number}, options?: Record<string,string>}} req
+   * @returns {Promise<Workspace>}
+   */
+  async createWorkspace(req) {
+    return (await this.request("POST", "/v1/workspaces", { json: req })).workspace;
+  }
+
+  /** POST /v1/workspaces/{id}/pause. @param {string} id @returns {Promise<Workspace>} */
+  async pauseWorkspace(id) {
+    return (await this.request("POST", `/v1/workspaces/${seg(id)}/pause`)).workspace;
+  }
+
+  /** POST /v1/workspaces/{id}/resume. @param {string} id @returns {Promise<Workspace>} */
+  async resumeWorkspace(id) {
+    return (await this.request("POST", `/v1/workspaces/${seg(id)}/resume`)).workspace;
+  }
+
+  /** PUT /v1/workspaces/{id}/keep. @param {string} id @param {boolean} keep @returns {Promise<Workspace>} */
+  async setKeep(id, keep) {
+    return (await this.request("PUT", `/v1/workspaces/${seg(id)}/keep`, { json: { keep: !!keep } })).workspace;
+  }
+
+  /** POST /v1/workspaces/{id}/delete-preview: show lost and survives before confirming. @param {string} id @returns {Promise<DeletePreview>} */
+  previewDelete(id) {
+    return this.request("POST", `/v1/workspaces/${seg(id)}/delete-preview`);
+  }
+
+  /**
+   * POST /v1/workspaces/{id}/delete with the preview's token (the person's confirmation).
+   * @param {string} id @param {string} token from previewDelete
+   * @returns {Promise<Workspace>} in state deleting (or deleted)
+   */
+  async deleteWorkspace(id, token) {
+    return (await this.request("POST", `/v1/workspaces/${seg(id)}/delete`, { json: { token } })).workspace;
+  }
+
+  /** GET /v1/workspaces/{id}/agent: reaches into the box; call it only when a person asks. @param {string} id */
+  async getAgent(id) {
+    return /** @type {{idle_seconds: number, uptime_seconds: number, version: string}} */ (
+      (await this.request("GET", `/v1/workspaces/${seg(id)}/agent`)).agent
+    );
+  }
+
+  // exports
+
+  /**
+   * POST /v1/workspaces/{id}/export: starts a verified export (person-initiated only).
+   * @param {string} id @param {{wake?: boolean, gitDelta?: boolean}} [opts]
+   * @returns {Promise<Export>} in state running
+   */
+  async startExport(id, opts = {}) {
+    const query = { wake: opts.wake ? "true" : undefined, git_delta: opts.gitDelta ? "true" : undefined };
+    return (await this.request("POST", `/v1/workspaces/${seg(id)}/export`, { query })).export;
+  }
+
+  /** GET /v1/workspaces/{id}/exports, newest first. @param {string} workspaceId @returns {Promise<Export[]>} */
+  async listExports(workspaceId) {
+    return (await this.request("GET", `/v1/workspaces/${seg(workspaceId)}/exports`)).exports;
+  }
+
+  /** GET /v1/exports/{id}. @param {string} id @returns {Promise<Export>} */
+  async getExport(id) {
+    return (await this.request("GET", "/v1/exports/" + seg(id))).export;
+  }
+
+  /**
+   * The absolute URL of one file of a verified export. Fetching it needs
+   * the token (downloadExportFile sends it) or serve mode's cookie.
+   * @param {string} exportId @param {string} name
+   */
+  exportFileUrl(exportId, name) {
+    return `${this.baseUrl}/v1/exports/${seg(exportId)}/files/${seg(name)}`;
+  }
+
+  /**
+   * GET /v1/exports/{id}/files/{name}: the Response, its body unread (a
+   * stream), status 200, 206 (range) or 304 (ifNoneMatch matched).
+   * @param {string} exportId @param {string} name
+   * @param {{range?: string, ifNoneMatch?: string, signal?: AbortSignal}} [opts] range like "bytes=100-"
+   * @returns {Promise<Response>}
+   */
+  downloadExportFile(exportId, name, opts = {}) {
+    const headers = { Accept: "application/octet-stream" };
+    if (opts.range) headers.Range = opts.range;
+    if (opts.ifNoneMatch) headers["If-None-Match"] = opts.ifNoneMatch;
+    return this.request("GET", `/v1/exports/${seg(exportId)}/files/${seg(name)}`, { headers, raw: true, signal: opts.signal });
+  }
+
+  // audit
+
+  /**
+   * GET /v1/audit, newest first; pass next_before as before for the next page.
+   * @param {{before?: number, limit?: number}} [opts]
+   * @returns {Promise<{entries: AuditEntry[], next_before: number|null}>}
+   */
+  listAudit(opts = {}) {
+    return this.request("GET", "/v1/audit", { query: { before: opts.before, limit: opts.limit } });
+  }
+}
+
+function seg(s) {
+  if (typeof s !== "string" || s === "") throw new TypeError("an id or name must be a non-empty string");
+  return encodeURIComponent(s);
+}
+
+// errorOf reads the API's error envelope; an answer without one (a proxy's
+// page) still gets the status and a code derived from it.
+async function errorOf(resp, method, path) {
+  const retry = resp.headers.get("Retry-After");
+  const retryAfter = retry && /^\d+$/.test(retry) ? Number(retry) : null;
+  let text = "";
+  try {
+    text = await resp.text();
+  } catch {
+    // the body could not be read; the status still tells
+  }
+  let e = null;
+  try {
+    e = JSON.parse(text).error;
+  } catch {
+    // not JSON
+  }
+  if (e && typeof e.code === "string") {
+    return new CompanionError(resp.status, e.code, e.message || `${method} ${path}: ${resp.status}`, e, retryAfter);
+  }
+  return new CompanionError(resp.status, "http_" + resp.status, `${method} ${path}: HTTP ${resp.status} ${text.slice(0, 200)}`.trim(), {}, retryAfter);
+}

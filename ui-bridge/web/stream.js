@@ -1,0 +1,128 @@
+// The status stream: one WebSocket to /v1/ws, resumed with ?since= after
+// a disconnect, with exponential backoff, and the server clock's offset
+// taken from every message's server_time.
+
+const maxDelay = 30_000;
+
+/**
+ * @typedef {Object} StreamHandlers
+ * @property {(msg: any, t0: number) => void} snapshot replace every workspace
+ * @property {(msg: any, t0: number) => void} upsert insert or replace one workspace
+ * @property {(msg: any) => void} remove drop one workspace
+ * @property {(msg: any) => void} account one account changed
+ * @property {(state: string, detail: string) => void} state connection state changed:
+ *   "connecting", "live", "reconnecting", "signed-out"
+ * @property {() => Promise<boolean>} signedIn whether the token (or cookie) is still accepted
+ */
+
+export class Stream {
+  /**
+   * @param {() => URL} url the stream URL without ?since
+   * @param {() => string} token
+   * @param {StreamHandlers} on
+   */
+  constructor(url, token, on) {
+    this.urlOf = url;
+    this.token = token;
+    this.on = on;
+    /** the last revision applied; null before the first snapshot */
+    this.rev = null;
+    /** server clock minus local clock, in ms (see message) */
+    this.offset = 0;
+    this.failures = 0;
+    this.ws = null;
+    this.timer = 0;
+    this.staleSince = null;
+  }
+
+  /** now is the server's clock, estimated. */
+  now() {
+    return Date.now() + this.offset;
+  }
+
+  /** connect opens the stream now, dropping any pending retry. */
+  connect() {
+    clearTimeout(this.timer);
+    if (this.ws) {
+      this.ws.onclose = null;
+      this.ws.close();
+    }
+    const u = this.urlOf();
+    u.protocol = u.protocol === "https:" ? "wss:" : "ws:";
+    if (this.rev !== null) u.searchParams.set("since", String(this.rev));
+    const protos = ["companion.v1"];
+    const t = this.token();
+    if (t) protos.push("companion.bearer." + t);
+    this.on.state(this.failures ? "reconnecting" : "connecting", this.failures ? "reconnecting…" : "connecting…");
+    let opened = false;
+    const ws = new WebSocket(u, protos);
+    this.ws = ws;
+    this.offsetSeen = -Infinity;
+    ws.onopen = () => {
+      opened = true;
+      this.openedAt = Date.now();
+      this.staleSince = null;
+      this.on.state("live", this.rev === null ? "live" : `live (resumed after rev ${this.rev})`);
+    };
+    ws.onmessage = (e) => this.message(e.data);
+    ws.onclose = (e) => this.closed(opened, e);
+  }
+
+  message(data) {
+    const t0 = performance.now();
+    let m;
+    try {
+      m = JSON.parse(data);
+    } catch {
+      return; // not ours to interpret; the server sends only JSON
+    }
+    if (m.server_time) {
+      // server_time is when the message was made (a shared snapshot may
+      // be up to a second old), so each estimate is a lower bound: keep
+      // the largest seen on this connection.
+      const est = Date.parse(m.server_time) - Date.now();
+      if (est > this.offsetSeen) {
+        this.offsetSeen = est;
+        this.offset = est;
+      }
+    }
+    switch (m.type) {
+      case "snapshot":
+        this.rev = m.rev;
+        this.failures = 0;
+        this.on.snapshot(m, t0);
+        break;
+      case "upsert":
+      case "remove":
+        if (this.rev !== null && m.rev <= this.rev) return; // already applied
+        this.rev = m.rev;
+        this.failures = 0;
+        if (m.type === "upsert") this.on.upsert(m, t0);
+        else this.on.remove(m);
+        break;
+      case "account":
+        this.on.account(m);
+        break;
+      default: // unknown types are ignored (API.md)
+    }
+  }
+
+  async closed(opened, e) {
+    this.ws = null;
+    if (this.staleSince === null) this.staleSince = new Date();
+    // A connection that lasted a while was a success: start the backoff
+    // over (one that closes at once keeps backing off).
+    if (opened && Date.now() - this.openedAt > 10_000) this.failures = 0;
+    this.failures++;
+    const delay = Math.min(maxDelay, 500 * 2 ** Math.min(this.failures - 1, 6)) * (0.8 + 0.4 * Math.random());
+    const signedOut = !opened && !(await this.on.signedIn());
+    if (this.ws !== null) return; // a newer connection was opened meanwhile (a new token)
+    if (signedOut) {
+      this.on.state("signed-out", "signed out: companion does not accept this page's token (was it restarted?)");
+    } else {
+      const why = e.code === 1001 ? "companion stopped" : e.code === 4008 ? "too slow" : "connection lost";
+      this.on.state("reconnecting", `${why}; reconnecting in ${Math.ceil(delay / 1000)} s`);
+    }
+    this.timer = setTimeout(() => this.connect(), delay);
+  }
+}

@@ -1,0 +1,335 @@
+// The workspaces table: every workspace in memory, a sorted and filtered
+// view of them, and only the rows in sight in the DOM (a store may hold
+// 10,000 workspaces). Rows are keyed by workspace id and updated in place,
+// so a focused button survives updates.
+
+import { el } from "./dom.js";
+import { age, bytes, sizeSource, when } from "./format.js";
+
+const overscan = 10;
+
+const columns = [
+  { key: "name", label: "Name" },
+  { key: "provider", label: "Provider" },
+  { key: "account", label: "Account" },
+  { key: "state", label: "State" },
+  { key: "size", label: "Size" },
+  { key: "paused", label: "Paused for" },
+  { key: "activity", label: "Last activity" },
+  { key: "retention", label: "Retention" },
+  { key: "progress", label: "Progress" },
+  { key: "actions", label: "Actions", nosort: true },
+];
+
+const num = (t) => (t ? Date.parse(t) : NaN);
+
+/** sort keys: each maps a workspace to a comparable value. */
+const keyOf = {
+  name: (w) => w.name.toLowerCase(),
+  provider: (w) => w.provider,
+  account: (w) => w.account_id,
+  state: (w) => w.state,
+  size: (w) => w.size_bytes ?? -1,
+  // The longest paused first when ascending: an earlier paused_at.
+  paused: (w) => (w.state === "paused" && w.paused_at ? num(w.paused_at) : Infinity),
+  activity: (w) => num(w.last_activity_at) || 0,
+  retention: (w) => (w.keep ? Infinity : num(w.delete_after) || Infinity - 1),
+  progress: (w) => w.progress || "",
+};
+
+export class WorkspaceTable {
+  /**
+   * @param {Object} o
+   * @param {HTMLElement} o.scroller the scrolling box around the table
+   * @param {HTMLElement} o.head the header row
+   * @param {HTMLElement} o.body the tbody
+   * @param {HTMLElement} o.totals the footer cell
+   * @param {HTMLElement} o.empty shown when there is nothing to list
+   * @param {() => number} o.now the server's clock, estimated (ms)
+   * @param {(id: string) => string} o.accountLabel
+   * @param {(provider: string) => any} o.caps the provider's capabilities, or null
+   * @param {Record<string, (w: any) => void>} o.actions pause, resume, keep, exports, del
+   * @param {() => void} o.onFacets called when a new state, provider or account appears
+   */
+  constructor(o) {
+    Object.assign(this, o);
+    this.all = new Map(); // id → workspace; null until index() after a snapshot
+    this.list = null; // the snapshot's workspaces while all is null
+    this.view = [];
+    this.filter = { state: "", provider: "", account: "", name: "" };
+    this.sortKey = "name";
+    this.sortDir = 1;
+    this.rows = new Map(); // id → row, for the rows in the DOM
+    this.facets = { state: new Set(), provider: new Set(), account: new Set() };
+    this.rowH = 36;
+    this.top = el("tr", { class: "spacer", "aria-hidden": "true" }, el("td", { colSpan: columns.length }));
+    this.bottom = el("tr", { class: "spacer", "aria-hidden": "true" }, el("td", { colSpan: columns.length }));
+    this.body.replaceChildren(this.top, this.bottom);
+    this.headButtons = {};
+    for (const c of columns) {
+      const th = el("th", { scope: "col", "data-col": c.key });
+      if (c.nosort) th.textContent = c.label;
+      else {
+        const b = el("button", { type: "button", onclick: () => this.sortBy(c.key) }, c.label);
+        this.headButtons[c.key] = { th, b };
+        th.append(b);
+      }
+      this.head.append(th);
+    }
+    this.markSort();
+    let pending = false;
+    this.scroller.addEventListener("scroll", () => {
+      if (pending) return;
+      pending = true;
+      requestAnimationFrame(() => { pending = false; this.render(); });
+    });
+  }
+
+  compare = (a, b) => {
+    const f = keyOf[this.sortKey];
+    const x = f(a), y = f(b);
+    if (x < y) return -this.sortDir;
+    if (x > y) return this.sortDir;
+    return a.id < b.id ? -1 : a.id > b.id ? 1 : 0;
+  };
+
+  passes(w) {
+    const f = this.filter;
+    return (!f.state || w.state === f.state) && (!f.provider || w.provider === f.provider) &&
+      (!f.account || w.account_id === f.account) && (!f.name || w.name.toLowerCase().includes(f.name));
+  }
+
+  // noteFacets records w's state, provider and account for the filters;
+  // plain code on purpose: it runs 10,000 times on a snapshot, before the
+  // JIT has warmed up.
+  noteFacets(w) {
+    const f = this.facets;
+    let added = false;
+    if (!f.state.has(w.state)) { f.state.add(w.state); added = true; }
+    if (!f.provider.has(w.provider)) { f.provider.add(w.provider); added = true; }
+    if (!f.account.has(w.account_id)) { f.account.add(w.account_id); added = true; }
+    return added;
+  }
+
+  /**
+   * setAll replaces every workspace (a snapshot). The rows in sight are
+   * rendered first; the index by id and the filters' choices are built
+   * right after (or as soon as something needs them), so the first
+   * render does not wait for them.
+   */
+  setAll(list) {
+    this.all = null;
+    this.list = list;
+    this.rebuildFrom(list);
+    clearTimeout(this.indexTimer);
+    this.indexTimer = setTimeout(() => this.index(), 0);
+  }
+
+  /** index returns the workspaces by id, building the map after a snapshot. */
+  index() {
+    if (this.all) return this.all;
+    clearTimeout(this.indexTimer);
+    const all = new Map();
+    let added = false;
+    for (const w of this.list) {
+      all.set(w.id, w);
+      if (this.noteFacets(w)) added = true;
+    }
+    this.all = all;
+    this.list = null;
+    if (added) this.onFacets();
+    return all;
+  }
+
+  /** get returns the workspace with id, or undefined. */
+  get(id) {
+    return this.index().get(id);
+  }
+
+  /** size is how many workspaces there are, filtered or not. */
+  size() {
+    return this.all ? this.all.size : this.list.length;
+  }
+
+  /** upsert inserts or replaces one workspace, moving only its row. */
+  upsert(w) {
+    const all = this.index();
+    const old = all.get(w.id);
+    all.set(w.id, w);
+    if (old) {
+      const i = this.indexOf(old);
+      if (i >= 0) this.view.splice(i, 1);
+    }
+    if (this.passes(w)) this.view.splice(this.insertionPoint(w), 0, w);
+    if (this.noteFacets(w)) this.onFacets();
+    this.render();
+  }
+
+  /** remove drops one workspace. */
+  remove(id) {
+    const all = this.index();
+    const old = all.get(id);
+    if (!old) return;
+    all.delete(id);
+    const i = this.indexOf(old);
+    if (i >= 0) this.view.splice(i, 1);
+    this.render();
+  }
+
+  indexOf(w) {
+    // The view is sorted by compare: binary search, then the exact object.
+    let lo = 0, hi = this.view.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (this.compare(this.view[mid], w) < 0) lo = mid + 1; else hi = mid;
+    }
+    if (this.view[lo] === w) return lo;
+    return this.view.indexOf(w);
+  }
+
+  insertionPoint(w) {
+    let lo = 0, hi = this.view.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (this.compare(this.view[mid], w) < 0) lo = mid + 1; else hi = mid;
+    }
+    return lo;
+  }
+
+  setFilter(f) {
+    this.filter = { ...this.filter, ...f, name: (f.name ?? this.filter.name).toLowerCase() };
+    this.rebuild();
+  }
+
+  sortBy(key) {
+    if (this.sortKey === key) this.sortDir = -this.sortDir;
+    else { this.sortKey = key; this.sortDir = 1; }
+    this.markSort();
+    this.rebuild();
+  }
+
+  markSort() {
+    for (const [k, { th }] of Object.entries(this.headButtons)) {
+      th.setAttribute("aria-sort", k === this.sortKey ? (this.sortDir > 0 ? "ascending" : "descending") : "none");
+    }
+  }
+
+  rebuild() {
+    this.rebuildFrom(this.all ? this.all.values() : this.list);
+  }
+
+  rebuildFrom(workspaces) {
+    // Each sort key is computed once per workspace, not once per
+    // comparison (10,000 workspaces: some 280,000 comparisons).
+    const f = keyOf[this.sortKey], dir = this.sortDir;
+    const items = [];
+    for (const w of workspaces) if (this.passes(w)) items.push({ k: f(w), w });
+    items.sort((a, b) => (a.k < b.k ? -dir : a.k > b.k ? dir : a.w.id < b.w.id ? -1 : a.w.id > b.w.id ? 1 : 0));
+    this.view = items.map((x) => x.w);
+    this.render();
+  }
+
+  /** render puts the rows in sight (plus some) into the DOM. */
+  render() {
+    const n = this.view.length;
+    const top = this.scroller.scrollTop;
+    const h = this.scroller.clientHeight || 600;
+    const first = Math.max(0, Math.floor(top / this.rowH) - overscan);
+    const last = Math.min(n, Math.ceil((top + h) / this.rowH) + overscan);
+    this.top.style.height = first * this.rowH + "px";
+    this.bottom.style.height = (n - last) * this.rowH + "px";
+    const keep = new Map();
+    let prev = this.top;
+    for (let i = first; i < last; i++) {
+      const w = this.view[i];
+      let row = this.rows.get(w.id);
+      if (!row) row = this.makeRow(w);
+      this.rows.delete(w.id);
+      keep.set(w.id, row);
+      this.fill(row, w);
+      if (prev.nextSibling !== row.tr) this.body.insertBefore(row.tr, prev.nextSibling);
+      prev = row.tr;
+    }
+    for (const row of this.rows.values()) row.tr.remove();
+    this.rows = keep;
+    this.empty.hidden = this.size() > 0;
+    this.renderTotals();
+  }
+
+  renderTotals() {
+    let paused = 0, stored = 0, sized = 0;
+    for (const w of this.view) {
+      if (w.state === "paused") paused++;
+      if (w.size_bytes) { stored += w.size_bytes; sized++; }
+    }
+    const n = this.size();
+    const shown = this.view.length === n ? `${n} boxes` : `${this.view.length} of ${n} boxes`;
+    this.totals.textContent = `${shown} · ${paused} paused · ${bytes(stored)} stored (${sized} sized)`;
+  }
+
+  /** tick refreshes what ages with time (paused age, size age) in the rows in sight. */
+  tick() {
+    for (const row of this.rows.values()) this.fill(row, row.w);
+  }
+
+  makeRow(w) {
+    const c = {};
+    const tr = el("tr", { "data-id": w.id });
+    for (const col of columns) {
+      c[col.key] = el("td", { "data-col": col.key, class: col.key });
+      tr.append(c[col.key]);
+    }
+    c.nameText = document.createTextNode("");
+    c.nameSub = el("span", { class: "sub" });
+    c.name.append(c.nameText, c.nameSub);
+    c.stateBadge = el("span", { class: "badge" });
+    c.stateSub = el("span", { class: "sub" });
+    c.state.append(c.stateBadge, c.stateSub);
+    c.sizeText = document.createTextNode("");
+    c.sizeSub = el("span", { class: "sub" });
+    c.size.append(c.sizeText, c.sizeSub);
+    const row = { tr, c, w };
+    const act = (name) => () => this.actions[name](row.w);
+    c.pr = el("button", { type: "button", "data-action": "pause-resume", onclick: () => (row.w.state === "running" ? this.actions.pause(row.w) : this.actions.resume(row.w)) });
+    c.keep = el("button", { type: "button", "data-action": "keep", onclick: act("keep") }, "Keep");
+    c.exp = el("button", { type: "button", "data-action": "exports", onclick: act("exports") }, "Exports");
+    c.del = el("button", { type: "button", "data-action": "delete", class: "danger", onclick: act("del") }, "Delete…");
+    c.actions.append(c.pr, c.keep, c.exp, c.del);
+    return row;
+  }
+
+  fill(row, w) {
+    row.w = w;
+    const c = row.c;
+    const set = (node, text) => { if (node.textContent !== text) node.textContent = text; };
+    const now = this.now();
+    set(c.nameText, w.name);
+    set(c.nameSub, w.adopted ? "adopted" : "");
+    c.name.title = w.name;
+    set(c.provider, w.provider);
+    set(c.account, this.accountLabel(w.account_id));
+    set(c.stateBadge, w.state);
+    c.stateBadge.dataset.state = w.state;
+    let why = w.stop_reason ? w.stop_reason.replace("_", " ") : "";
+    if (w.exit_code) why += ` (exit ${w.exit_code})`;
+    set(c.stateSub, why);
+    set(c.sizeText, w.size_bytes !== undefined ? bytes(w.size_bytes) : "—");
+    set(c.sizeSub, w.size_bytes !== undefined ? `${sizeSource(w.size_source)}, ${age(now - num(w.size_at))} ago` : "");
+    set(c.paused, w.state === "paused" && w.paused_at ? age(now - num(w.paused_at)) : "—");
+    set(c.activity, w.last_activity_at ? `${age(now - num(w.last_activity_at))} ago` : "—");
+    set(c.retention, w.keep ? "kept" : w.delete_after ? `delete after ${when(w.delete_after)}` : "—");
+    set(c.progress, w.progress || (w.error ? "error: " + w.error : ""));
+    c.progress.classList.toggle("error", !w.progress && !!w.error);
+    const caps = this.caps(w.provider);
+    const canSuspend = !caps || caps.suspend;
+    const pr = w.state === "running" ? "Pause" : "Resume";
+    set(c.pr, pr);
+    c.pr.setAttribute("aria-label", `${pr} ${w.name}`);
+    c.pr.disabled = !canSuspend || !(w.state === "running" || w.state === "paused" || w.state === "stopped");
+    c.keep.setAttribute("aria-pressed", String(!!w.keep));
+    c.keep.setAttribute("aria-label", `Keep ${w.name}`);
+    c.exp.setAttribute("aria-label", `Exports of ${w.name}`);
+    c.del.setAttribute("aria-label", `Delete ${w.name}`);
+    c.del.disabled = w.state === "deleting" || w.state === "deleted";
+  }
+}
