@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/canvasapp/companion/auth"
 	"github.com/canvasapp/companion/core"
 )
 
@@ -23,6 +24,9 @@ type Store interface {
 	core.Store
 	core.AuditLog
 	core.ExportStore
+	core.RetentionStore
+	core.RestoreStore
+	auth.Store
 	SaveWorkspaces(ctx context.Context, list []core.Workspace) error
 	VerifyAudit(ctx context.Context) (int, error)
 	PutModulePin(ctx context.Context, name, sha256 string, manifest []byte) error
