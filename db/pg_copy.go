@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"hash"
+	"math"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -30,11 +31,19 @@ var copyTables = []copyTable{
 	{name: "account_flags", order: "account_id", cols: []string{"account_id", "code", "message", "since"}},
 	{name: "workspaces", order: "id", cols: splitCols(workspaceCols), bools: map[string]bool{"adopted": true, "keep": true}},
 	{name: "plans", order: "token_hash", cols: []string{"token_hash", "workspace_id", "state", "box_id", "last_activity_at", "created_at", "expires_at"}},
-	{name: "ops", order: "id", intKey: true, cols: []string{"id", "workspace_id", "kind", "step", "attempts", "last_error", "created_at", "updated_at"}},
+	{name: "ops", order: "id", intKey: true, cols: []string{"id", "workspace_id", "kind", "step", "attempts", "last_error", "created_at", "updated_at", "delete_journal"}},
 	{name: "module_pins", order: "name", cols: []string{"name", "sha256", "manifest", "updated_at"}},
 	{name: "audit", order: "id", intKey: true, cols: strings.Split(auditCols, ", ")},
 	{name: "exports", order: "id", cols: strings.Split(exportCols, ", "), bools: map[string]bool{"verified": true}},
 	{name: "secrets", order: "key", cols: []string{"key", "key_id", "sealed", "updated_at"}},
+	{name: "restores", order: "workspace_id", cols: []string{"workspace_id", "export_id", "created_at"}},
+	{name: "retention_policies", order: "account_id", bools: map[string]bool{"enabled": true},
+		cols: []string{"account_id", "enabled", "paused_for", "warn_before", "storage_price_per_gib_month", "updated_at"}},
+	{name: "retention_claims", order: "workspace_id", cols: strings.Split(claimCols, ", "), bools: map[string]bool{"launched": true}},
+	{name: "retention_warnings", order: "workspace_id", cols: []string{"workspace_id", "delete_after"}},
+	{name: "users", order: "id", cols: strings.Split(userCols, ", ")},
+	{name: "sessions", order: "id_hash", cols: []string{"id_hash", "user_id", "method", "created_at", "last_seen_at", "expires_at"}},
+	{name: "api_tokens", order: "id", cols: []string{"id", "token_hash", "user_id", "label", "created_at", "expires_at", "last_used_at"}},
 }
 
 // copyCounters are the meta counters that travel with the rows.
@@ -197,6 +206,8 @@ func (rh *rowHasher) add(vals []any) error {
 				n = 1
 			}
 			tag, b = 'i', binary.BigEndian.AppendUint64(nil, uint64(n))
+		case float64:
+			tag, b = 'f', binary.BigEndian.AppendUint64(nil, math.Float64bits(x))
 		case string:
 			tag, b = 's', []byte(x)
 		case []byte:

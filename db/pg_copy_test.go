@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/canvasapp/companion/auth"
 	"github.com/canvasapp/companion/core"
 	"github.com/canvasapp/companion/db"
 	"github.com/canvasapp/companion/db/storetest"
@@ -34,7 +35,8 @@ func populate(t *testing.T, s storetest.Store) {
 	_, err = s.SaveWorkspace(ctx, gone)
 	check(err)
 	check(s.PutPlan(ctx, core.DeletePlan{TokenHash: "h", WorkspaceID: "ws_a", State: core.StatePaused, CreatedAt: at, ExpiresAt: at.Add(100 * 365 * 24 * time.Hour)}))
-	_, err = s.PutOp(ctx, core.Op{WorkspaceID: "ws_a", Kind: core.OpPause, Step: "provider", CreatedAt: at, UpdatedAt: at})
+	_, err = s.PutOp(ctx, core.Op{WorkspaceID: "ws_a", Kind: core.OpDelete, Step: "export", CreatedAt: at, UpdatedAt: at,
+		Delete: &core.DeleteJournal{State: core.StatePaused, BoxID: "b", ExportID: "exp", Verified: true}})
 	check(err)
 	check(s.PutModulePin(ctx, "mod", "abc", []byte(`{"name":"mod"}`)))
 	_, err = s.AppendAudit(ctx, core.AuditEntry{At: at, Owner: "u", Actor: "user:u", Action: "pause", WorkspaceID: "ws_a", Outcome: "ok"})
@@ -42,6 +44,19 @@ func populate(t *testing.T, s storetest.Store) {
 	check(s.PutExport(ctx, core.ExportRecord{ID: "exp", WorkspaceID: "ws_a", Owner: "u", CreatedAt: at, UpdatedAt: at, State: core.ExportVerified,
 		Verified: true, Dir: "/d", Files: []core.ExportFile{{Name: "h.zip", Kind: "history", Bytes: 1, SHA256: "x"}}, Bytes: 1}))
 	check(s.PutSealedSecret(ctx, "k", "key1", []byte{0, 1, 2, 255}))
+	check(s.PutRestore(ctx, core.RestoreRecord{WorkspaceID: "ws_a", ExportID: "exp", CreatedAt: at}))
+	price := 0.5
+	check(s.PutRetentionPolicy(ctx, core.RetentionPolicy{AccountID: "acc_1", Enabled: true, PausedFor: time.Hour, WarnBefore: time.Minute, StoragePricePerGiBMonth: &price, UpdatedAt: at}))
+	_, ok, err := s.ClaimRetention(ctx, "ws_a", "replica", at, time.Minute)
+	check(err)
+	if !ok {
+		t.Fatal("populate: retention claim not taken")
+	}
+	check(s.MarkRetentionWarned(ctx, "ws_a", at))
+	_, err = s.CreateUser(ctx, auth.User{ID: "u", Issuer: "local", Subject: "alice", Name: "alice", PasswordHash: "$argon2id$h", CreatedAt: at})
+	check(err)
+	check(s.PutSession(ctx, auth.Session{IDHash: "sh", UserID: "u", Method: "local", CreatedAt: at, LastSeenAt: at, ExpiresAt: at.Add(time.Hour)}))
+	check(s.PutToken(ctx, auth.Token{ID: "tok", Hash: "th", UserID: "u", Label: "ci", CreatedAt: at}))
 }
 
 func TestCopySQLiteToPostgres(t *testing.T) {
@@ -73,6 +88,12 @@ func TestCopySQLiteToPostgres(t *testing.T) {
 	want, _ := src.GetWorkspace(ctx, "ws_a")
 	if got, err := dst.GetWorkspace(ctx, "ws_a"); err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("workspace after copy = %+v, %v\nwant %+v", got, err, want)
+	}
+	if _, u, err := dst.SessionUser(ctx, "sh"); err != nil || u.Name != "alice" || !u.Admin {
+		t.Errorf("session after copy: %+v, %v", u, err)
+	}
+	if ops, err := dst.PendingOps(ctx); err != nil || len(ops) != 1 || ops[0].Delete == nil || ops[0].Delete.ExportID != "exp" {
+		t.Errorf("delete journal after copy: %+v, %v", ops, err)
 	}
 	if n, err := dst.VerifyAudit(ctx); n != 1 || err != nil {
 		t.Errorf("VerifyAudit after copy = %d, %v", n, err)
