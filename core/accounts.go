@@ -17,6 +17,10 @@ type AddAccountRequest struct {
 	// ProviderInfo.Credentials) to secret values. They go to the secret
 	// store and are never returned.
 	Credentials map[string]string
+	// Shared makes the account usable by every user of a serve
+	// installation (each workspace stays its creator's); the caller
+	// checks that the owner may share (an admin).
+	Shared bool
 }
 
 // maxSecretLen keeps credentials inside every OS keyring's limits (Windows
@@ -94,6 +98,7 @@ func (s *Service) AddAccount(ctx context.Context, owner string, req AddAccountRe
 		Label:     strings.TrimSpace(req.Label),
 		Config:    req.Config,
 		CreatedAt: s.now(),
+		Shared:    req.Shared,
 	}
 	if acct.Label == "" {
 		acct.Label = req.Provider

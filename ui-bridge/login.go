@@ -32,6 +32,8 @@ type Login struct {
 	PublicURL *url.URL
 	// BasePath prefixes every route ("/api/companion"); "" for none.
 	BasePath string
+	// OIDC, when set, serves an OpenID Connect login (login_methods.go).
+	OIDC *OIDCRoutes
 }
 
 // Proxy is a trusted ingress: its identity header and X-Forwarded-* are
@@ -327,6 +329,8 @@ func (s *Server) loginRoutes(rt *router) {
 	if l.Local {
 		rt.handle("POST /v1/login", s.login)
 	}
+	rt.handle("GET /v1/login", s.loginMethods)
+	s.oidcRoutes(rt)
 	rt.handle("POST /v1/logout", s.logout)
 	rt.handle("GET /v1/me", s.me)
 	rt.handle("GET /v1/tokens", s.listTokens)

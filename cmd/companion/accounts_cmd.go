@@ -23,17 +23,23 @@ import (
 
 const accountsUsage = `Usage:
   companion accounts add PROVIDER --label LABEL [--config KEY=VALUE]... [--json]
+                     [--user NAME [--shared]]
                      [--data-dir DIR] [--secrets keyring|sealed] [--secret-key-file FILE]
         add a provider account. Its token is read from stdin, never from the
         command line, e.g.
             companion accounts add daytona --label team < daytona-token
         (a provider that takes several credentials reads NAME=VALUE lines).
         The token is checked with one list call at the provider first.
-  companion accounts list [--data-dir DIR] [--json]
-        list the accounts (never their tokens)
-  companion accounts remove ID [--data-dir DIR] [--secrets keyring|sealed] [--secret-key-file FILE]
+        On a serve installation with users, --user names the owner (it is
+        required there: an account without one is nobody's); --shared, for
+        an admin's account, lets every user make workspaces on it, each
+        workspace staying its creator's.
+  companion accounts list [--user NAME] [--data-dir DIR] [--json]
+        list the accounts (never their tokens); with --user, only those that
+        user sees (theirs and the shared ones)
+  companion accounts remove ID [--user NAME] [--data-dir DIR] [--secrets keyring|sealed] [--secret-key-file FILE]
         forget an account and delete its credentials; its boxes at the
-        provider are left alone
+        provider are left alone. With --user, only an account of that user
 
 add and remove work on the data dir directly and need companion stopped;
 while it runs, use its HTTP API instead (POST /v1/accounts,
@@ -63,6 +69,8 @@ func runAccounts(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	var config stringList
 	fs.Var(&config, "config", "a provider setting `KEY=VALUE`, e.g. api_url=https://… (add; repeatable)")
 	asJSON := fs.Bool("json", false, "print JSON")
+	user := fs.String("user", "", "the user `NAME` that owns the account (serve installations with users)")
+	shared := fs.Bool("shared", false, "let every user make workspaces on the account (add; --user must be an admin)")
 	var sf secretFlags
 	sf.addFlags(fs)
 	// Flags may come after the argument ("add daytona --label x").
@@ -88,11 +96,11 @@ func runAccounts(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	var err error
 	switch sub {
 	case "add":
-		err = accountsAdd(ctx, *dataDir, sf, pos, *label, config, *asJSON, stdin, stdout, stderr)
+		err = accountsAdd(ctx, *dataDir, sf, pos, *label, config, accountOwner{name: *user, shared: *shared}, *asJSON, stdin, stdout, stderr)
 	case "list":
-		err = accountsList(ctx, *dataDir, pos, *asJSON, stdout)
+		err = accountsList(ctx, *dataDir, pos, *user, *asJSON, stdout)
 	case "remove":
-		err = accountsRemove(ctx, *dataDir, sf, pos, stdout, stderr)
+		err = accountsRemove(ctx, *dataDir, sf, pos, *user, stdout, stderr)
 	default:
 		fmt.Fprintf(stderr, "companion accounts: unknown subcommand %q\n\n%s", sub, accountsUsage)
 		return 2
@@ -171,7 +179,7 @@ func (o *offline) Close() {
 	o.close = nil
 }
 
-func accountsAdd(ctx context.Context, dataDir string, sf secretFlags, pos []string, label string, config []string, asJSON bool, stdin io.Reader, stdout, stderr io.Writer) error {
+func accountsAdd(ctx context.Context, dataDir string, sf secretFlags, pos []string, label string, config []string, who accountOwner, asJSON bool, stdin io.Reader, stdout, stderr io.Writer) error {
 	provider, err := oneArg(pos, "provider name")
 	if err != nil {
 		return err
@@ -189,6 +197,10 @@ func accountsAdd(ctx context.Context, dataDir string, sf secretFlags, pos []stri
 		return err
 	}
 	defer o.Close()
+	owner, err := who.resolve(ctx, o.store)
+	if err != nil {
+		return err
+	}
 	p, ok := o.reg.Lookup(provider)
 	if !ok {
 		return fmt.Errorf("unknown provider %q; `companion providers list` shows the installed ones", provider)
@@ -201,8 +213,8 @@ func accountsAdd(ctx context.Context, dataDir string, sf secretFlags, pos []stri
 	if err != nil {
 		return err
 	}
-	acct, err := o.svc.AddAccount(core.WithActor(ctx, actorCLI), "", core.AddAccountRequest{
-		Provider: provider, Label: label, Config: cfg, Credentials: creds,
+	acct, err := o.svc.AddAccount(core.WithActor(ctx, actorCLI), owner, core.AddAccountRequest{
+		Provider: provider, Label: label, Config: cfg, Credentials: creds, Shared: who.shared,
 	})
 	if err != nil {
 		return err
@@ -210,7 +222,7 @@ func accountsAdd(ctx context.Context, dataDir string, sf secretFlags, pos []stri
 	if asJSON {
 		return json.NewEncoder(stdout).Encode(map[string]any{"account": acct})
 	}
-	fmt.Fprintf(stdout, "Added account %s (%s, %q).\n", acct.ID, acct.Provider, acct.Label)
+	fmt.Fprintf(stdout, "Added account %s (%s, %q)%s.\n", acct.ID, acct.Provider, acct.Label, who.describe())
 	return nil
 }
 
@@ -289,7 +301,7 @@ func credentialNames(specs []core.CredentialSpec) string {
 
 // accountsList reads the accounts without the lock or the secret store:
 // it reads names only, and a running companion does not mind.
-func accountsList(ctx context.Context, dataDir string, pos []string, asJSON bool, stdout io.Writer) error {
+func accountsList(ctx context.Context, dataDir string, pos []string, user string, asJSON bool, stdout io.Writer) error {
 	if len(pos) != 0 {
 		return fmt.Errorf("unexpected argument %q (see --help)", pos[0])
 	}
@@ -305,6 +317,11 @@ func accountsList(ctx context.Context, dataDir string, pos []string, asJSON bool
 	list, err := store.ListAccounts(ctx)
 	if err != nil {
 		return err
+	}
+	if user != "" {
+		if list, err = seenBy(ctx, store, user, list); err != nil {
+			return err
+		}
 	}
 	sort.SliceStable(list, func(i, j int) bool { return list[i].CreatedAt.Before(list[j].CreatedAt) })
 	if asJSON {
@@ -325,7 +342,7 @@ func accountsList(ctx context.Context, dataDir string, pos []string, asJSON bool
 	return tw.Flush()
 }
 
-func accountsRemove(ctx context.Context, dataDir string, sf secretFlags, pos []string, stdout, stderr io.Writer) error {
+func accountsRemove(ctx context.Context, dataDir string, sf secretFlags, pos []string, user string, stdout, stderr io.Writer) error {
 	id, err := oneArg(pos, "account id")
 	if err != nil {
 		return err
@@ -340,6 +357,9 @@ func accountsRemove(ctx context.Context, dataDir string, sf secretFlags, pos []s
 	}
 	defer o.Close()
 	acct, err := o.store.GetAccount(ctx, id)
+	if err == nil && user != "" {
+		err = ownedBy(ctx, o.store, user, acct)
+	}
 	if err != nil {
 		if core.IsKind(err, core.KindNotFound) {
 			return fmt.Errorf("account %q not found; `companion accounts list` shows them", id)

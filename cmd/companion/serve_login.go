@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/canvasapp/companion/auth"
+	"github.com/canvasapp/companion/auth/oidclogin"
 	"github.com/canvasapp/companion/core"
 	uibridge "github.com/canvasapp/companion/ui-bridge"
 )
@@ -26,23 +27,25 @@ type loginFlags struct {
 	sessionIdle  time.Duration
 	sessionMax   time.Duration
 
-	local, proxy bool
-	trusted      []netip.Prefix
-	public       *url.URL
+	local, proxy, oidc bool
+	oidcFlags          oidclogin.Flags
+	trusted            []netip.Prefix
+	public             *url.URL
 }
 
 func (l *loginFlags) addFlags(fs *flag.FlagSet) {
-	fs.StringVar(&l.auth, "auth", "", "sign-in `methods`, comma separated: local (users and passwords, see companion users), proxy (a trusted ingress names the user); with one, serve may listen on any address and the per-launch token is off")
+	fs.StringVar(&l.auth, "auth", "", "sign-in `methods`, comma separated: local (users and passwords, see companion users), oidc (OpenID Connect, see --oidc-*), proxy (a trusted ingress names the user); with one, serve may listen on any address and the per-launch token is off")
 	fs.StringVar(&l.trustedProxy, "trusted-proxy", "", "`CIDR`s (comma separated) of the ingress for --auth proxy; its user header and X-Forwarded-* are ignored from any other peer")
 	fs.StringVar(&l.userHeader, "user-header", "X-Forwarded-User", "the `header` a trusted ingress names the user in (--auth proxy)")
 	fs.StringVar(&l.publicURL, "public-url", "", "the `URL` people reach companion at, e.g. https://canvas.example.com/api/companion; https makes the session cookie Secure and __Host-; its host is allowed as Host and its origin as Origin")
 	fs.StringVar(&l.basePath, "base-path", "", "`prefix` of every route, the WebSocket and the cookie path when an ingress forwards a sub-path, e.g. /api/companion (default: the --public-url path)")
 	fs.DurationVar(&l.sessionIdle, "session-idle", 12*time.Hour, "a login session unused this long ends")
 	fs.DurationVar(&l.sessionMax, "session-max", 7*24*time.Hour, "a login session ends this long after sign-in, however much it is used")
+	l.oidcFlags.Register(fs)
 }
 
 // enabled reports whether a sign-in method is configured.
-func (l *loginFlags) enabled() bool { return l.local || l.proxy }
+func (l *loginFlags) enabled() bool { return l.local || l.proxy || l.oidc }
 
 // check validates the flags and fills in the parsed fields.
 func (l *loginFlags) check() error {
@@ -54,9 +57,9 @@ func (l *loginFlags) check() error {
 		case "proxy":
 			l.proxy = true
 		case "oidc":
-			return fmt.Errorf("--auth oidc is not available in this build yet; use local or proxy")
+			l.oidc = true
 		default:
-			return fmt.Errorf("--auth %q: unknown method %q; want local, proxy or both (local,proxy)", l.auth, m)
+			return fmt.Errorf("--auth %q: unknown method %q; want local, oidc, proxy or several (local,oidc)", l.auth, m)
 		}
 	}
 	if l.proxy {
@@ -100,7 +103,10 @@ func (l *loginFlags) check() error {
 		}
 	}
 	if (l.basePath != "" || l.public != nil) && !l.enabled() {
-		return fmt.Errorf("--base-path and --public-url are for serving behind an ingress with a sign-in method: add --auth local or --auth proxy")
+		return fmt.Errorf("--base-path and --public-url are for serving behind an ingress with a sign-in method: add --auth local, oidc or proxy")
+	}
+	if err := l.checkOIDC(); err != nil {
+		return err
 	}
 	if l.sessionIdle <= 0 || l.sessionMax <= 0 || l.sessionIdle > l.sessionMax {
 		return fmt.Errorf("--session-idle and --session-max must be positive, idle at most max")
@@ -117,7 +123,7 @@ type loginStore interface {
 
 // bridgeLogin builds the bridge's login layer, or nil without --auth. It
 // also allows the public URL's host and origin.
-func (l *loginFlags) bridgeLogin(ctx context.Context, store loginStore, cfg *uibridge.Config) (*uibridge.Login, error) {
+func (l *loginFlags) bridgeLogin(ctx context.Context, store loginStore, cfg *uibridge.Config, log *slog.Logger) (_ *uibridge.Login, err error) {
 	if !l.enabled() {
 		return nil, nil
 	}
@@ -127,7 +133,7 @@ func (l *loginFlags) bridgeLogin(ctx context.Context, store loginStore, cfg *uib
 		if err != nil {
 			return nil, err
 		}
-		if !has && !l.proxy {
+		if !has && !l.proxy && !l.oidc {
 			return nil, fmt.Errorf("--auth local but there are no users yet: add one first with companion users add --data-dir DIR NAME (the first user is an admin)")
 		}
 	}
@@ -137,6 +143,11 @@ func (l *loginFlags) bridgeLogin(ctx context.Context, store loginStore, cfg *uib
 	lg := &uibridge.Login{Auth: svc, Local: l.local, PublicURL: l.public, BasePath: l.basePath}
 	if l.proxy {
 		lg.Proxy = &uibridge.Proxy{Trusted: l.trusted, UserHeader: l.userHeader}
+	}
+	if l.oidc {
+		if lg.OIDC, err = l.oidcRoutes(ctx, store, svc, lg, log); err != nil {
+			return nil, err
+		}
 	}
 	if l.public != nil {
 		cfg.AllowedHosts = append(cfg.AllowedHosts, strings.ToLower(l.public.Host))

@@ -122,10 +122,12 @@ Runs the always-on companion server for Canvas web. Until a login method is
 configured (--auth) it only listens on loopback addresses and uses a
 per-launch token like desktop mode; it prints the same ready line on stdout.
 
-With --auth local (users from "companion users add") or --auth proxy (a
-trusted ingress names the user), every /v1/ request needs a signed-in user:
-a session cookie from POST /v1/login, the ingress's user header, or a
-personal API token ("companion tokens create"). The per-launch token is then
+With --auth local (users from "companion users add"), --auth oidc (OpenID
+Connect: --oidc-issuer, --oidc-client-id, --oidc-client-secret-file and
+--public-url) or --auth proxy (a trusted ingress names the user), every /v1/
+request needs a signed-in user: a session cookie from POST /v1/login or from
+the OpenID Connect callback, the ingress's user header, or a personal API
+token ("companion tokens create"). GET /v1/login lists the methods on. The per-launch token is then
 off (the ready line's token is empty), and any --listen address is allowed.
 
 Provider tokens are kept in the OS keyring when one answers; a server without
@@ -355,7 +357,7 @@ func serve(ctx context.Context, m mode, f *serverFlags, log *slog.Logger, stdout
 		Modules:        provs,
 		AgentHTTP:      wasm.EndpointClient(),
 	}
-	if bridgeCfg.Login, err = f.login.bridgeLogin(ctx, store, &bridgeCfg); err != nil {
+	if bridgeCfg.Login, err = f.login.bridgeLogin(ctx, store, &bridgeCfg, log); err != nil {
 		ln.Close()
 		return err
 	}

@@ -66,6 +66,7 @@ const table = new WorkspaceTable({
   accountLabel: (id) => { const a = accounts.get(id); return a ? a.label || a.id : id; },
   caps: (p) => (providers.get(p) || {}).capabilities || null,
   onFacets: fillFacets,
+  price: (id) => prices.get(id),
   actions: {
     pause: (w) => run(() => api.call("POST", `v1/workspaces/${encodeURIComponent(w.id)}/pause`)),
     resume: (w) => run(() => api.call("POST", `v1/workspaces/${encodeURIComponent(w.id)}/resume`)),
@@ -108,14 +109,19 @@ const stream = new Stream(() => api.url("v1/ws"), () => token, {
     measure("companion:upsert", t0);
     auditSoon();
     if (exportsOf && m.workspace.id === exportsOf.id) exportsChanged(m.workspace);
+    deleteProgress(m.workspace);
   },
   remove(m) {
+    if (deleting === m.id) deleteDone();
     table.remove(m.id);
     auditSoon();
   },
   account(m) {
     accounts.set(m.account.id, m.account);
     renderAccounts();
+  },
+  notice(m) {
+    showNotice(m);
   },
   state(state, detail) {
     const c = $("conn");
@@ -145,44 +151,88 @@ setInterval(() => table.tick(), 1000);
 // ---- delete: preview, then an explicit confirmation ----------------------
 
 let preview = null;
+let deleting = null; // the workspace id whose confirmed delete the dialog follows
 const dd = $("delete-dialog");
+
+/** exportPlan puts the preview's export field into words. */
+function exportPlan(x) {
+  if (!x) return "";
+  if (!x.will) return `Nothing is exported: ${x.why || "this workspace cannot be exported"}.`;
+  const mode = x.mode === "best_effort"
+    ? "best effort: if the export fails, the box is deleted anyway"
+    : "required: if the export fails, nothing is deleted";
+  return `Exported to ${x.location || "companion's export directory"} as ${x.format || "an archive"} of ${x.archive_path || "the workspace"}` +
+    `, then verified; ${x.wake ? "the box is paused and is woken for it" : "the box is not woken"}; mode ${mode}.`;
+}
 
 async function openDelete(w) {
   const p = await run(() => api.call("POST", `v1/workspaces/${encodeURIComponent(w.id)}/delete-preview`));
   if (!p) return;
   preview = { w, p };
+  deleting = null;
   $("dd-name").textContent = w.name;
   const list = (id, items) => { clear($(id)); for (const t of items || []) $(id).append(el("li", {}, String(t))); };
   list("dd-lost", p.lost);
   list("dd-survives", p.survives);
-  // Fields later versions add to the preview (what is exported, …) are
-  // shown as they come, as text.
-  for (const x of dd.querySelectorAll(".extra")) x.remove();
-  for (const [k, v] of Object.entries(p)) {
-    if (["lost", "survives", "workspace", "token", "expires_at"].includes(k) || v === null || typeof v === "object" && !Array.isArray(v)) continue;
-    const items = Array.isArray(v) ? v : [v];
-    $("dd-ack").parentElement.before(el("h3", { class: "extra" }, k.replaceAll("_", " ")),
-      el("ul", { class: "extra" }, ...items.map((t) => el("li", {}, typeof t === "string" ? t : JSON.stringify(t)))));
-  }
+  $("dd-export").hidden = !p.export;
+  $("dd-export-plan").textContent = exportPlan(p.export);
+  list("dd-captures", p.export && p.export.will ? p.export.captures : []);
   $("dd-ack").checked = false;
+  $("dd-ack").disabled = false;
+  $("dd-ack").parentElement.hidden = false;
+  $("dd-confirm").hidden = false;
   $("dd-confirm").disabled = true;
+  $("dd-cancel").textContent = "Cancel";
+  $("dd-progress").hidden = true;
   $("dd-error").hidden = true;
   dd.showModal();
   $("dd-ack").focus();
 }
 $("dd-ack").addEventListener("change", () => { $("dd-confirm").disabled = !$("dd-ack").checked; });
 $("dd-cancel").addEventListener("click", () => dd.close());
-dd.addEventListener("close", () => { preview = null; });
+dd.addEventListener("close", () => { preview = null; deleting = null; });
 $("dd-confirm").addEventListener("click", async () => {
-  if (!preview || !$("dd-ack").checked) return;
+  if (!preview || !$("dd-ack").checked || deleting) return;
+  const id = preview.w.id;
   try {
-    await api.call("POST", `v1/workspaces/${encodeURIComponent(preview.w.id)}/delete`, { token: preview.p.token });
-    dd.close();
+    const r = await api.call("POST", `v1/workspaces/${encodeURIComponent(id)}/delete`, { token: preview.p.token });
+    // The dialog stays open and follows the delete: step and bytes from
+    // the stream, then its end (removed) or why it was blocked.
+    deleting = id;
+    $("dd-ack").disabled = true;
+    $("dd-ack").parentElement.hidden = true;
+    $("dd-confirm").hidden = true;
+    $("dd-cancel").textContent = "Close";
+    $("dd-error").hidden = true;
+    $("dd-progress").hidden = false;
+    $("dd-progress").textContent = "Delete started.";
+    if (r && r.workspace) deleteProgress(r.workspace);
+    $("dd-cancel").focus();
   } catch (e) {
     $("dd-error").textContent = `${e.message} (${e.code || "error"})`;
     $("dd-error").hidden = false;
   }
 });
+
+/** deleteProgress shows a confirmed delete's state in the open dialog. */
+function deleteProgress(w) {
+  if (!deleting || w.id !== deleting) return;
+  if (w.state === "deleted") {
+    deleteDone();
+  } else if (w.state === "deleting") {
+    $("dd-progress").textContent = `Deleting: ${w.progress || "working"}`;
+  } else {
+    // Back to a real state: the delete stopped or was blocked.
+    $("dd-progress").textContent = `The delete ended without deleting; the workspace is ${w.state}.`;
+    $("dd-error").textContent = w.error || "the delete did not finish";
+    $("dd-error").hidden = false;
+    deleting = null;
+  }
+}
+function deleteDone() {
+  $("dd-progress").textContent = "Deleted. The export is listed under the workspace's exports.";
+  deleting = null;
+}
 
 // ---- exports -------------------------------------------------------------
 
@@ -312,8 +362,21 @@ function renderAccounts() {
       }
       if ((await run(() => api.call("DELETE", `v1/accounts/${encodeURIComponent(a.id)}`))) !== undefined) loadAccounts();
     });
+    const actions = el("td", {}, remove);
+    if (a.delete_export) {
+      // What a delete does when its export fails (PATCH, audited as account_change).
+      const mode = el("select", { "data-action": "delete-export", "aria-label": `When a delete's export fails, for ${a.label || a.id}` },
+        el("option", { value: "required" }, "export required: block the delete"),
+        el("option", { value: "best_effort" }, "export best effort: delete anyway"));
+      mode.value = a.delete_export;
+      mode.addEventListener("change", async () => {
+        const r = await run(() => api.call("PATCH", `v1/accounts/${encodeURIComponent(a.id)}`, { delete_export: mode.value }));
+        if (r && r.account) { accounts.set(a.id, r.account); auditSoon(); } else mode.value = a.delete_export;
+      });
+      actions.prepend(mode, " ");
+    }
     body.append(el("tr", { "data-account": a.id }, el("td", {}, a.label || a.id), el("td", {}, a.provider),
-      el("td", {}, status), el("td", {}, (a.credentials || []).join(", ") || "—"), el("td", {}, remove)));
+      el("td", {}, status), el("td", {}, (a.credentials || []).join(", ") || "—"), actions));
   }
   fillCreateForm();
   fillFacets();
@@ -417,12 +480,24 @@ async function loadAudit(more) {
   const body = $("audit-table").tBodies[0];
   if (!more) clear(body);
   for (const e of data.entries || []) {
-    body.append(el("tr", {}, el("td", {}, when(e.at)), el("td", {}, e.actor), el("td", {}, e.action),
-      el("td", {}, auditSubject(e)), el("td", {}, e.outcome)));
+    const kind = /^(blocked|failed|stopped)\b/.exec(e.outcome || "");
+    body.append(el("tr", { "data-action": e.action, "data-outcome": kind ? (kind[1] === "failed" ? "failed" : "blocked") : "" },
+      el("td", {}, when(e.at)), el("td", {}, e.actor), el("td", {}, auditAction(e.action)),
+      el("td", {}, auditSubject(e)), el("td", {}, e.outcome + (e.export_sha256 ? ` (export sha256 ${e.export_sha256.slice(0, 12)}…)` : ""))));
   }
   auditBefore = data.next_before;
   $("audit-more").hidden = auditBefore === null || auditBefore === undefined;
 }
+/** auditAction puts an action name into words; unknown actions are shown as they are. */
+function auditAction(a) {
+  const words = {
+    account_change: "account changed", account_add: "account added", account_remove: "account removed",
+    retention_policy: "retention policy", retention_schedule: "retention: scheduled", retention_warn: "retention: warned",
+    retention_skip: "retention: skipped", retention_backoff: "retention: backing off",
+  };
+  return words[a] ? `${words[a]} (${a})` : a;
+}
+
 /** auditSubject names an entry's workspace (by name while it exists) or account. */
 function auditSubject(e) {
   if (e.workspace_id) {
@@ -447,6 +522,9 @@ $("audit-more").addEventListener("click", () => { auditPaged = true; loadAudit(t
 // ---- retention (shown only when this companion has the routes) -----------
 
 let retentionOn = false;
+const prices = new Map(); // account id → storage price per GiB-month (set ones only)
+let previewed = null; // the exact request body whose dry run is on screen
+
 function fillRetentionAccounts() {
   if (!retentionOn) return;
   const sel = $("r-account");
@@ -454,50 +532,112 @@ function fillRetentionAccounts() {
   clear(sel);
   for (const a of accounts.values()) sel.append(el("option", { value: a.id }, a.label || a.id));
   if (accounts.has(was)) sel.value = was;
+  if (sel.value !== was) loadRetention();
+  loadPrices();
 }
+
+/** loadPrices reads every account's storage price, for the totals footer. */
+async function loadPrices() {
+  const ids = [...accounts.keys()];
+  const got = await Promise.all(ids.map((id) => api.call("GET", `v1/accounts/${encodeURIComponent(id)}/retention`).catch(() => null)));
+  prices.clear();
+  ids.forEach((id, i) => {
+    const p = got[i] && got[i].retention && got[i].retention.storage_price_per_gib_month;
+    if (p !== null && p !== undefined) prices.set(id, p);
+  });
+  table.renderTotals();
+}
+
+const hours = (sec) => (sec ? String(Math.round((sec / 3600) * 1000) / 1000) : "");
 
 async function loadRetention() {
   const id = $("r-account").value;
-  $("r-save").disabled = true;
+  retentionDirty();
   $("r-result").textContent = "";
-  const box = $("r-fields");
-  for (const x of box.querySelectorAll("label")) x.remove();
   if (!id) return;
   const data = await run(() => api.call("GET", `v1/accounts/${encodeURIComponent(id)}/retention`));
-  if (!data) return;
-  const policy = data.retention || data.policy || data;
-  for (const [k, v] of Object.entries(policy)) {
-    if (v !== null && typeof v === "object") continue;
-    const input = typeof v === "boolean" ? el("input", { type: "checkbox", checked: v, "data-field": k, "data-kind": "bool" })
-      : el("input", { type: typeof v === "number" ? "number" : "text", value: v ?? "", "data-field": k, "data-kind": typeof v === "number" ? "number" : "text" });
-    input.addEventListener("input", () => { $("r-save").disabled = true; });
-    box.append(el("label", {}, k.replaceAll("_", " "), input));
-  }
+  if (!data || $("r-account").value !== id) return;
+  const r = data.retention || {};
+  $("r-enabled").checked = !!r.enabled;
+  $("r-paused").value = hours(r.paused_for_seconds);
+  $("r-warn").value = hours(r.warn_before_seconds);
+  $("r-price").value = r.storage_price_per_gib_month ?? "";
+  const sch = data.scheduler || {};
+  $("r-scheduler").textContent = sch.scheduled_deletion
+    ? `Enforced here: companion checks every ${sch.interval_seconds || "?"} s.`
+    : "Not enforced here: only companion serve deletes on a timer; the dry run shows what it would delete.";
 }
 
+/** retentionBody is the policy the form holds, as PUT and preview take it. */
 function retentionBody() {
-  const out = {};
-  for (const i of $("r-fields").querySelectorAll("input")) {
-    out[i.dataset.field] = i.dataset.kind === "bool" ? i.checked : i.dataset.kind === "number" ? Number(i.value) : i.value;
-  }
-  return out;
+  const body = { enabled: $("r-enabled").checked };
+  const secs = (id) => Math.round(Number($(id).value) * 3600);
+  if ($("r-paused").value !== "") body.paused_for_seconds = secs("r-paused");
+  if ($("r-warn").value !== "") body.warn_before_seconds = secs("r-warn");
+  if ($("r-price").value !== "") body.storage_price_per_gib_month = Number($("r-price").value);
+  return body;
 }
-$("r-account").addEventListener("change", loadRetention);
+
+/** retentionDirty enables Save only while the dry run on screen is of the form's exact values. */
+function retentionDirty() {
+  const same = previewed !== null && previewed.account === $("r-account").value && previewed.body === JSON.stringify(retentionBody());
+  $("r-save").disabled = !same;
+  $("r-table").classList.toggle("stale", !same);
+}
+for (const id of ["r-enabled", "r-paused", "r-warn", "r-price"]) $(id).addEventListener("input", retentionDirty);
+$("r-enabled").addEventListener("change", retentionDirty);
+$("r-account").addEventListener("change", () => { previewed = null; loadRetention(); });
+
 $("r-preview").addEventListener("click", async () => {
   const id = $("r-account").value;
-  const data = await run(() => api.call("POST", `v1/accounts/${encodeURIComponent(id)}/retention/preview`, retentionBody()));
+  const body = retentionBody();
+  previewed = null;
+  retentionDirty();
+  const data = await run(() => api.call("POST", `v1/accounts/${encodeURIComponent(id)}/retention/preview`, { ...body, enabled: true }));
   if (!data) return;
-  $("r-result").textContent = JSON.stringify(data, null, 2);
-  $("r-save").disabled = false; // saved only after its dry run was shown
+  const list = data.workspaces || [];
+  let text = list.length
+    ? `This policy would delete ${list.length} workspace${list.length === 1 ? "" : "s"}, reclaiming ${bytes(data.reclaim_bytes || 0)}` +
+      (data.unknown_sizes ? ` (and ${data.unknown_sizes} of unknown size)` : "") +
+      (data.monthly_savings !== null && data.monthly_savings !== undefined ? `, saving ${data.monthly_savings.toFixed(2)} per month.` : ".")
+    : "This policy would delete nothing now.";
+  if (!data.scheduled_deletion) text += " (Not enforced here: this is what companion serve would do.)";
+  if (!body.enabled) text += " The policy is saved switched off: nothing is deleted until it is enabled.";
+  $("r-result").textContent = text;
+  const tb = $("r-table").tBodies[0];
+  clear(tb);
+  for (const w of list) {
+    tb.append(el("tr", { "data-id": w.id }, el("td", {}, w.name), el("td", {}, w.state), el("td", {}, when(w.paused_at)),
+      el("td", {}, when(w.delete_at)), el("td", {}, bytes(w.size_bytes))));
+  }
+  $("r-table").hidden = list.length === 0;
+  previewed = { account: id, body: JSON.stringify(body) };
+  retentionDirty();
 });
 $("retention-form").addEventListener("submit", async (e) => {
   e.preventDefault();
   const id = $("r-account").value;
-  if (await run(() => api.call("PUT", `v1/accounts/${encodeURIComponent(id)}/retention`, retentionBody()))) {
-    $("r-save").disabled = true;
+  const body = retentionBody();
+  if (!previewed || previewed.account !== id || previewed.body !== JSON.stringify(body)) return; // no dry run of these values
+  if (await run(() => api.call("PUT", `v1/accounts/${encodeURIComponent(id)}/retention`, body))) {
+    previewed = null;
+    retentionDirty();
     $("r-result").textContent = "Saved.";
+    loadPrices();
   }
 });
+
+// ---- notices (retention warnings) ----------------------------------------
+
+function showNotice(m) {
+  if (m.kind !== "retention_warning") return; // kinds this page does not know are ignored
+  const w = table.get(m.workspace_id);
+  const name = w ? w.name : m.workspace_id;
+  $("notice-list").append(el("li", { "data-kind": m.kind, "data-id": m.workspace_id },
+    `Retention: ${name} will be deleted after ${when(m.delete_after)} unless it is resumed or kept.`));
+  $("notices").hidden = false;
+}
+$("notices-clear").addEventListener("click", () => { clear($("notice-list")); $("notices").hidden = true; });
 
 // ---- session (serve mode's login, when this companion has it) ------------
 
@@ -506,12 +646,13 @@ async function loadSession() {
   try {
     me = await api.call("GET", "v1/me");
   } catch {
-    return; // no such route (desktop), or not signed in by cookie
+    return; // no such route (desktop)
   }
   const u = (me && (me.user || me)) || {};
-  $("me").textContent = u.name || u.email || u.id || "";
+  $("me").textContent = `Signed in as ${u.name || u.id || ""}${me.admin ? " (admin)" : ""}`;
   $("me").hidden = false;
-  $("logout").hidden = false;
+  // A session (cookie) can be ended here; a token the page was given cannot.
+  $("logout").hidden = me.method !== "session";
 }
 $("logout").addEventListener("click", async () => {
   await run(() => api.call("POST", "v1/logout", {}));
@@ -520,17 +661,67 @@ $("logout").addEventListener("click", async () => {
   location.reload();
 });
 
+/**
+ * showLogin shows the sign-in methods companion offers and reports whether
+ * it has any: GET v1/login lists them; a serve companion without that
+ * route (404, or 405 beside POST) has the local form only; 401 there means
+ * no sign-in at all (desktop: the page needs its token).
+ */
+async function showLogin() {
+  let methods = ["local"], oidcURL = "";
+  try {
+    const r = await api.call("GET", "v1/login");
+    if (r && Array.isArray(r.methods)) { methods = r.methods; oidcURL = r.oidc_url || ""; }
+  } catch (e) {
+    if (!(e instanceof ApiError && (e.status === 404 || e.status === 405))) return false;
+  }
+  $("main").hidden = true;
+  $("login").hidden = false;
+  $("login-form").hidden = !methods.includes("local");
+  const oidc = $("oidc");
+  oidc.hidden = !(methods.includes("oidc") && oidcURL);
+  if (!oidc.hidden) {
+    const u = new URL(oidcURL, base);
+    if (u.origin === location.origin) oidc.href = u.href; // only a route of this site
+    else oidc.hidden = true;
+  }
+  (methods.includes("local") ? $("l-name") : oidc).focus();
+  return true;
+}
+
+$("login-form").addEventListener("submit", async (e) => {
+  e.preventDefault();
+  $("login-error").hidden = true;
+  try {
+    await api.call("POST", "v1/login", { name: $("l-name").value, password: $("l-password").value });
+  } catch (err) {
+    // The server's own words: a wrong password, too many tries (429), …
+    $("login-error").textContent = err.message;
+    $("login-error").hidden = false;
+    $("l-password").select();
+    return;
+  } finally {
+    $("l-password").value = "";
+  }
+  $("login").hidden = true;
+  $("main").hidden = false;
+  stream.failures = 0;
+  stream.connect();
+});
+
 // ---- start ---------------------------------------------------------------
 
 let sideLoaded = false;
 function refreshSideData() {
-  loadAccounts();
   loadProviders();
   loadAudit(false);
   if (!sideLoaded) {
     sideLoaded = true;
     loadSession();
-    detectFeatures();
+    loadAccounts().then(detectFeatures);
+  } else {
+    loadAccounts();
+    if (retentionOn) loadPrices();
   }
 }
 
@@ -543,7 +734,7 @@ async function detectFeatures() {
   const r = await probe(`v1/accounts/${encodeURIComponent(first)}/retention`);
   retentionOn = r !== 404 && r !== 405 && r !== 0;
   $("retention").hidden = !retentionOn;
-  if (retentionOn) { fillRetentionAccounts(); loadRetention(); }
+  if (retentionOn) fillRetentionAccounts();
 }
 
 // A new #token=… (the app restarted companion and re-signs this page)
@@ -555,4 +746,19 @@ window.addEventListener("hashchange", () => {
   }
 });
 
-stream.connect();
+/**
+ * begin connects with the token, or with the session cookie when there is
+ * none; a companion that wants a sign-in (GET v1/me answers 401) gets the
+ * login form instead.
+ */
+async function begin() {
+  if (!token) {
+    try {
+      await api.call("GET", "v1/me");
+    } catch (e) {
+      if (e instanceof ApiError && e.status === 401 && (await showLogin())) return;
+    }
+  }
+  stream.connect();
+}
+begin();

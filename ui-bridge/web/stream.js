@@ -10,6 +10,7 @@ const maxDelay = 30_000;
  * @property {(msg: any, t0: number) => void} upsert insert or replace one workspace
  * @property {(msg: any) => void} remove drop one workspace
  * @property {(msg: any) => void} account one account changed
+ * @property {(msg: any) => void} [notice] a notice (e.g. kind "retention_warning")
  * @property {(state: string, detail: string) => void} state connection state changed:
  *   "connecting", "live", "reconnecting", "signed-out"
  * @property {() => Promise<boolean>} signedIn whether the token (or cookie) is still accepted
@@ -102,6 +103,9 @@ export class Stream {
         break;
       case "account":
         this.on.account(m);
+        break;
+      case "notice": // no rev, not replayed: shown while the page is open
+        if (this.on.notice) this.on.notice(m);
         break;
       default: // unknown types are ignored (API.md)
     }

@@ -50,6 +50,7 @@ export class WorkspaceTable {
    * @param {(provider: string) => any} o.caps the provider's capabilities, or null
    * @param {Record<string, (w: any) => void>} o.actions pause, resume, keep, exports, del
    * @param {() => void} o.onFacets called when a new state, provider or account appears
+   * @param {(account: string) => (number|null|undefined)} [o.price] storage price per GiB-month of an account
    */
   constructor(o) {
     Object.assign(this, o);
@@ -264,7 +265,20 @@ export class WorkspaceTable {
     }
     const n = this.size();
     const shown = this.view.length === n ? `${n} boxes` : `${this.view.length} of ${n} boxes`;
-    this.totals.textContent = `${shown} · ${paused} paused · ${bytes(stored)} stored (${sized} sized)`;
+    let text = `${shown} · ${paused} paused · ${bytes(stored)} stored (${sized} sized)`;
+    // Money only where an account has a storage price (retention policy);
+    // companion only multiplies, in whatever currency the price is in.
+    let money = 0, priced = 0;
+    if (this.price) {
+      for (const w of this.view) {
+        const p = this.price(w.account_id);
+        if (p === null || p === undefined || !w.size_bytes) continue;
+        money += (w.size_bytes / 2 ** 30) * p;
+        priced++;
+      }
+    }
+    if (priced) text += ` · ${money.toFixed(2)} per month (${priced} priced)`;
+    this.totals.textContent = text;
   }
 
   /** tick refreshes what ages with time (paused age, size age) in the rows in sight. */
