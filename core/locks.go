@@ -12,11 +12,14 @@ type locks struct {
 	clock Clock // nil means the system clock
 	mu    sync.Mutex
 	held  map[string]chan struct{} // closed when released
+	// shared, when set, adds the store's lease to every lock, so the lock
+	// holds across processes sharing the store (see leases.go).
+	shared *sharedLocks
 }
 
 // tryLock takes id's lock if it is free and returns its release function.
 func (l *locks) tryLock(id string) (unlock func(), ok bool) {
-	unlock, _, ok = l.try(id)
+	unlock, _, ok = l.tryAll(id)
 	return unlock, ok
 }
 
@@ -53,7 +56,7 @@ func (l *locks) lockWithin(id string, d time.Duration) (unlock func(), ok bool) 
 	deadline := c.NewTimer(d)
 	defer deadline.Stop()
 	for {
-		unlock, released, ok := l.try(id)
+		unlock, released, ok := l.tryAll(id)
 		if ok {
 			return unlock, true
 		}

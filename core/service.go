@@ -178,6 +178,9 @@ func NewService(ctx context.Context, cfg Config) (*Service, error) {
 		status:          newAccountStatuses(),
 		actors:          map[int64]string{},
 	}
+	if wl, ok := cfg.Store.(WorkspaceLeases); ok {
+		s.locks.shared = &sharedLocks{leases: wl, holder: NewID("lease")}
+	}
 	if err := s.loadFlags(ctx); err != nil {
 		cancel()
 		return nil, fmt.Errorf("core: load account flags: %w", err)

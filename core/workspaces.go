@@ -122,7 +122,12 @@ func (s *Service) Create(ctx context.Context, owner string, req CreateRequest) (
 		Options:   req.Options,
 		CreatedAt: now,
 	}
-	unlock, _ := s.locks.tryLock(ws.ID) // a fresh id: always free
+	// A fresh id is free; only a shared store's lease can fail (the
+	// database is unreachable).
+	unlock, ok := s.locks.tryLock(ws.ID)
+	if !ok {
+		return Workspace{}, Errorf(KindUnavailable, "could not lock the new workspace in companion's database; try again")
+	}
 	ws, err = s.launch(ctx, ws, acct, OpCreate, StateCreating, unlock)
 	if err != nil {
 		unlock()

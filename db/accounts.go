@@ -11,6 +11,11 @@ import (
 const (
 	accountCols = `id, owner, provider, label, config, credentials, created_at, shared, delete_export`
 	qGetAccount = `SELECT ` + accountCols + ` FROM accounts WHERE id = ?`
+	qPutAccount = `INSERT INTO accounts (` + accountCols + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (id) DO UPDATE SET owner = excluded.owner, provider = excluded.provider,
+				label = excluded.label, config = excluded.config,
+				credentials = excluded.credentials, created_at = excluded.created_at, shared = excluded.shared,
+				delete_export = excluded.delete_export`
 )
 
 // PutAccount inserts or replaces an account. Credentials holds the names
@@ -18,29 +23,31 @@ const (
 // does not look like one (1 to 64 letters, digits, '_', '-', '.') is
 // refused, so a token passed by mistake is not written to disk.
 func (s *Store) PutAccount(ctx context.Context, a core.Account) error {
+	args, err := accountArgs(a)
+	if err != nil {
+		return err
+	}
+	return s.write(ctx, "put account "+a.ID, func(t txn) error {
+		_, err := t.exec(qPutAccount, args...)
+		return err
+	})
+}
+
+// accountArgs checks a and returns its columns in accountCols order.
+func accountArgs(a core.Account) ([]any, error) {
 	if a.ID == "" {
-		return core.Errorf(core.KindInvalid, "an account needs an id")
+		return nil, core.Errorf(core.KindInvalid, "an account needs an id")
 	}
 	for _, name := range a.Credentials {
 		if !credentialName(name) {
-			return core.Errorf(core.KindInvalid, "account %s: credential names are 1-64 letters, digits, '_', '-' or '.'", a.ID)
+			return nil, core.Errorf(core.KindInvalid, "account %s: credential names are 1-64 letters, digits, '_', '-' or '.'", a.ID)
 		}
 	}
 	var e enc
 	args := []any{a.ID, a.Owner, a.Provider, a.Label,
 		e.json("config", a.Config, a.Config == nil), e.json("credentials", a.Credentials, a.Credentials == nil),
 		e.time("created_at", a.CreatedAt), boolInt(a.Shared), string(a.DeleteExport.Effective())}
-	if e.err != nil {
-		return e.err
-	}
-	return s.write(ctx, "put account "+a.ID, func(t txn) error {
-		_, err := t.exec(`INSERT INTO accounts (`+accountCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT (id) DO UPDATE SET owner = excluded.owner, provider = excluded.provider,
-				label = excluded.label, config = excluded.config,
-				credentials = excluded.credentials, created_at = excluded.created_at, shared = excluded.shared,
-				delete_export = excluded.delete_export`, args...)
-		return err
-	})
+	return args, e.err
 }
 
 func credentialName(name string) bool {

@@ -26,15 +26,27 @@ const (
 // say where its files are and list them; the schema also refuses a
 // verified flag on any state but verified.
 func (s *Store) PutExport(ctx context.Context, e core.ExportRecord) error {
+	args, err := exportArgs(e)
+	if err != nil {
+		return err
+	}
+	return s.write(ctx, "put export "+e.ID, func(t txn) error {
+		_, err := t.exec(qPutExport, args...)
+		return err
+	})
+}
+
+// exportArgs checks e and returns its columns for qPutExport.
+func exportArgs(e core.ExportRecord) ([]any, error) {
 	switch {
 	case e.ID == "" || e.WorkspaceID == "":
-		return core.Errorf(core.KindInvalid, "an export record needs an id and a workspace")
+		return nil, core.Errorf(core.KindInvalid, "an export record needs an id and a workspace")
 	case e.State != core.ExportRunning && e.State != core.ExportVerified && e.State != core.ExportFailed:
-		return core.Errorf(core.KindInvalid, "export %s: unknown state %q", e.ID, e.State)
+		return nil, core.Errorf(core.KindInvalid, "export %s: unknown state %q", e.ID, e.State)
 	case e.Verified != (e.State == core.ExportVerified):
-		return core.Errorf(core.KindInvalid, "export %s: verified must be set exactly when the state is verified", e.ID)
+		return nil, core.Errorf(core.KindInvalid, "export %s: verified must be set exactly when the state is verified", e.ID)
 	case e.Verified && (e.Dir == "" || len(e.Files) == 0):
-		return core.Errorf(core.KindInvalid, "export %s: a verified export needs its directory and files", e.ID)
+		return nil, core.Errorf(core.KindInvalid, "export %s: a verified export needs its directory and files", e.ID)
 	}
 	files := e.Files
 	if files == nil {
@@ -44,15 +56,12 @@ func (s *Store) PutExport(ctx context.Context, e core.ExportRecord) error {
 	args := []any{e.ID, e.WorkspaceID, e.Owner, en.time("created_at", e.CreatedAt), en.time("updated_at", e.UpdatedAt),
 		e.State, e.Dir, en.json("files", files, false), e.Bytes, e.ArchiveSHA256, e.Verified, e.Error}
 	if en.err != nil {
-		return en.err
+		return nil, en.err
 	}
 	if args[3] == nil || args[4] == nil {
-		return core.Errorf(core.KindInvalid, "export %s needs its created and updated times", e.ID)
+		return nil, core.Errorf(core.KindInvalid, "export %s needs its created and updated times", e.ID)
 	}
-	return s.write(ctx, "put export "+e.ID, func(t txn) error {
-		_, err := t.exec(qPutExport, args...)
-		return err
-	})
+	return args, nil
 }
 
 // GetExport returns one export record.

@@ -33,7 +33,12 @@ type migration struct {
 // loadMigrations reads the embedded migrations, named NNNN_what.sql, and
 // checks that they are numbered 1, 2, 3, … without gaps.
 func loadMigrations(fsys fs.FS) ([]migration, error) {
-	names, err := fs.Glob(fsys, "migrations/*.sql")
+	return loadMigrationsFrom(fsys, "migrations/*.sql")
+}
+
+// loadMigrationsFrom is loadMigrations for the files matching glob.
+func loadMigrationsFrom(fsys fs.FS, glob string) ([]migration, error) {
+	names, err := fs.Glob(fsys, glob)
 	if err != nil {
 		return nil, err
 	}

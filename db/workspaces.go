@@ -120,10 +120,15 @@ func (s *Store) SaveWorkspaces(ctx context.Context, list []core.Workspace) error
 // workspaceArgs are ws's columns for qUpsertWorkspace; the revision is
 // filled in by saveWorkspace.
 func (s *Store) workspaceArgs(ws core.Workspace) ([]any, error) {
+	return workspaceArgsAt(ws, s.now().UTC())
+}
+
+// workspaceArgsAt is workspaceArgs with the save time given (both engines
+// share it).
+func workspaceArgsAt(ws core.Workspace, now time.Time) ([]any, error) {
 	if ws.ID == "" {
 		return nil, core.Errorf(core.KindInvalid, "a workspace needs an id")
 	}
-	now := s.now().UTC()
 	var e enc
 	var sizeBytes, sizeSource, sizeAt any
 	if ws.Size != nil {

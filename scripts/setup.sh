@@ -20,6 +20,12 @@ if [ "${1:-}" = "--test" ]; then
 	[ -x /usr/bin/time ] || need_pkgs+=(time)
 	# The agent-server emulator's git-delta tests compare with real git.
 	command -v git >/dev/null || need_pkgs+=(git)
+	# The store tests run on a throwaway PostgreSQL cluster (initdb and
+	# pg_ctl of Debian's server package) unless COMPANION_TEST_DATABASE
+	# names a server.
+	if [ -z "${COMPANION_TEST_DATABASE:-}" ]; then
+		compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || need_pkgs+=(postgresql)
+	fi
 	# The JavaScript client's tests run under `node --test` (Node 20+).
 	command -v node >/dev/null || need_pkgs+=(nodejs)
 fi

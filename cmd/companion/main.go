@@ -28,6 +28,7 @@ Usage:
   companion accounts ...       add, list and remove provider accounts (token on stdin)
   companion secrets ...        make and rotate the key of the sealed secret store
   companion audit verify       check the audit trail's hash chain
+  companion migrate sqlite-to-postgres   copy a data dir's database into PostgreSQL
   companion users ...          add, list, remove local users of serve --auth local
   companion tokens ...         create, list, revoke users' personal API tokens
   companion version            print the version
@@ -56,6 +57,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return runAccounts(rest, stdin, stdout, stderr)
 	case "secrets":
 		return runSecrets(rest, stdout, stderr)
+	case "migrate":
+		return runMigrate(rest, stdout, stderr)
 	case "users":
 		return runUsers(rest, stdin, stdout, stderr)
 	case "tokens":

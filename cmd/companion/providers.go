@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 
 	"github.com/canvasapp/companion/core"
-	"github.com/canvasapp/companion/db"
 	"github.com/canvasapp/companion/providers/builtin/docker"
 	"github.com/canvasapp/companion/providers/wasm"
 )
@@ -25,14 +24,14 @@ const localDockerAccount = "local-docker"
 type providerSet struct {
 	docker *docker.Provider
 	host   *wasm.Host
-	store  *db.Store
+	store  core.Store
 	reg    *core.Registry
 	log    *slog.Logger
 	scope  string
 }
 
 // newWasmHost makes the Wasm host for a data directory.
-func newWasmHost(dataDir string, store *db.Store, keys core.Secrets, log *slog.Logger) (*wasm.Host, error) {
+func newWasmHost(dataDir string, store wasm.PinStore, keys core.Secrets, log *slog.Logger) (*wasm.Host, error) {
 	return wasm.New(wasm.Config{
 		CacheDir:      filepath.Join(dataDir, "wasm-cache"),
 		ModulesDir:    filepath.Join(dataDir, "modules"),
@@ -53,7 +52,7 @@ func newWasmHost(dataDir string, store *db.Store, keys core.Secrets, log *slog.L
 // block on a provider: an unreachable Docker Engine or a module still
 // compiling must not delay the ready line (a module compiles at its first
 // use, and that call waits for it).
-func startProviders(ctx context.Context, f *serverFlags, store *db.Store, keys core.Secrets, log *slog.Logger, reg *core.Registry) (*providerSet, error) {
+func startProviders(ctx context.Context, f *serverFlags, store serverStore, keys core.Secrets, log *slog.Logger, reg *core.Registry) (*providerSet, error) {
 	dp, err := docker.New(docker.Config{Image: f.dockerImage, ImageFlag: "--docker-image", Scope: f.dockerScope, Logger: log})
 	if err != nil {
 		return nil, err

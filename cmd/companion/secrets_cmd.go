@@ -55,7 +55,7 @@ const noSecretStore = "configure a secret key for the sealed store: make one wit
 // openSecretStore opens the secret store the flags choose for the data dir
 // of store, and describes it for the log. It fails, saying what to do,
 // rather than start with a store that cannot keep a token.
-func openSecretStore(ctx context.Context, use secretsUse, sf secretFlags, store *db.Store, log *slog.Logger) (core.Secrets, error) {
+func openSecretStore(ctx context.Context, use secretsUse, sf secretFlags, store instanceRows, log *slog.Logger) (core.Secrets, error) {
 	instance, err := store.InstanceID(ctx)
 	if err != nil {
 		return nil, err

@@ -13,7 +13,7 @@ import (
 
 	"github.com/canvasapp/companion/auth"
 	"github.com/canvasapp/companion/auth/oidclogin"
-	"github.com/canvasapp/companion/db"
+	"github.com/canvasapp/companion/core"
 	uibridge "github.com/canvasapp/companion/ui-bridge"
 )
 
@@ -114,9 +114,16 @@ func (l *loginFlags) check() error {
 	return nil
 }
 
+// loginStore is what sign-in needs of either engine's store.
+type loginStore interface {
+	auth.Store
+	GetAccount(ctx context.Context, id string) (core.Account, error)
+	PutAccount(ctx context.Context, a core.Account) error
+}
+
 // bridgeLogin builds the bridge's login layer, or nil without --auth. It
 // also allows the public URL's host and origin.
-func (l *loginFlags) bridgeLogin(ctx context.Context, store *db.Store, cfg *uibridge.Config, log *slog.Logger) (_ *uibridge.Login, err error) {
+func (l *loginFlags) bridgeLogin(ctx context.Context, store loginStore, cfg *uibridge.Config, log *slog.Logger) (_ *uibridge.Login, err error) {
 	if !l.enabled() {
 		return nil, nil
 	}
@@ -169,7 +176,7 @@ func (l *loginFlags) warnUnreachable(log *slog.Logger, listen string, hosts []st
 // nobody so far) it stays as it is until a start after one exists.
 // Workspaces made before sign-in was turned on keep owner "" and are seen
 // by nobody.
-func shareDocker(ctx context.Context, store *db.Store, svc *auth.Service) error {
+func shareDocker(ctx context.Context, store loginStore, svc *auth.Service) error {
 	users, err := svc.ListUsers(ctx)
 	if err != nil {
 		return err

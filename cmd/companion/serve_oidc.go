@@ -8,7 +8,6 @@ import (
 
 	"github.com/canvasapp/companion/auth"
 	"github.com/canvasapp/companion/auth/oidclogin"
-	"github.com/canvasapp/companion/db"
 	uibridge "github.com/canvasapp/companion/ui-bridge"
 )
 
@@ -38,7 +37,7 @@ func (l *loginFlags) checkOIDC() error {
 // successful login finds or creates the user by the ID token's issuer and
 // subject, never by email, and starts a session with the same cookie a
 // password login gets.
-func (l *loginFlags) oidcRoutes(ctx context.Context, store *db.Store, svc *auth.Service, lg *uibridge.Login, log *slog.Logger) (*uibridge.OIDCRoutes, error) {
+func (l *loginFlags) oidcRoutes(ctx context.Context, store loginStore, svc *auth.Service, lg *uibridge.Login, log *slog.Logger) (*uibridge.OIDCRoutes, error) {
 	// The provider gets scheme and host only; the base path is passed
 	// on its own (oidclogin.Config.PublicURL).
 	public := l.public.Scheme + "://" + l.public.Host

@@ -21,7 +21,6 @@ import (
 	"time"
 
 	"github.com/canvasapp/companion/core"
-	"github.com/canvasapp/companion/db"
 	"github.com/canvasapp/companion/providers/builtin/docker"
 	"github.com/canvasapp/companion/providers/wasm"
 	uibridge "github.com/canvasapp/companion/ui-bridge"
@@ -51,6 +50,7 @@ type serverFlags struct {
 	exitOnStdinClose  bool
 	timeouts          httpTimeouts
 	secrets           secretFlags
+	database          databaseFlags // serve only
 	login             loginFlags
 }
 
@@ -88,6 +88,7 @@ func parseServerFlags(m mode, args []string, stderr io.Writer) (*serverFlags, er
 	fs.StringVar(&f.logFormat, "log-format", "text", "log `format` on stderr: text or json")
 	f.timeouts.addFlags(fs)
 	f.secrets.addFlags(fs)
+	f.database.addFlags(fs)
 	if m == modeServe {
 		fs.Var(&f.hosts, "allow-host", "extra `host[:port]` the server answers to, e.g. the name your ingress forwards (repeatable)")
 		f.login.addFlags(fs)
@@ -149,6 +150,9 @@ Flags:
 		return nil, err
 	}
 	if err := f.secrets.check(); err != nil {
+		return nil, err
+	}
+	if err := f.database.checkMode(m); err != nil {
 		return nil, err
 	}
 	if f.retentionInterval <= 0 {
@@ -285,7 +289,7 @@ func serve(ctx context.Context, m mode, f *serverFlags, log *slog.Logger, stdout
 		return err
 	}
 	defer unlock()
-	store, err := db.Open(ctx, filepath.Join(f.dataDir, "companion.db"))
+	store, err := openServerStore(ctx, f)
 	if err != nil {
 		return err
 	}

@@ -20,25 +20,25 @@ import (
 )
 
 const usersUsage = `Usage:
-  companion users add [--data-dir DIR] [--admin] NAME
+  companion users add [--data-dir DIR | --database-file FILE] [--admin] NAME
         create a local user for companion serve --auth local; the password
         is read from the terminal (not echoed) or from stdin, never from
         the command line. The first user is an admin.
-  companion users list [--data-dir DIR]
-  companion users remove [--data-dir DIR] NAME
+  companion users list [--data-dir DIR | --database-file FILE]
+  companion users remove [--data-dir DIR | --database-file FILE] NAME
         delete a user with their sessions and API tokens
-  companion users passwd [--data-dir DIR] NAME
+  companion users passwd [--data-dir DIR | --database-file FILE] NAME
         set a new password; every session of the user ends
 
 These work while companion serve runs on the same data dir.
 `
 
 const tokensUsage = `Usage:
-  companion tokens create --user NAME [--label TEXT] [--expires 720h] [--data-dir DIR]
+  companion tokens create --user NAME [--label TEXT] [--expires 720h] [--data-dir DIR | --database-file FILE]
         make a personal API token, printed once on stdout; scripts send it
         as "Authorization: Bearer TOKEN". --expires 0 means it never expires.
-  companion tokens list --user NAME [--data-dir DIR]
-  companion tokens revoke --user NAME [--data-dir DIR] TOKEN_ID
+  companion tokens list --user NAME [--data-dir DIR | --database-file FILE]
+  companion tokens revoke --user NAME [--data-dir DIR | --database-file FILE] TOKEN_ID
 `
 
 // parseWithArgs parses flags that may come before or after the positional
@@ -57,8 +57,20 @@ func parseWithArgs(fs *flag.FlagSet, rest []string) ([]string, error) {
 	}
 }
 
-// openAuth opens the data dir's store and the login service on it.
-func openAuth(ctx context.Context, dataDir string) (*auth.Service, func(), error) {
+// openAuth opens the store serve uses (PostgreSQL when dbf names one, else
+// the data dir's SQLite file) and the login service on it.
+func openAuth(ctx context.Context, dataDir string, dbf databaseFlags) (*auth.Service, func(), error) {
+	u, err := dbf.resolve()
+	if err != nil {
+		return nil, nil, err
+	}
+	if u != "" {
+		store, err := db.OpenPostgres(ctx, u)
+		if err != nil {
+			return nil, nil, err
+		}
+		return auth.New(auth.Config{Store: store}), func() { store.Close() }, nil
+	}
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return nil, nil, fmt.Errorf("create data dir: %w", err)
 	}
@@ -69,12 +81,22 @@ func openAuth(ctx context.Context, dataDir string) (*auth.Service, func(), error
 	return auth.New(auth.Config{Store: store}), func() { store.Close() }, nil
 }
 
+// addStoreFlags gives users and tokens serve's --database and
+// --database-file, for installations on PostgreSQL.
+func addStoreFlags(fs *flag.FlagSet) *databaseFlags {
+	var d databaseFlags
+	fs.StringVar(&d.url, "database", "", "PostgreSQL `URL` serve keeps its state in, instead of SQLite in --data-dir; prefer --database-file")
+	fs.StringVar(&d.file, "database-file", "", "`file` holding the PostgreSQL URL, instead of --database")
+	return &d
+}
+
 func runUsers(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	sub, rest, fs, code, ok := subcommand("users", usersUsage, args, stdout, stderr)
 	if !ok {
 		return code
 	}
 	dataDir := fs.String("data-dir", defaultDataDir(), "companion's data `directory`")
+	dbf := addStoreFlags(fs)
 	admin := fs.Bool("admin", false, "make the user an admin (add)")
 	names, err := parseWithArgs(fs, rest)
 	if errors.Is(err, flag.ErrHelp) {
@@ -87,7 +109,7 @@ func runUsers(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		if sub != "list" && len(names) != 1 {
 			return fmt.Errorf("want exactly one user NAME (see --help)")
 		}
-		svc, done, err := openAuth(ctx, *dataDir)
+		svc, done, err := openAuth(ctx, *dataDir, *dbf)
 		if err != nil {
 			return err
 		}
@@ -185,6 +207,7 @@ func runTokens(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	dataDir := fs.String("data-dir", defaultDataDir(), "companion's data `directory`")
+	dbf := addStoreFlags(fs)
 	user := fs.String("user", "", "the user `NAME` the token belongs to")
 	label := fs.String("label", "", "a `label` to recognise the token by (create)")
 	expires := fs.Duration("expires", 720*time.Hour, "lifetime (create); 0 means never")
@@ -202,7 +225,7 @@ func runTokens(args []string, stdout, stderr io.Writer) int {
 		if (sub == "revoke") != (len(ids) == 1) || len(ids) > 1 {
 			return fmt.Errorf("unexpected arguments %q (see --help)", ids)
 		}
-		svc, done, err := openAuth(ctx, *dataDir)
+		svc, done, err := openAuth(ctx, *dataDir, *dbf)
 		if err != nil {
 			return err
 		}

@@ -1,0 +1,63 @@
+package db_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/canvasapp/companion/db"
+	"github.com/canvasapp/companion/internal/testsupport/pgtest"
+)
+
+// TestWorkspaceLeases: a lease is exclusive across stores on one database,
+// renewable by its holder, released only by its holder, and taken over
+// once it lapsed (a replica that died holding it).
+func TestWorkspaceLeases(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.NewDatabase(t)
+	open := func() *db.PGStore {
+		s, err := db.OpenPostgres(ctx, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	a, b := open(), open()
+	try := func(s *db.PGStore, id, holder string, ttl time.Duration) bool {
+		t.Helper()
+		ok, err := s.TryLeaseWorkspace(ctx, id, holder, ttl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	if !try(a, "w1", "A", time.Hour) {
+		t.Fatal("a free lease was refused")
+	}
+	if try(b, "w1", "B", time.Hour) {
+		t.Fatal("B took a lease A holds")
+	}
+	if !try(b, "w2", "B", time.Hour) {
+		t.Fatal("another workspace's lease was refused")
+	}
+	if !try(a, "w1", "A", time.Hour) {
+		t.Fatal("A could not renew its own lease")
+	}
+	if err := b.ReleaseWorkspaceLease(ctx, "w1", "B"); err != nil {
+		t.Fatal(err)
+	}
+	if try(b, "w1", "B", time.Hour) {
+		t.Fatal("a release by B freed A's lease")
+	}
+	if err := a.ReleaseWorkspaceLease(ctx, "w1", "A"); err != nil {
+		t.Fatal(err)
+	}
+	if !try(b, "w1", "B", 0) {
+		t.Fatal("a released lease was refused")
+	}
+	// B's lease had no time left: as if B died, A takes it over.
+	if !try(a, "w1", "A", time.Hour) {
+		t.Fatal("a lapsed lease was not taken over")
+	}
+}

@@ -1,0 +1,291 @@
+package db
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/canvasapp/companion/core"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// AppendAudit chains e to the newest entry and stores it. The head row is
+// locked first, so appends from several replicas queue and cannot fork
+// the chain.
+func (s *PGStore) AppendAudit(ctx context.Context, e core.AuditEntry) (core.AuditEntry, error) {
+	if e.Action == "" || e.Actor == "" {
+		return e, core.Errorf(core.KindInvalid, "an audit entry needs an action and an actor")
+	}
+	var en enc
+	at := en.time("at", e.At)
+	if en.err != nil {
+		return e, en.err
+	}
+	if at == nil {
+		return e, core.Errorf(core.KindInvalid, "an audit entry needs a time")
+	}
+	e.At = e.At.UTC()
+	err := s.write(ctx, "append audit entry "+e.Action, func(tx pgx.Tx) error {
+		var head int64
+		if err := tx.QueryRow(ctx, `SELECT value FROM meta WHERE key = 'audit_head' FOR UPDATE`).Scan(&head); err != nil {
+			return err
+		}
+		var last int64
+		var prev string
+		if err := tx.QueryRow(ctx, qAuditLast).Scan(&last, &prev); err != nil && !isNoRows(err) {
+			return err
+		}
+		e.ID, e.PrevHash = last+1, prev
+		e.Hash = core.AuditHash(prev, e)
+		if _, err := tx.Exec(ctx, pgAuditAdd, e.ID, at, e.Owner, e.Actor, e.Action, e.WorkspaceID, e.AccountID,
+			e.Provider, e.Outcome, e.ExportSHA256, e.PrevHash, e.Hash); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `UPDATE meta SET value = $1 WHERE key = 'audit_head'`, e.ID)
+		return err
+	})
+	return e, err
+}
+
+// ListAudit pages owner's entries newest first, below before (0: newest).
+func (s *PGStore) ListAudit(ctx context.Context, owner string, before int64, limit int) ([]core.AuditEntry, error) {
+	if before <= 0 {
+		before = 1<<63 - 1
+	}
+	rows, err := s.pool.Query(ctx, pgAuditPage, owner, before, limit)
+	if err != nil {
+		return nil, s.wrap("list audit entries", err)
+	}
+	out, err := pgScanAll(rows, scanAudit)
+	if err != nil {
+		return nil, s.wrap("list audit entries", err)
+	}
+	if out == nil {
+		out = []core.AuditEntry{}
+	}
+	return out, nil
+}
+
+// VerifyAudit walks the whole chain in id order, as Store.VerifyAudit.
+func (s *PGStore) VerifyAudit(ctx context.Context) (int, error) {
+	n := 0
+	var brk *AuditBreak
+	err := s.read(ctx, "verify the audit trail", func(tx pgx.Tx) error {
+		var head int64
+		if err := tx.QueryRow(ctx, qAuditHeadR).Scan(&head); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, qAuditAll)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		prev, want := "", int64(1)
+		for rows.Next() {
+			e, err := scanAudit(rows)
+			if err != nil {
+				return err
+			}
+			if brk = checkAuditRow(e, prev, want); brk != nil {
+				return nil
+			}
+			prev, want = e.Hash, e.ID+1
+			n++
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if last := want - 1; last != head {
+			brk = &AuditBreak{ID: head, Reason: fmt.Sprintf("the newest entry should be %d but the trail ends at %d: entries were removed from its end", head, last)}
+			if last > head {
+				brk = &AuditBreak{ID: last, Reason: fmt.Sprintf("entries up to %d exist but the recorded head is %d: the head was edited", last, head)}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return n, err
+	}
+	if brk != nil {
+		return n, brk
+	}
+	return n, nil
+}
+
+// PutExport inserts or updates an export record; see Store.PutExport.
+func (s *PGStore) PutExport(ctx context.Context, e core.ExportRecord) error {
+	args, err := exportArgs(e)
+	if err != nil {
+		return err
+	}
+	return s.write(ctx, "put export "+e.ID, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, pgPutExport, args...)
+		return err
+	})
+}
+
+// GetExport returns one export record.
+func (s *PGStore) GetExport(ctx context.Context, id string) (core.ExportRecord, error) {
+	e, err := scanExport(s.pool.QueryRow(ctx, pgGetExport, id))
+	if isNoRows(err) {
+		return e, notFound("export", id)
+	}
+	if err != nil {
+		return e, s.wrap("get export "+id, err)
+	}
+	return e, nil
+}
+
+// ListExports returns a workspace's export records, newest first.
+func (s *PGStore) ListExports(ctx context.Context, workspaceID string) ([]core.ExportRecord, error) {
+	rows, err := s.pool.Query(ctx, pgListExports, workspaceID)
+	if err != nil {
+		return nil, s.wrap("list exports of "+workspaceID, err)
+	}
+	out, err := pgScanAll(rows, scanExport)
+	if err != nil {
+		return nil, s.wrap("list exports of "+workspaceID, err)
+	}
+	if out == nil {
+		out = []core.ExportRecord{}
+	}
+	return out, nil
+}
+
+// FailUnfinishedExports marks every running export failed with reason.
+func (s *PGStore) FailUnfinishedExports(ctx context.Context, reason string, now time.Time) (int, error) {
+	var n int64
+	err := s.write(ctx, "fail unfinished exports", func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE exports SET state = 'failed', verified = false, error = $1, updated_at = $2
+			WHERE state = 'running'`, reason, nanos(now))
+		n = tag.RowsAffected()
+		return err
+	})
+	return int(n), err
+}
+
+// PutModulePin records (or replaces) the pin of module name.
+func (s *PGStore) PutModulePin(ctx context.Context, name, sha256 string, manifest []byte) error {
+	if name == "" || sha256 == "" {
+		return core.Errorf(core.KindInvalid, "a module pin needs a name and a hash")
+	}
+	if manifest == nil {
+		manifest = []byte{}
+	}
+	return s.write(ctx, "pin module "+name, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `INSERT INTO module_pins (name, sha256, manifest, updated_at) VALUES ($1, $2, $3, $4)
+			ON CONFLICT (name) DO UPDATE SET sha256 = excluded.sha256, manifest = excluded.manifest,
+				updated_at = excluded.updated_at`, name, sha256, manifest, s.now().UnixNano())
+		return err
+	})
+}
+
+// ModulePin returns the pinned hash and manifest of module name.
+func (s *PGStore) ModulePin(ctx context.Context, name string) (sha256 string, manifest []byte, err error) {
+	err = s.pool.QueryRow(ctx, `SELECT sha256, manifest FROM module_pins WHERE name = $1`, name).Scan(&sha256, &manifest)
+	if isNoRows(err) {
+		return "", nil, notFound("module", name)
+	}
+	if err != nil {
+		return "", nil, s.wrap("read pin of module "+name, err)
+	}
+	return sha256, manifest, nil
+}
+
+// ListModulePins returns the names of the pinned modules, sorted.
+func (s *PGStore) ListModulePins(ctx context.Context) ([]string, error) {
+	rows, err := s.pool.Query(ctx, `SELECT name FROM module_pins ORDER BY name COLLATE "C"`)
+	if err != nil {
+		return nil, s.wrap("list module pins", err)
+	}
+	names, err := pgScanAll(rows, func(r scanner) (n string, err error) { return n, r.Scan(&n) })
+	if err != nil {
+		return nil, s.wrap("list module pins", err)
+	}
+	return names, nil
+}
+
+// DeleteModulePin removes the pin of module name; KindNotFound if none.
+func (s *PGStore) DeleteModulePin(ctx context.Context, name string) error {
+	return s.execOne(ctx, "unpin module "+name, notFound("module", name), `DELETE FROM module_pins WHERE name = $1`, name)
+}
+
+// SealedSecret returns the key id and sealed bytes stored under key.
+func (s *PGStore) SealedSecret(ctx context.Context, key string) (keyID string, sealed []byte, err error) {
+	err = s.pool.QueryRow(ctx, `SELECT key_id, sealed FROM secrets WHERE key = $1`, key).Scan(&keyID, &sealed)
+	if isNoRows(err) {
+		return "", nil, notFound("secret", key)
+	}
+	if err != nil {
+		return "", nil, s.wrap("read secret "+key, err)
+	}
+	return keyID, sealed, nil
+}
+
+// PutSealedSecret stores (or replaces) the sealed bytes of key.
+func (s *PGStore) PutSealedSecret(ctx context.Context, key, keyID string, sealed []byte) error {
+	if key == "" || keyID == "" || len(sealed) == 0 {
+		return core.Errorf(core.KindInvalid, "a sealed secret needs a key, a key id and sealed bytes")
+	}
+	return s.write(ctx, "store secret "+key, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `INSERT INTO secrets (key, key_id, sealed, updated_at) VALUES ($1, $2, $3, $4)
+			ON CONFLICT (key) DO UPDATE SET key_id = excluded.key_id, sealed = excluded.sealed,
+				updated_at = excluded.updated_at`, key, keyID, sealed, s.now().UnixNano())
+		return err
+	})
+}
+
+// DeleteSealedSecret removes key; a missing key is a KindNotFound error.
+func (s *PGStore) DeleteSealedSecret(ctx context.Context, key string) error {
+	return s.execOne(ctx, "delete secret "+key, notFound("secret", key), `DELETE FROM secrets WHERE key = $1`, key)
+}
+
+// CountSealedSecrets returns how many sealed secrets are stored.
+func (s *PGStore) CountSealedSecrets(ctx context.Context) (int, error) {
+	var n int
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM secrets`).Scan(&n); err != nil {
+		return 0, s.wrap("count secrets", err)
+	}
+	return n, nil
+}
+
+// ResealSecrets replaces every sealed secret with what reseal makes of it,
+// in one transaction holding the rows locked: all rows change or none.
+func (s *PGStore) ResealSecrets(ctx context.Context, reseal func(key, keyID string, sealed []byte) (newKeyID string, newSealed []byte, err error)) (int, error) {
+	type row struct {
+		key, keyID string
+		sealed     []byte
+	}
+	var n int
+	err := s.write(ctx, "re-seal secrets", func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `SELECT key, key_id, sealed FROM secrets ORDER BY key FOR UPDATE`)
+		if err != nil {
+			return err
+		}
+		all, err := pgScanAll(rows, func(r scanner) (x row, err error) { return x, r.Scan(&x.key, &x.keyID, &x.sealed) })
+		if err != nil {
+			return err
+		}
+		now := s.now().UnixNano()
+		for _, r := range all {
+			keyID, sealed, err := reseal(r.key, r.keyID, r.sealed)
+			if err != nil {
+				return err
+			}
+			if keyID == "" || len(sealed) == 0 {
+				return core.Errorf(core.KindInvalid, "re-sealing secret %s gave no key id or no bytes", r.key)
+			}
+			if _, err := tx.Exec(ctx, `UPDATE secrets SET key_id = $1, sealed = $2, updated_at = $3 WHERE key = $4`,
+				keyID, sealed, now, r.key); err != nil {
+				return err
+			}
+		}
+		n = len(all)
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
+}

@@ -1,0 +1,205 @@
+package db
+
+import (
+	"context"
+	"database/sql"
+	"strings"
+	"time"
+
+	"github.com/canvasapp/companion/core"
+
+	"github.com/jackc/pgx/v5"
+)
+
+var _ core.RetentionStore = (*PGStore)(nil)
+
+// SQLite's numbered ?N placeholders in PostgreSQL's $N.
+var pgNumbered = strings.NewReplacer("?1", "$1", "?2", "$2", "?3", "$3", "?4", "$4")
+
+var (
+	pgRetentionDue      = pgNumbered.Replace(qRetentionDue)
+	pgRetentionUnwarned = pgNumbered.Replace(qRetentionUnwarned)
+)
+
+// PutRetentionPolicy stores an account's retention policy, replacing the
+// one it had.
+func (s *PGStore) PutRetentionPolicy(ctx context.Context, p core.RetentionPolicy) error {
+	var price any
+	if p.StoragePricePerGiBMonth != nil {
+		price = *p.StoragePricePerGiBMonth
+	}
+	return s.execOne(ctx, "save retention policy of account "+p.AccountID, notFound("account", p.AccountID),
+		`INSERT INTO retention_policies (account_id, enabled, paused_for, warn_before, storage_price_per_gib_month, updated_at)
+		SELECT id, $1::boolean, $2::bigint, $3::bigint, $4::double precision, $5::bigint FROM accounts WHERE id = $6
+		ON CONFLICT (account_id) DO UPDATE SET enabled = excluded.enabled, paused_for = excluded.paused_for,
+			warn_before = excluded.warn_before, storage_price_per_gib_month = excluded.storage_price_per_gib_month,
+			updated_at = excluded.updated_at`,
+		p.Enabled, int64(p.PausedFor), int64(p.WarnBefore), price, nanos(p.UpdatedAt), p.AccountID)
+}
+
+// RetentionPolicies returns every stored policy.
+func (s *PGStore) RetentionPolicies(ctx context.Context) ([]core.RetentionPolicy, error) {
+	rows, err := s.pool.Query(ctx, `SELECT account_id, enabled, paused_for, warn_before, storage_price_per_gib_month, updated_at
+		FROM retention_policies ORDER BY account_id COLLATE "C"`)
+	if err != nil {
+		return nil, s.wrap("list retention policies", err)
+	}
+	list, err := pgScanAll(rows, func(r scanner) (core.RetentionPolicy, error) {
+		var (
+			p           core.RetentionPolicy
+			paused, wb  int64
+			price       sql.NullFloat64
+			updatedNano sql.NullInt64
+		)
+		if err := r.Scan(&p.AccountID, &p.Enabled, &paused, &wb, &price, &updatedNano); err != nil {
+			return p, err
+		}
+		p.PausedFor, p.WarnBefore, p.UpdatedAt = time.Duration(paused), time.Duration(wb), timeOf(updatedNano)
+		if price.Valid {
+			v := price.Float64
+			p.StoragePricePerGiBMonth = &v
+		}
+		return p, nil
+	})
+	if err != nil {
+		return nil, s.wrap("list retention policies", err)
+	}
+	return list, nil
+}
+
+// RetentionDue returns the account's live workspaces due at now whose
+// claim may be taken, soonest first.
+func (s *PGStore) RetentionDue(ctx context.Context, accountID string, now time.Time, limit int) ([]core.RetentionCandidate, error) {
+	return s.candidates(ctx, "list due workspaces", pgRetentionDue, accountID, now, limit)
+}
+
+// RetentionUnwarned returns the account's live workspaces scheduled at or
+// before until that were not warned about that time.
+func (s *PGStore) RetentionUnwarned(ctx context.Context, accountID string, until time.Time, limit int) ([]core.RetentionCandidate, error) {
+	return s.candidates(ctx, "list workspaces to warn", pgRetentionUnwarned, accountID, until, limit)
+}
+
+func (s *PGStore) candidates(ctx context.Context, what, q, accountID string, at time.Time, limit int) ([]core.RetentionCandidate, error) {
+	rows, err := s.pool.Query(ctx, q, accountID, nanos(at), max(limit, 0))
+	if err != nil {
+		return nil, s.wrap(what, err)
+	}
+	list, err := pgScanAll(rows, func(r scanner) (core.RetentionCandidate, error) {
+		var (
+			c  core.RetentionCandidate
+			da sql.NullInt64
+		)
+		err := r.Scan(&c.WorkspaceID, &c.AccountID, &da)
+		c.DeleteAfter = timeOf(da)
+		return c, err
+	})
+	if err != nil {
+		return nil, s.wrap(what, err)
+	}
+	return list, nil
+}
+
+// MarkRetentionWarned records the delete_after a workspace was warned
+// about.
+func (s *PGStore) MarkRetentionWarned(ctx context.Context, workspaceID string, deleteAfter time.Time) error {
+	return s.write(ctx, "record retention warning of "+workspaceID, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `INSERT INTO retention_warnings (workspace_id, delete_after) VALUES ($1, $2)
+			ON CONFLICT (workspace_id) DO UPDATE SET delete_after = excluded.delete_after`, workspaceID, nanos(deleteAfter))
+		return err
+	})
+}
+
+// ClaimRetention takes the workspace's claim for holder, under the same
+// rules as Store.ClaimRetention. The row is locked with FOR UPDATE SKIP
+// LOCKED: a replica that finds another one deciding on the same claim
+// goes on to its next workspace instead of waiting for it, and the two can
+// never both take it.
+func (s *PGStore) ClaimRetention(ctx context.Context, workspaceID, holder string, now time.Time, lease time.Duration) (core.RetentionClaim, bool, error) {
+	if holder == "" {
+		return core.RetentionClaim{}, false, core.Errorf(core.KindInvalid, "a retention claim needs a holder")
+	}
+	var (
+		c  core.RetentionClaim
+		ok bool
+	)
+	err := s.write(ctx, "claim workspace "+workspaceID+" for retention", func(tx pgx.Tx) error {
+		// A first claim needs a row to lock; an unheld one is free to take.
+		if _, err := tx.Exec(ctx, `INSERT INTO retention_claims (`+claimCols+`) VALUES ($1, '', 0, 0, false, 0, '')
+			ON CONFLICT (workspace_id) DO NOTHING`, workspaceID); err != nil {
+			return err
+		}
+		cur, err := scanClaim(tx.QueryRow(ctx, `SELECT `+claimCols+` FROM retention_claims WHERE workspace_id = $1
+			FOR UPDATE SKIP LOCKED`, workspaceID))
+		if isNoRows(err) {
+			return nil // another replica is deciding on it right now
+		}
+		if err != nil {
+			return err
+		}
+		free := cur.Holder == "" || cur.Holder == holder || !cur.LeaseUntil.After(now)
+		if !free || cur.NotBefore.After(now) {
+			return nil
+		}
+		c, err = scanClaim(tx.QueryRow(ctx, `UPDATE retention_claims SET holder = $2, lease_until = $3
+			WHERE workspace_id = $1 RETURNING `+claimCols, workspaceID, holder, nanos(now.Add(lease))))
+		ok = err == nil
+		return err
+	})
+	if err != nil {
+		return core.RetentionClaim{}, false, err
+	}
+	return c, ok, nil
+}
+
+// SaveRetentionClaim writes c if asHolder still holds the claim (or
+// nobody does); otherwise it is a KindConflict error and nothing changes.
+func (s *PGStore) SaveRetentionClaim(ctx context.Context, asHolder string, c core.RetentionClaim) error {
+	return s.execOne(ctx, "save retention claim of "+c.WorkspaceID,
+		core.Errorf(core.KindConflict, "the retention claim of workspace %s is held by another process", c.WorkspaceID),
+		`UPDATE retention_claims SET holder = $1, lease_until = $2, attempts = $3, launched = $4,
+			not_before = $5, last_error = $6
+		WHERE workspace_id = $7 AND holder IN ($8, '')`,
+		c.Holder, claimNanos(c.LeaseUntil), c.Attempts, c.Launched, claimNanos(c.NotBefore), c.LastError,
+		c.WorkspaceID, asHolder)
+}
+
+// DropRetentionClaim forgets a workspace's claim.
+func (s *PGStore) DropRetentionClaim(ctx context.Context, workspaceID string) error {
+	return s.write(ctx, "drop retention claim of "+workspaceID, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `DELETE FROM retention_claims WHERE workspace_id = $1`, workspaceID)
+		return err
+	})
+}
+
+// SweepRetention does what Store.SweepRetention does; workspace ids are
+// compared in byte order, as SQLite does.
+func (s *PGStore) SweepRetention(ctx context.Context, warnAfter string, warnLimit int) (string, error) {
+	next := ""
+	err := s.write(ctx, "sweep retention claims", func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `DELETE FROM retention_claims WHERE NOT EXISTS (
+				SELECT 1 FROM workspaces w WHERE w.id = retention_claims.workspace_id AND w.removed_at IS NULL
+					AND (w.delete_after IS NOT NULL OR w.state = 'deleting'))`); err != nil {
+			return err
+		}
+		if warnLimit <= 0 {
+			return nil
+		}
+		var last sql.NullString
+		if err := tx.QueryRow(ctx, `SELECT max(workspace_id COLLATE "C") FROM (SELECT workspace_id FROM retention_warnings
+			WHERE workspace_id COLLATE "C" > $1 ORDER BY workspace_id COLLATE "C" LIMIT $2) AS page`, warnAfter, warnLimit).Scan(&last); err != nil {
+			return err
+		}
+		if !last.Valid {
+			return nil
+		}
+		next = last.String
+		_, err := tx.Exec(ctx, `DELETE FROM retention_warnings WHERE workspace_id COLLATE "C" > $1 AND workspace_id COLLATE "C" <= $2 AND NOT EXISTS (
+			SELECT 1 FROM workspaces w WHERE w.id = retention_warnings.workspace_id AND w.removed_at IS NULL
+				AND w.delete_after = retention_warnings.delete_after)`, warnAfter, next)
+		return err
+	})
+	if err != nil {
+		return "", err
+	}
+	return next, nil
+}

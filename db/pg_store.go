@@ -1,0 +1,415 @@
+package db
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/canvasapp/companion/core"
+
+	"github.com/jackc/pgx/v5"
+)
+
+var (
+	_ core.Store       = (*PGStore)(nil)
+	_ core.AuditLog    = (*PGStore)(nil)
+	_ core.ExportStore = (*PGStore)(nil)
+)
+
+// The queries both engines share, in PostgreSQL's placeholders.
+var (
+	pgGetWorkspace    = pgSQL(qGetWorkspace)
+	pgUpsertWorkspace = pgSQL(qUpsertWorkspace)
+	pgChangesSince    = pgSQL(qChangesSince)
+	pgGetAccount      = pgSQL(qGetAccount)
+	pgPutAccount      = pgSQL(qPutAccount)
+	pgPutExport       = pgSQL(qPutExport)
+	pgGetExport       = pgSQL(qGetExport)
+	pgListExports     = pgSQL(strings.Replace(qListExports, "id DESC", `id COLLATE "C" DESC`, 1)) // ties in byte order, as SQLite
+	pgInsertOp        = pgSQL(qInsertOp)
+	pgUpdateOp        = pgSQL(qUpdateOp)
+	pgAuditAdd        = pgSQL(qAuditAdd)
+	pgAuditPage       = pgSQL(qAuditPage)
+)
+
+// isNoRows reports whether err says a single-row query found nothing.
+func isNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) || errors.Is(err, sql.ErrNoRows) }
+
+// GetWorkspace returns the workspace with id, tombstones included.
+func (s *PGStore) GetWorkspace(ctx context.Context, id string) (core.Workspace, error) {
+	ws, err := scanWorkspace(s.pool.QueryRow(ctx, pgGetWorkspace, id))
+	if isNoRows(err) {
+		return core.Workspace{}, notFound("workspace", id)
+	}
+	if err != nil {
+		return core.Workspace{}, s.wrap("get workspace "+id, err)
+	}
+	return ws, nil
+}
+
+// ListWorkspaces returns every workspace that is not a tombstone, oldest
+// change first.
+func (s *PGStore) ListWorkspaces(ctx context.Context) ([]core.Workspace, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+workspaceCols+` FROM workspaces WHERE removed_at IS NULL ORDER BY rev`)
+	if err != nil {
+		return nil, s.wrap("list workspaces", err)
+	}
+	list, err := pgScanAll(rows, scanWorkspace)
+	if err != nil {
+		return nil, s.wrap("list workspaces", err)
+	}
+	return list, nil
+}
+
+// SaveWorkspace inserts or replaces ws with the next revision, as
+// Store.SaveWorkspace does. The counter row stays locked until the
+// transaction commits, so revisions become visible in order on every
+// replica and ?since catch-up never skips one.
+func (s *PGStore) SaveWorkspace(ctx context.Context, ws core.Workspace) (core.Workspace, error) {
+	args, err := workspaceArgsAt(ws, s.now().UTC())
+	if err != nil {
+		return ws, err
+	}
+	var saved core.Workspace
+	err = s.write(ctx, "save workspace "+ws.ID, func(tx pgx.Tx) error {
+		saved, err = pgSaveWorkspace(ctx, tx, args)
+		return err
+	})
+	if err != nil {
+		return ws, err
+	}
+	return saved, nil
+}
+
+// SaveWorkspaces saves many workspaces in one transaction, each with its
+// own revision.
+func (s *PGStore) SaveWorkspaces(ctx context.Context, list []core.Workspace) error {
+	now := s.now().UTC()
+	all := make([][]any, len(list))
+	for i, ws := range list {
+		args, err := workspaceArgsAt(ws, now)
+		if err != nil {
+			return err
+		}
+		all[i] = args
+	}
+	return s.write(ctx, fmt.Sprintf("save %d workspaces", len(list)), func(tx pgx.Tx) error {
+		for _, args := range all {
+			if _, err := pgSaveWorkspace(ctx, tx, args); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func pgSaveWorkspace(ctx context.Context, tx pgx.Tx, args []any) (core.Workspace, error) {
+	var rev int64
+	if err := tx.QueryRow(ctx, qBumpRev).Scan(&rev); err != nil {
+		return core.Workspace{}, err
+	}
+	args[revArg] = rev
+	return scanWorkspace(tx.QueryRow(ctx, pgUpsertWorkspace, args...))
+}
+
+// Changes returns the workspaces changed after since and the current
+// revision from one snapshot; see core.Store.
+func (s *PGStore) Changes(ctx context.Context, since int64) (changes []core.Workspace, rev int64, complete bool, err error) {
+	err = s.read(ctx, "read changes", func(tx pgx.Tx) error {
+		var floor int64
+		if err := tx.QueryRow(ctx, qFeedHead).Scan(&rev, &floor); err != nil {
+			return err
+		}
+		if since > rev || since < floor {
+			return nil
+		}
+		rows, err := tx.Query(ctx, pgChangesSince, since)
+		if err != nil {
+			return err
+		}
+		changes, err = pgScanAll(rows, scanWorkspace)
+		complete = err == nil
+		return err
+	})
+	if err != nil {
+		return nil, 0, false, err
+	}
+	return changes, rev, complete, nil
+}
+
+// PruneTombstones deletes old tombstones and raises the floor, in one
+// statement.
+func (s *PGStore) PruneTombstones(ctx context.Context, cutoff time.Time, keep int) error {
+	keep = max(keep, 0)
+	return s.write(ctx, "prune tombstones", func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `WITH gone AS (
+			DELETE FROM workspaces WHERE removed_at IS NOT NULL AND (removed_at < $1 OR rev NOT IN (
+				SELECT rev FROM workspaces WHERE removed_at IS NOT NULL ORDER BY rev DESC LIMIT $2))
+			RETURNING rev)
+			UPDATE meta SET value = greatest(value, (SELECT max(rev) FROM gone))
+			WHERE key = 'floor' AND EXISTS (SELECT 1 FROM gone)`, nanos(cutoff), keep)
+		return err
+	})
+}
+
+// PutAccount inserts or replaces an account; see Store.PutAccount.
+func (s *PGStore) PutAccount(ctx context.Context, a core.Account) error {
+	args, err := accountArgs(a)
+	if err != nil {
+		return err
+	}
+	return s.write(ctx, "put account "+a.ID, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, pgPutAccount, args...)
+		return err
+	})
+}
+
+// GetAccount returns the account with id.
+func (s *PGStore) GetAccount(ctx context.Context, id string) (core.Account, error) {
+	a, err := scanAccount(s.pool.QueryRow(ctx, pgGetAccount, id))
+	if isNoRows(err) {
+		return core.Account{}, notFound("account", id)
+	}
+	if err != nil {
+		return core.Account{}, s.wrap("get account "+id, err)
+	}
+	return a, nil
+}
+
+// ListAccounts returns every account of every owner, oldest first.
+func (s *PGStore) ListAccounts(ctx context.Context) ([]core.Account, error) {
+	// NULLS FIRST and byte order of ids: as SQLite sorts.
+	rows, err := s.pool.Query(ctx, `SELECT `+accountCols+` FROM accounts ORDER BY created_at NULLS FIRST, id COLLATE "C"`)
+	if err != nil {
+		return nil, s.wrap("list accounts", err)
+	}
+	list, err := pgScanAll(rows, scanAccount)
+	if err != nil {
+		return nil, s.wrap("list accounts", err)
+	}
+	return list, nil
+}
+
+// DeleteAccount forgets an account (its flag goes with it).
+func (s *PGStore) DeleteAccount(ctx context.Context, id string) error {
+	return s.execOne(ctx, "delete account "+id, notFound("account", id), `DELETE FROM accounts WHERE id = $1`, id)
+}
+
+// execOne runs a statement that must change one row; none is missing.
+func (s *PGStore) execOne(ctx context.Context, what string, missing error, q string, args ...any) error {
+	return s.write(ctx, what, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, q, args...)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return missing
+		}
+		return nil
+	})
+}
+
+// SetAccountFlag records f on an account, replacing its flag; nil clears it.
+func (s *PGStore) SetAccountFlag(ctx context.Context, accountID string, f *core.AccountFlag) error {
+	if f == nil {
+		return s.write(ctx, "clear flag of account "+accountID, func(tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, `DELETE FROM account_flags WHERE account_id = $1`, accountID)
+			return err
+		})
+	}
+	var e enc
+	since := e.time("flag since", f.Since)
+	if e.err != nil {
+		return e.err
+	}
+	if since == nil {
+		return core.Errorf(core.KindInvalid, "flag %s of account %s has no time", f.Code, accountID)
+	}
+	return s.execOne(ctx, "flag account "+accountID, notFound("account", accountID),
+		`INSERT INTO account_flags (account_id, code, message, since)
+		SELECT id, $1::text, $2::text, $3::bigint FROM accounts WHERE id = $4
+		ON CONFLICT (account_id) DO UPDATE SET code = excluded.code,
+			message = excluded.message, since = excluded.since`,
+		f.Code, f.Message, since, accountID)
+}
+
+// AccountFlags returns the flag of every flagged account, by account id.
+func (s *PGStore) AccountFlags(ctx context.Context) (map[string]core.AccountFlag, error) {
+	rows, err := s.pool.Query(ctx, `SELECT account_id, code, message, since FROM account_flags`)
+	if err != nil {
+		return nil, s.wrap("list account flags", err)
+	}
+	defer rows.Close()
+	out := map[string]core.AccountFlag{}
+	for rows.Next() {
+		var (
+			id    string
+			f     core.AccountFlag
+			since sql.NullInt64
+		)
+		if err := rows.Scan(&id, &f.Code, &f.Message, &since); err != nil {
+			return nil, s.wrap("list account flags", err)
+		}
+		f.Since = timeOf(since)
+		out[id] = f
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.wrap("list account flags", err)
+	}
+	return out, nil
+}
+
+// PutOp writes a journal entry: inserts when op.ID is 0, else updates.
+func (s *PGStore) PutOp(ctx context.Context, op core.Op) (core.Op, error) {
+	if op.WorkspaceID == "" || op.Kind == "" {
+		return op, core.Errorf(core.KindInvalid, "a journal entry needs a workspace and a kind")
+	}
+	var e enc
+	created, updated := e.time("created_at", op.CreatedAt), e.time("updated_at", op.UpdatedAt)
+	dj := e.json("delete_journal", op.Delete, op.Delete == nil)
+	if e.err != nil {
+		return op, e.err
+	}
+	what := fmt.Sprintf("journal %s of workspace %s", op.Kind, op.WorkspaceID)
+	if op.ID == 0 {
+		err := s.write(ctx, what, func(tx pgx.Tx) error {
+			return tx.QueryRow(ctx, pgInsertOp, op.WorkspaceID, string(op.Kind), op.Step, op.Attempts, op.LastError, created, updated, dj).Scan(&op.ID)
+		})
+		return op, err
+	}
+	err := s.execOne(ctx, what, core.Errorf(core.KindNotFound, "journal entry %d not found", op.ID), pgUpdateOp,
+		op.WorkspaceID, string(op.Kind), op.Step, op.Attempts, op.LastError, created, updated, dj, op.ID)
+	return op, err
+}
+
+// DeleteOp closes a journal entry. An unknown id is a KindNotFound error.
+func (s *PGStore) DeleteOp(ctx context.Context, id int64) error {
+	return s.execOne(ctx, fmt.Sprintf("delete journal entry %d", id),
+		core.Errorf(core.KindNotFound, "journal entry %d not found", id), `DELETE FROM ops WHERE id = $1`, id)
+}
+
+// PendingOps returns every open journal entry, oldest first.
+func (s *PGStore) PendingOps(ctx context.Context) ([]core.Op, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id, workspace_id, kind, step, attempts, last_error, created_at, updated_at, delete_journal
+		FROM ops ORDER BY id`)
+	if err != nil {
+		return nil, s.wrap("read journal", err)
+	}
+	ops, err := pgScanAll(rows, func(r scanner) (core.Op, error) {
+		var (
+			op               core.Op
+			kind             string
+			created, updated sql.NullInt64
+			dj               sql.NullString
+		)
+		if err := r.Scan(&op.ID, &op.WorkspaceID, &kind, &op.Step, &op.Attempts, &op.LastError, &created, &updated, &dj); err != nil {
+			return op, err
+		}
+		if dj.Valid {
+			op.Delete = new(core.DeleteJournal)
+			if err := json.Unmarshal([]byte(dj.String), op.Delete); err != nil {
+				return op, fmt.Errorf("journal entry %d: decode delete_journal: %w", op.ID, err)
+			}
+		}
+		op.Kind = core.OpKind(kind)
+		op.CreatedAt, op.UpdatedAt = timeOf(created), timeOf(updated)
+		return op, nil
+	})
+	if err != nil {
+		return nil, s.wrap("read journal", err)
+	}
+	return ops, nil
+}
+
+// PutPlan records a delete preview for an existing workspace and drops
+// expired plans.
+func (s *PGStore) PutPlan(ctx context.Context, p core.DeletePlan) error {
+	if p.TokenHash == "" {
+		return core.Errorf(core.KindInvalid, "a delete plan needs a token hash")
+	}
+	if p.ExpiresAt.IsZero() {
+		return core.Errorf(core.KindInvalid, "a delete plan needs an expiry time")
+	}
+	var e enc
+	args := []any{p.TokenHash, p.WorkspaceID, string(p.State), p.BoxID,
+		e.time("last_activity_at", p.LastActivityAt), e.time("created_at", p.CreatedAt), e.time("expires_at", p.ExpiresAt)}
+	if e.err != nil {
+		return e.err
+	}
+	return s.write(ctx, "put delete plan for workspace "+p.WorkspaceID, func(tx pgx.Tx) error {
+		var one int
+		err := tx.QueryRow(ctx, `SELECT 1 FROM workspaces WHERE id = $1`, p.WorkspaceID).Scan(&one)
+		if isNoRows(err) {
+			return notFound("workspace", p.WorkspaceID)
+		}
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM plans WHERE expires_at <= $1`, nanos(s.now())); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `INSERT INTO plans
+			(token_hash, workspace_id, state, box_id, last_activity_at, created_at, expires_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7)
+			ON CONFLICT (token_hash) DO UPDATE SET workspace_id = excluded.workspace_id, state = excluded.state,
+				box_id = excluded.box_id, last_activity_at = excluded.last_activity_at,
+				created_at = excluded.created_at, expires_at = excluded.expires_at`, args...)
+		return err
+	})
+}
+
+// TakePlan returns and deletes the plan for tokenHash and workspaceID in
+// one statement, so a token confirms at most one delete across replicas.
+func (s *PGStore) TakePlan(ctx context.Context, tokenHash, workspaceID string, now time.Time) (core.DeletePlan, error) {
+	var (
+		p     core.DeletePlan
+		found bool
+	)
+	err := s.write(ctx, "take delete plan", func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `DELETE FROM plans WHERE expires_at <= $1`, nanos(now)); err != nil {
+			return err
+		}
+		var (
+			state                      string
+			activity, created, expires sql.NullInt64
+		)
+		err := tx.QueryRow(ctx, `DELETE FROM plans WHERE token_hash = $1 AND workspace_id = $2
+			RETURNING token_hash, workspace_id, state, box_id, last_activity_at, created_at, expires_at`, tokenHash, workspaceID).
+			Scan(&p.TokenHash, &p.WorkspaceID, &state, &p.BoxID, &activity, &created, &expires)
+		if isNoRows(err) {
+			return nil // commit the pruning all the same
+		}
+		if err != nil {
+			return err
+		}
+		found = true
+		p.State = core.State(state)
+		p.LastActivityAt, p.CreatedAt, p.ExpiresAt = timeOf(activity), timeOf(created), timeOf(expires)
+		return nil
+	})
+	if err != nil {
+		return core.DeletePlan{}, err
+	}
+	if !found {
+		return core.DeletePlan{}, core.Errorf(core.KindNotFound, "delete confirmation not found: it is unknown, was already used or expired")
+	}
+	return p, nil
+}
+
+// pgScanAll reads every row with scan and closes rows.
+func pgScanAll[T any](rows pgx.Rows, scan func(scanner) (T, error)) ([]T, error) {
+	defer rows.Close()
+	var list []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		list = append(list, v)
+	}
+	return list, rows.Err()
+}
