@@ -64,13 +64,12 @@ func TestPageServeLoginUnderBasePath(t *testing.T) {
 	tb.checkClean(append(probed, "/v1/login", "/v1/ws")...)
 }
 
-// TestPageServeOpenIDButton: the page's side of GET {base}/v1/login, the
-// route that lists the sign-in methods (added to serve with OpenID Connect
-// in parallel). Until the binary has it, Chromium answers that one GET
-// with the agreed contract; everything else is the real companion serve.
-// With "oidc" listed the OpenID button links to oidc_url; with only
-// "oidc" the password form is gone; an oidc_url on another site is not
-// linked.
+// TestPageServeOpenIDButton: the page's reading of GET {base}/v1/login in
+// the cases a real provider does not easily produce. Chromium answers that
+// one GET; everything else is the real companion serve. (The real sign-in
+// through an OpenID provider is TestPageServeOpenIDSignIn.) With "oidc"
+// listed the OpenID button links to oidc_url; with only "oidc" the
+// password form is gone; an oidc_url on another site is not linked.
 func TestPageServeOpenIDButton(t *testing.T) {
 	data := t.TempDir()
 	addUser(t, data, "alice", "alice-password-1")
