@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -248,6 +249,20 @@ func TestInstallModuleOverHTTP(t *testing.T) {
 	p.must(200, "GET", "/v1/providers", nil, &provs)
 	if !provs.available("good") {
 		t.Fatalf("module installed over HTTP not available: %+v", provs)
+	}
+	// The list names the installed module's pinned hash and its hosts, as
+	// inspect showed them.
+	var facts struct {
+		Providers []struct {
+			Name, SHA256 string
+			Hosts        []string
+		}
+	}
+	p.must(200, "GET", "/v1/providers", nil, &facts)
+	for _, f := range facts.Providers {
+		if f.Name == "good" && (f.SHA256 != inspected.Module.SHA256 || !slices.Equal(f.Hosts, inspected.Module.Hosts)) {
+			t.Fatalf("GET /v1/providers shows good as sha256 %q hosts %v, want %q %v", f.SHA256, f.Hosts, inspected.Module.SHA256, inspected.Module.Hosts)
+		}
 	}
 	p.must(204, "DELETE", "/v1/providers/good", nil, nil)
 	p.must(404, "DELETE", "/v1/providers/good", nil, nil)

@@ -60,6 +60,7 @@ func (s *Server) listProviders(w http.ResponseWriter, r *http.Request) {
 	for _, p := range list {
 		out = append(out, toWireProvider(p))
 	}
+	s.addModuleFacts(r.Context(), out)
 	writeJSON(w, http.StatusOK, map[string]any{"providers": out})
 }
 

@@ -93,6 +93,11 @@ type Provider struct {
 	Options   []ConfigField `json:"options"`
 	Available bool          `json:"available"`
 	Reason    string        `json:"reason"`
+	// SHA256, Hosts and EndpointHosts describe a Wasm module (see
+	// ModuleFacts); they are absent for adapters built in Go.
+	SHA256        string   `json:"sha256,omitempty"`
+	Hosts         []string `json:"hosts,omitempty"`
+	EndpointHosts []string `json:"endpoint_hosts,omitempty"`
 }
 
 // Capabilities are the adapter's flags (DESIGN.md "Suspend comes in kinds").

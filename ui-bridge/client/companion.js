@@ -69,6 +69,9 @@
  * @property {{name: string, description: string}[]|null} options
  * @property {boolean} available
  * @property {string} reason
+ * @property {string} [sha256] a Wasm module's SHA-256 (absent for adapters built in Go)
+ * @property {string[]} [hosts] origins of a Wasm module's upstreams
+ * @property {string[]} [endpoint_hosts] host patterns of the agent-server URLs a Wasm module reports
  */
 
 /**

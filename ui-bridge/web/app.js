@@ -430,9 +430,9 @@ async function loadProviders() {
   clear(sel);
   for (const p of providers.values()) {
     const caps = Object.entries(p.capabilities || {}).filter(([, v]) => v).map(([k]) => k.replaceAll("_", " "));
-    // hosts and sha256 are shown when the list carries them; inspect
-    // (below) always shows them for a module file.
-    const mod = [p.sha256 ? "sha256 " + p.sha256 : "", p.hosts ? "calls " + p.hosts.join(", ") : ""].filter(Boolean).join("; ") || (p.kind === "builtin" ? "built in" : p.kind || "—");
+    // A Wasm module's pinned hash and the hosts its manifest declares
+    // (GET /v1/providers); adapters built in Go have neither.
+    const mod = p.sha256 ? moduleCell(p) : (p.kind === "builtin" ? "built in" : p.kind || "—");
     body.append(el("tr", { "data-provider": p.name }, el("td", {}, p.name, el("span", { class: "sub" }, p.description || "")),
       el("td", {}, p.kind || ""), el("td", {}, p.available ? "yes" : "no: " + (p.reason || "")),
       el("td", {}, caps.join(", ") || "—"), el("td", {}, mod)));
@@ -442,6 +442,16 @@ async function loadProviders() {
   accountFields();
   createFields();
   table.tick();
+}
+
+// moduleCell lists what a module calls and its hash, as text only.
+function moduleCell(p) {
+  const dl = el("dl", { class: "module" });
+  const row = (k, v) => dl.append(el("dt", {}, k), el("dd", {}, v));
+  row("Calls", (p.hosts || []).join(", ") || "nothing");
+  if (p.endpoint_hosts) row("Agent-server URLs", p.endpoint_hosts.join(", "));
+  row("SHA-256", el("code", { "data-sha256": "" }, p.sha256));
+  return dl;
 }
 
 let inspected = null;
