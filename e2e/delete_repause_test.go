@@ -99,3 +99,33 @@ func TestDeleteBlockedCrashBeforeRepause(t *testing.T) {
 	p = start(t, options{dataDir: dataDir})
 	checkPausedAgain(t, f, p, id, box)
 }
+
+// TestDeleteBlockedRepauseRefused: when the provider refuses to pause the
+// woken box again, the blocked delete says both: why it blocked (401) and
+// that the box is running and billing.
+func TestDeleteBlockedRepauseRefused(t *testing.T) {
+	f := newFarm(t)
+	p := start(t, options{dataDir: t.TempDir()})
+	acct := f.account(p)
+	id, box := pausedWithRefusedKey(t, f, p, acct, "repause-refused")
+	f.refuseAt("/sandbox/"+box+"/stop", 403)
+	previewAndDelete(p, id)
+	ws := p.waitBlocked(id, 2*time.Minute)
+	for _, want := range []string{"401", "could not be paused again", "running and billing"} {
+		if !strings.Contains(ws.Error, want) {
+			t.Errorf("blocked workspace's error does not say %q: %s", want, ws.Error)
+		}
+	}
+	if ws.State != "running" {
+		t.Errorf("state %q, want running (the box could not be paused)", ws.State)
+	}
+	if e := p.deleteAudit(id); !strings.Contains(e.Outcome, "401") || !strings.Contains(e.Outcome, "running and billing") {
+		t.Errorf("audit %+v, want the block reason and the failed re-pause", e)
+	}
+	if f.gone(box) {
+		t.Fatal("the box was deleted")
+	}
+	f.refuseAt("/sandbox/"+box+"/stop", 0)
+	p.must(202, "POST", "/v1/workspaces/"+id+"/pause", nil, nil)
+	p.waitState(id, "paused", time.Minute)
+}
