@@ -18,15 +18,8 @@ func (d *deleteRun) repauseAndBlock(ctx context.Context, why string, cause error
 	s := d.s
 	d.j.Blocked = why
 	d.op.Step, d.op.Attempts, d.op.LastError, d.op.UpdatedAt = StepRepause, 0, "", s.now()
-	if _, err := s.cfg.Store.PutOp(ctx, *d.op); err != nil {
-		// Not journaled: pause anyway (a crash now leaves the op at its
-		// earlier step, which re-runs and blocks again).
-		s.log.Error("could not journal the re-pause of a blocked delete", "workspace", d.ws.ID, "err", err)
-	} else if h := s.cfg.StepHook; h != nil {
-		h(OpDelete, StepRepause)
-	}
 	var box Box
-	err := s.retry(ctx, d.op, s.budgetFor(d.acct, d.p), StepRepause, func(ctx context.Context) error {
+	pause := func(ctx context.Context) error {
 		if cur, err := s.reread(ctx, d.ws, d.acct, d.p); err == nil && (cur.State == StatePaused || cur.State == StatePausing) {
 			box = Box{ID: cur.BoxID, URL: cur.BoxURL, State: cur.State, PausedAt: cur.PausedAt}
 			return nil
@@ -34,7 +27,22 @@ func (d *deleteRun) repauseAndBlock(ctx context.Context, why string, cause error
 		b, err := d.p.Suspend(ctx, d.acct, d.ws.BoxID)
 		box = b
 		return err
-	})
+	}
+	var err error
+	if _, jerr := s.cfg.Store.PutOp(ctx, *d.op); jerr != nil {
+		// The journal cannot be written (so retry could not record its
+		// attempts either): pause once, unjournaled. A crash now leaves
+		// the entry at its earlier step, which runs again and blocks again.
+		s.log.Error("could not journal the re-pause of a blocked delete; pausing once", "workspace", d.ws.ID, "err", jerr)
+		cctx, cancel := s.callCtx(ctx)
+		err = pause(cctx)
+		cancel()
+	} else {
+		if h := s.cfg.StepHook; h != nil {
+			h(OpDelete, StepRepause)
+		}
+		err = s.retry(ctx, d.op, s.budgetFor(d.acct, d.p), StepRepause, pause)
+	}
 	if ctx.Err() != nil {
 		s.log.Info("action interrupted; it resumes at next start", "workspace", d.ws.ID, "action", OpDelete, "step", StepRepause)
 		return
