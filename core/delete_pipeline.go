@@ -41,10 +41,14 @@ const (
 	StepVerify         = "verify"
 	StepProviderDelete = "provider_delete"
 	StepMarkDeleted    = "mark_deleted"
+	// StepRepause is not on the way to a delete: a delete that blocks
+	// after it woke the box journals it before pausing the box again.
+	StepRepause = "repause"
 )
 
-// DeleteSteps are the pipeline's steps in order.
-var DeleteSteps = []string{StepLock, StepRecheck, StepWake, StepExport, StepVerify, StepProviderDelete, StepMarkDeleted}
+// DeleteSteps are the pipeline's steps in order, then StepRepause, the
+// one side step (taken only by a blocked delete that woke its box).
+var DeleteSteps = []string{StepLock, StepRecheck, StepWake, StepExport, StepVerify, StepProviderDelete, StepMarkDeleted, StepRepause}
 
 // DeleteJournal is what the delete pipeline keeps in its journal entry.
 // Its one guarantee: the provider delete is only called when Verified is
@@ -76,6 +80,9 @@ type DeleteJournal struct {
 	Note string `json:"note,omitempty"`
 	// NoExport says why the delete proceeds without a verified export.
 	NoExport string `json:"no_export,omitempty"`
+	// Blocked is why the delete blocked, kept while a box the pipeline
+	// woke is paused again (step StepRepause), so a restart finishes both.
+	Blocked string `json:"blocked,omitempty"`
 }
 
 func newDeleteJournal(ws Workspace, actor string, now time.Time) *DeleteJournal {
@@ -127,6 +134,11 @@ func (s *Service) runDeletePipeline(ctx context.Context, op Op, ws Workspace, ac
 		from = 0
 	}
 	d := &deleteRun{s: s, op: &op, j: op.Delete, ws: ws, acct: acct, p: p, info: info}
+	if op.Step == StepRepause && d.j.Blocked != "" {
+		// Blocked, then stopped before the woken box was paused again.
+		d.repauseAndBlock(ctx, d.j.Blocked, nil)
+		return
+	}
 	d.run(ctx, from)
 }
 
@@ -515,10 +527,15 @@ func (d *deleteRun) fail(ctx context.Context, msg string, cause error) {
 
 // block ends the run before the provider delete: the box stays, the
 // workspace shows its real state and why, the audit entry says
-// "blocked: …".
+// "blocked: …". A box the pipeline woke is paused again first
+// (repauseAndBlock).
 func (d *deleteRun) block(ctx context.Context, why string, cause error) {
 	if ctx.Err() != nil {
 		d.s.log.Info("action interrupted; it resumes at next start", "workspace", d.ws.ID, "action", OpDelete, "step", d.op.Step)
+		return
+	}
+	if d.j.Woke && d.op.Step != StepRepause {
+		d.repauseAndBlock(ctx, why, cause)
 		return
 	}
 	ws := d.real(ctx)

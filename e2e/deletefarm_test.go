@@ -89,6 +89,9 @@ type farm struct {
 	log   []string // "METHOD host path?query -> status", in completion order
 	procs map[string]*url.URL
 	setup map[string]*boxSetup
+	// refuse answers provider API requests whose path ends with a key
+	// with that status instead of the emulator's answer.
+	refuse map[string]int
 }
 
 var agentAddrRE = regexp.MustCompile(`addr=(\S+)`)
@@ -101,7 +104,11 @@ func newFarm(t *testing.T) *farm {
 	inner := f.dt.Handler()
 	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sw := &codeWriter{ResponseWriter: w, code: 200}
-		inner.ServeHTTP(sw, r)
+		if code := f.refused(r.URL.Path); code != 0 {
+			http.Error(sw, `{"message":"refused by the test"}`, code)
+		} else {
+			inner.ServeHTTP(sw, r)
+		}
 		f.mu.Lock()
 		f.log = append(f.log, fmt.Sprintf("%s %s %s -> %d", r.Method, r.Host, r.URL.RequestURI(), sw.code))
 		f.mu.Unlock()
@@ -124,6 +131,28 @@ func (w *codeWriter) Flush() {
 	if f, ok := w.ResponseWriter.(http.Flusher); ok {
 		f.Flush()
 	}
+}
+
+// refuseAt makes provider API requests whose path ends with suffix
+// answer status (0: answer normally again).
+func (f *farm) refuseAt(suffix string, status int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.refuse == nil {
+		f.refuse = map[string]int{}
+	}
+	f.refuse[suffix] = status
+}
+
+func (f *farm) refused(path string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for suffix, code := range f.refuse {
+		if code != 0 && strings.HasSuffix(path, suffix) {
+			return code
+		}
+	}
+	return 0
 }
 
 // box returns the setup of a sandbox, made on first use.
