@@ -140,22 +140,36 @@ func (s *Store) PutSession(ctx context.Context, ss auth.Session) error {
 // SessionUser implements auth.Store.
 func (s *Store) SessionUser(ctx context.Context, idHash string) (auth.Session, auth.User, error) {
 	var (
-		ss                        auth.Session
-		u                         auth.User
-		admin                     int64
-		created, cr, seen, expiry sql.NullInt64
+		ss               auth.Session
+		cr, seen, expiry sql.NullInt64
 	)
-	dst := append([]any{&ss.UserID, &ss.Method, &cr, &seen, &expiry}, scanUser(&u, &admin, &created)...)
-	err := s.rs.queryRow(ctx, qSessionUser, idHash).Scan(dst...)
-	if errors.Is(err, sql.ErrNoRows) {
-		return ss, u, notFound("session", "")
-	}
+	u, err := s.credentialUser(ctx, qSessionUser, idHash, "session", &ss.UserID, &ss.Method, &cr, &seen, &expiry)
 	if err != nil {
-		return ss, u, wrap("get session", err)
+		return ss, u, err
 	}
 	ss.IDHash, ss.CreatedAt, ss.LastSeenAt, ss.ExpiresAt = idHash, timeOf(cr), timeOf(seen), timeOf(expiry)
-	u.Admin, u.CreatedAt = admin == 1, timeOf(created)
 	return ss, u, nil
+}
+
+// credentialUser reads the one row query q finds for key: the
+// credential's own columns into own, then the user's (see scanUser). what
+// names the credential ("session", "token") in errors; no row is a
+// not-found error.
+func (s *Store) credentialUser(ctx context.Context, q, key, what string, own ...any) (auth.User, error) {
+	var (
+		u       auth.User
+		admin   int64
+		created sql.NullInt64
+	)
+	err := s.rs.queryRow(ctx, q, key).Scan(append(own, scanUser(&u, &admin, &created)...)...)
+	if errors.Is(err, sql.ErrNoRows) {
+		return u, notFound(what, "")
+	}
+	if err != nil {
+		return u, wrap("get "+what, err)
+	}
+	u.Admin, u.CreatedAt = admin == 1, timeOf(created)
+	return u, nil
 }
 
 // TouchSession implements auth.Store.
@@ -206,21 +220,14 @@ func (s *Store) PutToken(ctx context.Context, tk auth.Token) error {
 // TokenUser implements auth.Store.
 func (s *Store) TokenUser(ctx context.Context, hash string) (auth.Token, auth.User, error) {
 	var (
-		tk                             auth.Token
-		u                              auth.User
-		admin                          int64
-		created, cr, expires, lastUsed sql.NullInt64
+		tk                    auth.Token
+		cr, expires, lastUsed sql.NullInt64
 	)
-	dst := append([]any{&tk.ID, &tk.Label, &cr, &expires, &lastUsed}, scanUser(&u, &admin, &created)...)
-	err := s.rs.queryRow(ctx, qTokenUser, hash).Scan(dst...)
-	if errors.Is(err, sql.ErrNoRows) {
-		return tk, u, notFound("token", "")
-	}
+	u, err := s.credentialUser(ctx, qTokenUser, hash, "token", &tk.ID, &tk.Label, &cr, &expires, &lastUsed)
 	if err != nil {
-		return tk, u, wrap("get token", err)
+		return tk, u, err
 	}
 	tk.Hash, tk.UserID, tk.CreatedAt, tk.ExpiresAt, tk.LastUsedAt = hash, u.ID, timeOf(cr), timeOf(expires), timeOf(lastUsed)
-	u.Admin, u.CreatedAt = admin == 1, timeOf(created)
 	return tk, u, nil
 }
 

@@ -49,10 +49,11 @@ func chromium(t *testing.T) string {
 	return ""
 }
 
-// browserProbe loads the probe page from origin in headless Chromium and
-// runs it against companion.
-func browserProbe(t *testing.T, origin, url, token string) map[string]any {
-	t.Helper()
+// chromiumOptions are how the e2e tests start headless Chromium: a fresh
+// profile in t's temp dir, no sandbox or GPU, and no background traffic
+// (QUIC, updates, sync) that a test would see as stray requests; extra
+// options are added after these.
+func chromiumOptions(t *testing.T, extra ...chromedp.ExecAllocatorOption) []chromedp.ExecAllocatorOption {
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chromium(t)),
 		chromedp.UserDataDir(t.TempDir()),
@@ -64,6 +65,14 @@ func browserProbe(t *testing.T, origin, url, token string) map[string]any {
 		chromedp.Flag("disable-sync", true),
 		chromedp.NoFirstRun,
 	)
+	return append(opts, extra...)
+}
+
+// browserProbe loads the probe page from origin in headless Chromium and
+// runs it against companion.
+func browserProbe(t *testing.T, origin, url, token string) map[string]any {
+	t.Helper()
+	opts := chromiumOptions(t)
 	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
 	defer cancel()
 	ctx, cancel := chromedp.NewContext(actx)

@@ -1,12 +1,10 @@
 package e2e
 
 import (
-	"archive/tar"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,29 +14,14 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/canvasapp/companion/internal/testsupport"
+	"github.com/canvasapp/companion/internal/testsupport/dockertest"
 )
 
 // putTree writes files (path → content, paths relative to dest) into a
 // container through the Engine API, making the directories on the way.
 func putTree(t *testing.T, boxID, dest string, files map[string]string) {
 	t.Helper()
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	dirs := map[string]bool{}
-	for name := range files {
-		for d := filepath.Dir(name); d != "." && !dirs[d]; d = filepath.Dir(d) {
-			dirs[d] = true
-		}
-	}
-	for d := range dirs {
-		tw.WriteHeader(&tar.Header{Name: d + "/", Mode: 0o755, Typeflag: tar.TypeDir})
-	}
-	for name, content := range files {
-		tw.WriteHeader(&tar.Header{Name: name, Mode: 0o640, Size: int64(len(content)), Typeflag: tar.TypeReg})
-		tw.Write([]byte(content))
-	}
-	tw.Close()
-	if _, err := dockerCLI(t).CopyToContainer(context.Background(), boxID, client.CopyToContainerOptions{DestinationPath: dest, Content: &buf}); err != nil {
+	if err := dockertest.PutFiles(context.Background(), dockerCLI(t), boxID, dest, files, 0o640); err != nil {
 		t.Fatalf("write files into box %s: %v", boxID, err)
 	}
 }
@@ -46,17 +29,7 @@ func putTree(t *testing.T, boxID, dest string, files map[string]string) {
 // boxFile reads one file of a container through the Engine API.
 func boxFile(t *testing.T, boxID, p string) (string, error) {
 	t.Helper()
-	res, err := dockerCLI(t).CopyFromContainer(context.Background(), boxID, client.CopyFromContainerOptions{SourcePath: p})
-	if err != nil {
-		return "", err
-	}
-	defer res.Content.Close()
-	tr := tar.NewReader(res.Content)
-	if _, err := tr.Next(); err != nil {
-		return "", err
-	}
-	b, err := io.ReadAll(tr)
-	return string(b), err
+	return dockertest.ReadFile(context.Background(), dockerCLI(t), boxID, p)
 }
 
 // scopeBoxes lists the containers of a docker scope, straight from the

@@ -1,7 +1,6 @@
 package uibridge
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -26,22 +24,7 @@ import (
 const testToken = "tok-3b7e9f0c2d4a4e6b8c1d5f7a9e0b2c4d"
 
 // syncBuffer collects log output from several goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = testsupport.SyncBuffer
 
 // testEnv is a real server: a SQLite store in a temp dir, a core.Service
 // over it, and the ui-bridge served on a loopback listener.

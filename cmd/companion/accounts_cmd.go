@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -74,19 +72,9 @@ func runAccounts(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	var sf secretFlags
 	sf.addFlags(fs)
 	// Flags may come after the argument ("add daytona --label x").
-	var pos []string
-	for {
-		if err := fs.Parse(rest); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return 0
-			}
-			return 2
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		pos = append(pos, fs.Arg(0))
-		rest = fs.Args()[1:]
+	pos, code, ok := parseFlags(fs, rest)
+	if !ok {
+		return code
 	}
 	if err := sf.check(); err != nil {
 		fmt.Fprintf(stderr, "companion accounts %s: %v\n", sub, err)
@@ -105,11 +93,7 @@ func runAccounts(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "companion accounts: unknown subcommand %q\n\n%s", sub, accountsUsage)
 		return 2
 	}
-	if err != nil {
-		fmt.Fprintf(stderr, "companion accounts %s: %v\n", sub, err)
-		return 1
-	}
-	return 0
+	return subcommandResult("accounts", sub, err, stderr)
 }
 
 // offline is companion's core on a data dir, without a server: what the

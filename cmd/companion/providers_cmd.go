@@ -47,19 +47,9 @@ func runProviders(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 	out := fs.String("o", "", "output `file` (pack)")
 	// Flags may come after the file too ("pack in.wasm --manifest m.json
 	// -o out.wasm"): the flag package stops at the first argument.
-	var files []string
-	for {
-		if err := fs.Parse(rest); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return 0
-			}
-			return 2
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		files = append(files, fs.Arg(0))
-		rest = fs.Args()[1:]
+	files, code, ok := parseFlags(fs, rest)
+	if !ok {
+		return code
 	}
 	ctx := context.Background()
 	var err error
@@ -78,11 +68,7 @@ func runProviders(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "companion providers: unknown subcommand %q\n\n%s", sub, providersUsage)
 		return 2
 	}
-	if err != nil {
-		fmt.Fprintf(stderr, "companion providers %s: %v\n", sub, err)
-		return 1
-	}
-	return 0
+	return subcommandResult("providers", sub, err, stderr)
 }
 
 func oneArg(args []string, what string) (string, error) {
@@ -95,10 +81,7 @@ func oneArg(args []string, what string) (string, error) {
 // openHost opens the data dir's store and a Wasm host on it, for the
 // offline commands.
 func openHost(ctx context.Context, dataDir string, progressOut io.Writer) (*wasm.Host, *db.Store, func(), error) {
-	if err := os.MkdirAll(dataDir, 0o700); err != nil {
-		return nil, nil, nil, err
-	}
-	store, err := db.Open(ctx, filepath.Join(dataDir, "companion.db"))
+	store, err := openDataDirStore(ctx, dataDir)
 	if err != nil {
 		return nil, nil, nil, err
 	}

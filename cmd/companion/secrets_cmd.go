@@ -162,11 +162,7 @@ func runSecrets(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "companion secrets: unknown subcommand %q\n\n%s", sub, secretsUsage)
 		return 2
 	}
-	if err != nil {
-		fmt.Fprintf(stderr, "companion secrets %s: %v\n", sub, err)
-		return 1
-	}
-	return 0
+	return subcommandResult("secrets", sub, err, stderr)
 }
 
 // genKey writes a new key to out (created 0600, never overwritten) or to

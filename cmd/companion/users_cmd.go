@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -41,22 +40,6 @@ const tokensUsage = `Usage:
   companion tokens revoke --user NAME [--data-dir DIR | --database-file FILE] TOKEN_ID
 `
 
-// parseWithArgs parses flags that may come before or after the positional
-// arguments (the flag package stops at the first argument).
-func parseWithArgs(fs *flag.FlagSet, rest []string) ([]string, error) {
-	var args []string
-	for {
-		if err := fs.Parse(rest); err != nil {
-			return nil, err
-		}
-		if fs.NArg() == 0 {
-			return args, nil
-		}
-		args = append(args, fs.Arg(0))
-		rest = fs.Args()[1:]
-	}
-}
-
 // openAuth opens the store serve uses (PostgreSQL when dbf names one, else
 // the data dir's SQLite file) and the login service on it.
 func openAuth(ctx context.Context, dataDir string, dbf databaseFlags) (*auth.Service, func(), error) {
@@ -71,10 +54,7 @@ func openAuth(ctx context.Context, dataDir string, dbf databaseFlags) (*auth.Ser
 		}
 		return auth.New(auth.Config{Store: store}), func() { store.Close() }, nil
 	}
-	if err := os.MkdirAll(dataDir, 0o700); err != nil {
-		return nil, nil, fmt.Errorf("create data dir: %w", err)
-	}
-	store, err := db.Open(ctx, filepath.Join(dataDir, "companion.db"))
+	store, err := openDataDirStore(ctx, dataDir)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -98,14 +78,12 @@ func runUsers(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	dataDir := fs.String("data-dir", defaultDataDir(), "companion's data `directory`")
 	dbf := addStoreFlags(fs)
 	admin := fs.Bool("admin", false, "make the user an admin (add)")
-	names, err := parseWithArgs(fs, rest)
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
-	} else if err != nil {
-		return 2
+	names, code, ok := parseFlags(fs, rest)
+	if !ok {
+		return code
 	}
 	ctx := context.Background()
-	err = func() error {
+	err := func() error {
 		if sub != "list" && len(names) != 1 {
 			return fmt.Errorf("want exactly one user NAME (see --help)")
 		}
@@ -166,11 +144,7 @@ func runUsers(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		return nil
 	}()
-	if err != nil {
-		fmt.Fprintf(stderr, "companion users %s: %v\n", sub, err)
-		return 1
-	}
-	return 0
+	return subcommandResult("users", sub, err, stderr)
 }
 
 // readPassword reads a password from the terminal without echo (asking
@@ -211,14 +185,12 @@ func runTokens(args []string, stdout, stderr io.Writer) int {
 	user := fs.String("user", "", "the user `NAME` the token belongs to")
 	label := fs.String("label", "", "a `label` to recognise the token by (create)")
 	expires := fs.Duration("expires", 720*time.Hour, "lifetime (create); 0 means never")
-	ids, err := parseWithArgs(fs, rest)
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
-	} else if err != nil {
-		return 2
+	ids, code, ok := parseFlags(fs, rest)
+	if !ok {
+		return code
 	}
 	ctx := context.Background()
-	err = func() error {
+	err := func() error {
 		if *user == "" {
 			return errors.New("--user NAME is required")
 		}
@@ -271,9 +243,5 @@ func runTokens(args []string, stdout, stderr io.Writer) int {
 		}
 		return nil
 	}()
-	if err != nil {
-		fmt.Fprintf(stderr, "companion tokens %s: %v\n", sub, err)
-		return 1
-	}
-	return 0
+	return subcommandResult("tokens", sub, err, stderr)
 }

@@ -32,15 +32,7 @@ func benchPage() error {
 	if err != nil {
 		return err
 	}
-	b, err := buildBins()
-	if err != nil {
-		return err
-	}
-	dir, err := seededDir(10_000)
-	if err != nil {
-		return err
-	}
-	s, list, err := startWarm(b.companion, dir)
+	_, s, list, err := startSeeded(nil, 10_000)
 	if err != nil {
 		return err
 	}

@@ -35,15 +35,7 @@ const idleStore = 10
 // with the same client process: connect storm and fan-out on a store of
 // 10k workspaces.
 func benchStreamProcess(rounds int) error {
-	b, err := buildBins()
-	if err != nil {
-		return err
-	}
-	dir, err := seededDir(10_000)
-	if err != nil {
-		return err
-	}
-	comp, list, err := startWarm(b.companion, dir)
+	b, comp, list, err := startSeeded(nil, 10_000)
 	if err != nil {
 		return err
 	}
@@ -108,15 +100,7 @@ func benchStreamProcess(rounds int) error {
 // companion against the bare hub, RSS sampled until settled after each
 // batch (see wsclient's idle).
 func benchIdleMemory() error {
-	b, err := buildBins()
-	if err != nil {
-		return err
-	}
-	dir, err := seededDir(idleStore)
-	if err != nil {
-		return err
-	}
-	comp, list, err := startWarmEnv(idleEnv, b.companion, dir)
+	b, comp, list, err := startSeeded(idleEnv, idleStore)
 	if err != nil {
 		return err
 	}
@@ -152,12 +136,9 @@ func benchIdleMemory() error {
 // forced GC neither process offers an endpoint for.
 var idleEnv = []string{"GOGC=10"}
 
-// startWarm starts companion on dir, waits until its background work is
-// done and returns it with its GET /v1/workspaces answer.
-func startWarm(bin, dir string) (*server, []byte, error) {
-	return startWarmEnv(nil, bin, dir)
-}
-
+// startWarmEnv starts companion on dir with env added, waits until its
+// background work is done and returns it with its GET /v1/workspaces
+// answer.
 func startWarmEnv(env []string, bin, dir string) (*server, []byte, error) {
 	s, err := startServerEnv(env, bin, desktopArgs(dir)...)
 	if err != nil {

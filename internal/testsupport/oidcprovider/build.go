@@ -18,6 +18,8 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+
+	"github.com/canvasapp/companion/internal/testsupport"
 )
 
 // Versions of the parts, pinned: the demo clients and users below were read
@@ -84,22 +86,7 @@ func binary(tb testing.TB, pkg, version, builtName, name string) string {
 }
 
 // syncBuffer collects a process's output for the failure message.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = testsupport.SyncBuffer
 
 // run starts bin with args and env, stops it (SIGKILL is fine: both are
 // stateless test servers) when tb ends, and prints its output if tb failed.

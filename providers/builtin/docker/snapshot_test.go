@@ -17,6 +17,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/canvasapp/companion/core"
+	"github.com/canvasapp/companion/internal/testsupport/dockertest"
 	"github.com/canvasapp/companion/providers/builtin/docker"
 )
 
@@ -67,12 +68,7 @@ func (d dirSource) Open(name string) (io.ReadCloser, error) {
 // putFile writes one file into a container through the Engine API.
 func putFile(t *testing.T, cli *client.Client, id, dir, name, content string) {
 	t.Helper()
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(content)), Typeflag: tar.TypeReg})
-	tw.Write([]byte(content))
-	tw.Close()
-	if _, err := cli.CopyToContainer(ctxT(t), id, client.CopyToContainerOptions{DestinationPath: dir, Content: &buf}); err != nil {
+	if err := dockertest.PutFiles(ctxT(t), cli, id, dir, map[string]string{name: content}, 0o644); err != nil {
 		t.Fatalf("put %s/%s: %v", dir, name, err)
 	}
 }
@@ -80,17 +76,7 @@ func putFile(t *testing.T, cli *client.Client, id, dir, name, content string) {
 // readFile reads one file out of a container through the Engine API.
 func readFile(t *testing.T, cli *client.Client, id, p string) (string, error) {
 	t.Helper()
-	res, err := cli.CopyFromContainer(ctxT(t), id, client.CopyFromContainerOptions{SourcePath: p})
-	if err != nil {
-		return "", err
-	}
-	defer res.Content.Close()
-	tr := tar.NewReader(res.Content)
-	if _, err := tr.Next(); err != nil {
-		return "", err
-	}
-	b, err := io.ReadAll(tr)
-	return string(b), err
+	return dockertest.ReadFile(ctxT(t), cli, id, p)
 }
 
 func TestSnapshotAndRestore(t *testing.T) {

@@ -1,0 +1,76 @@
+//go:build unix || windows
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+)
+
+// fileLock is the platform's exclusive, non-blocking lock on an open file
+// (flock on unix, LockFileEx on windows). The OS drops it when the process
+// ends, even when it is killed.
+type fileLock interface {
+	// tryLock takes the lock without waiting: busy when another process
+	// holds it, err for any other failure.
+	tryLock() (busy bool, err error)
+	// unlock releases the lock taken by tryLock.
+	unlock()
+}
+
+// lockDataDir takes an exclusive lock on dir, so that two companions never
+// run on one data directory: each keeps workspaces in memory and would
+// overwrite the other's updates and re-run the other's journal. It waits up
+// to wait for a previous companion that is still shutting down (the
+// desktop app restarting its child). The lock goes with the process; the
+// holder's pid is written to companion.lock so a waiting companion can
+// name it.
+func lockDataDir(ctx context.Context, dir string, wait time.Duration) (release func(), err error) {
+	path := filepath.Join(dir, "companion.lock")
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("lock data dir: %w", err)
+	}
+	l := newFileLock(f)
+	deadline := time.Now().Add(wait)
+	for {
+		busy, err := l.tryLock()
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("lock data dir: %w", err)
+		}
+		if !busy {
+			break
+		}
+		if time.Now().After(deadline) {
+			holder, _ := os.ReadFile(path)
+			f.Close()
+			return nil, fmt.Errorf("another companion (pid %s) is using the data dir %s; stop it or choose another --data-dir",
+				orUnknown(string(bytes.TrimSpace(holder))), dir)
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	f.Truncate(0)
+	f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	return func() {
+		l.unlock()
+		f.Close()
+	}, nil
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
+}

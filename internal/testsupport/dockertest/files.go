@@ -1,0 +1,50 @@
+package dockertest
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"io"
+	"path/filepath"
+
+	"github.com/moby/moby/client"
+)
+
+// PutFiles writes files (path relative to dest → content) into container
+// id through the Engine API, with mode, making the directories on the way
+// (mode 0755). It goes around the box's agent, as a user's own tools would.
+func PutFiles(ctx context.Context, cli *client.Client, id, dest string, files map[string]string, mode int64) error {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	dirs := map[string]bool{}
+	for name := range files {
+		for d := filepath.Dir(name); d != "." && !dirs[d]; d = filepath.Dir(d) {
+			dirs[d] = true
+		}
+	}
+	for d := range dirs {
+		tw.WriteHeader(&tar.Header{Name: d + "/", Mode: 0o755, Typeflag: tar.TypeDir})
+	}
+	for name, content := range files {
+		tw.WriteHeader(&tar.Header{Name: name, Mode: mode, Size: int64(len(content)), Typeflag: tar.TypeReg})
+		tw.Write([]byte(content))
+	}
+	tw.Close()
+	_, err := cli.CopyToContainer(ctx, id, client.CopyToContainerOptions{DestinationPath: dest, Content: &buf})
+	return err
+}
+
+// ReadFile reads one file of container id through the Engine API.
+func ReadFile(ctx context.Context, cli *client.Client, id, path string) (string, error) {
+	res, err := cli.CopyFromContainer(ctx, id, client.CopyFromContainerOptions{SourcePath: path})
+	if err != nil {
+		return "", err
+	}
+	defer res.Content.Close()
+	tr := tar.NewReader(res.Content)
+	if _, err := tr.Next(); err != nil {
+		return "", err
+	}
+	b, err := io.ReadAll(tr)
+	return string(b), err
+}
