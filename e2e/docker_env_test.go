@@ -13,6 +13,14 @@ import (
 // boxImage is the agent-server emulator image, built once per run.
 func boxImage(t *testing.T) string { return dockertest.BoxImage(t) }
 
+// idleBoxImage is a box image whose agent-server reports an hour of idle
+// time from the start. Tests that preview a delete and then confirm it use
+// it, so a slow idle-clock reading on a loaded machine is never taken for
+// use since the preview.
+func idleBoxImage(t *testing.T) string {
+	return dockertest.BoxImageEnv(t, map[string]string{"EMULATOR_IDLE_AT_START_SECONDS": "3600"})
+}
+
 // dockerScope is a docker scope of the test's own, emptied when it ends.
 func dockerScope(t *testing.T) string { return dockertest.Scope(t) }
 

@@ -167,7 +167,7 @@ func auditVerify(t *testing.T, dataDir string) (int, string) {
 // one row is edited in the SQLite file (companion stopped) it fails and
 // names that row. Needs the keyring (the Daytona account's token).
 func TestAuditTrail(t *testing.T) {
-	image, scope := boxImage(t), dockerScope(t)
+	image, scope := idleBoxImage(t), dockerScope(t)
 	dt := daytona.New(daytona.Options{Token: cloudToken, Clock: emulator.NewWallClock(), Delays: &daytona.Delays{}})
 	srv := httptest.NewServer(dt.Handler())
 	t.Cleanup(func() { dt.Close(); srv.Close() })

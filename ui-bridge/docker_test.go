@@ -25,7 +25,10 @@ func dockerEnv(t *testing.T, host string) *testEnv {
 	ctx := context.Background()
 	img := "companion-e2e-box:unused"
 	if host == "" {
-		img = dockertest.BoxImage(t)
+		// Boxes look idle for an hour from the start, so the delete's
+		// "used since the preview" check cannot mistake a slow idle-clock
+		// reading on a loaded machine for use.
+		img = dockertest.BoxImageEnv(t, map[string]string{"EMULATOR_IDLE_AT_START_SECONDS": "3600"})
 	}
 	scope := dockertest.Scope(t)
 	p, err := docker.New(docker.Config{Image: img, Scope: scope, Host: host, Logger: slogTo(io.Discard)})
