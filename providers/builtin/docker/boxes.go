@@ -196,6 +196,14 @@ func (p *Provider) describe(ctx context.Context, ins container.InspectResponse, 
 	}
 	if probe && b.URL != "" && b.State == core.StateRunning {
 		b.LastActivityAt = p.lastActivity(ctx, b.URL)
+		if b.LastActivityAt.IsZero() && ins.State != nil {
+			// Its server is not answering yet (it has just started): the
+			// start is its last activity, which is also where the server's
+			// idle clock will begin. Reporting nothing would leave an older
+			// figure standing, and the first real reading would then look
+			// like use.
+			b.LastActivityAt = parseTime(ins.State.StartedAt)
+		}
 	}
 	d := described{Box: b}
 	for _, m := range ins.Mounts {
