@@ -97,6 +97,41 @@ func (b *AuditBreak) Error() string {
 	return fmt.Sprintf("audit entry %d: %s", b.ID, b.Reason)
 }
 
+// auditRows is the rows of qAuditAll, from either engine.
+type auditRows interface {
+	scanner
+	Next() bool
+	Err() error
+}
+
+// verifyAuditRows checks the chain row by row against head, the recorded
+// newest id. It returns how many entries verified and the first break, if
+// any; err is a read failure.
+func verifyAuditRows(rows auditRows, head int64) (n int, brk *AuditBreak, err error) {
+	prev, want := "", int64(1)
+	for rows.Next() {
+		e, err := scanAudit(rows)
+		if err != nil {
+			return n, nil, err
+		}
+		if brk := checkAuditRow(e, prev, want); brk != nil {
+			return n, brk, nil
+		}
+		prev, want = e.Hash, e.ID+1
+		n++
+	}
+	if err := rows.Err(); err != nil {
+		return n, nil, err
+	}
+	if last := want - 1; last != head {
+		if last > head {
+			return n, &AuditBreak{ID: last, Reason: fmt.Sprintf("entries up to %d exist but the recorded head is %d: the head was edited", last, head)}, nil
+		}
+		return n, &AuditBreak{ID: head, Reason: fmt.Sprintf("the newest entry should be %d but the trail ends at %d: entries were removed from its end", head, last)}, nil
+	}
+	return n, nil, nil
+}
+
 // VerifyAudit walks the whole chain in id order, recomputing every hash.
 // It returns how many entries verified and, if the chain is broken, an
 // *AuditBreak naming the first bad row. Other errors are read failures.
@@ -113,29 +148,8 @@ func (s *Store) VerifyAudit(ctx context.Context) (int, error) {
 			return err
 		}
 		defer rows.Close()
-		prev, want := "", int64(1)
-		for rows.Next() {
-			e, err := scanAudit(rows)
-			if err != nil {
-				return err
-			}
-			brk = checkAuditRow(e, prev, want)
-			if brk != nil {
-				return nil
-			}
-			prev, want = e.Hash, e.ID+1
-			n++
-		}
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		if last := want - 1; last != head {
-			brk = &AuditBreak{ID: head, Reason: fmt.Sprintf("the newest entry should be %d but the trail ends at %d: entries were removed from its end", head, last)}
-			if last > head {
-				brk = &AuditBreak{ID: last, Reason: fmt.Sprintf("entries up to %d exist but the recorded head is %d: the head was edited", last, head)}
-			}
-		}
-		return nil
+		n, brk, err = verifyAuditRows(rows, head)
+		return err
 	})
 	if err != nil {
 		return n, err

@@ -2,7 +2,6 @@ package db
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/canvasapp/companion/core"
@@ -81,28 +80,8 @@ func (s *PGStore) VerifyAudit(ctx context.Context) (int, error) {
 			return err
 		}
 		defer rows.Close()
-		prev, want := "", int64(1)
-		for rows.Next() {
-			e, err := scanAudit(rows)
-			if err != nil {
-				return err
-			}
-			if brk = checkAuditRow(e, prev, want); brk != nil {
-				return nil
-			}
-			prev, want = e.Hash, e.ID+1
-			n++
-		}
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		if last := want - 1; last != head {
-			brk = &AuditBreak{ID: head, Reason: fmt.Sprintf("the newest entry should be %d but the trail ends at %d: entries were removed from its end", head, last)}
-			if last > head {
-				brk = &AuditBreak{ID: last, Reason: fmt.Sprintf("entries up to %d exist but the recorded head is %d: the head was edited", last, head)}
-			}
-		}
-		return nil
+		n, brk, err = verifyAuditRows(rows, head)
+		return err
 	})
 	if err != nil {
 		return n, err
