@@ -84,15 +84,7 @@ func (s *PGStore) candidates(ctx context.Context, what, q, accountID string, at 
 	if err != nil {
 		return nil, s.wrap(what, err)
 	}
-	list, err := pgScanAll(rows, func(r scanner) (core.RetentionCandidate, error) {
-		var (
-			c  core.RetentionCandidate
-			da sql.NullInt64
-		)
-		err := r.Scan(&c.WorkspaceID, &c.AccountID, &da)
-		c.DeleteAfter = timeOf(da)
-		return c, err
-	})
+	list, err := pgScanAll(rows, scanRetentionCandidate)
 	if err != nil {
 		return nil, s.wrap(what, err)
 	}

@@ -373,23 +373,14 @@ func (s *PGStore) TakePlan(ctx context.Context, tokenHash, workspaceID string, n
 		if _, err := tx.Exec(ctx, `DELETE FROM plans WHERE expires_at <= $1`, nanos(now)); err != nil {
 			return err
 		}
-		var (
-			state                      string
-			activity, created, expires sql.NullInt64
-		)
-		err := tx.QueryRow(ctx, `DELETE FROM plans WHERE token_hash = $1 AND workspace_id = $2
-			RETURNING token_hash, workspace_id, state, box_id, last_activity_at, created_at, expires_at`, tokenHash, workspaceID).
-			Scan(&p.TokenHash, &p.WorkspaceID, &state, &p.BoxID, &activity, &created, &expires)
+		var err error
+		p, err = scanTakenPlan(tx.QueryRow(ctx, `DELETE FROM plans WHERE token_hash = $1 AND workspace_id = $2
+			RETURNING `+takenPlanCols, tokenHash, workspaceID))
 		if isNoRows(err) {
 			return nil // commit the pruning all the same
 		}
-		if err != nil {
-			return err
-		}
-		found = true
-		p.State = core.State(state)
-		p.LastActivityAt, p.CreatedAt, p.ExpiresAt = timeOf(activity), timeOf(created), timeOf(expires)
-		return nil
+		found = err == nil
+		return err
 	})
 	if err != nil {
 		return core.DeletePlan{}, err

@@ -59,23 +59,14 @@ func (s *Store) TakePlan(ctx context.Context, tokenHash, workspaceID string, now
 		if _, err := t.exec(`DELETE FROM plans WHERE expires_at <= ?`, nanos(now)); err != nil {
 			return err
 		}
-		var (
-			state                      string
-			activity, created, expires sql.NullInt64
-		)
-		err := t.queryRow(`DELETE FROM plans WHERE token_hash = ? AND workspace_id = ?
-			RETURNING token_hash, workspace_id, state, box_id, last_activity_at, created_at, expires_at`, tokenHash, workspaceID).
-			Scan(&p.TokenHash, &p.WorkspaceID, &state, &p.BoxID, &activity, &created, &expires)
+		var err error
+		p, err = scanTakenPlan(t.queryRow(`DELETE FROM plans WHERE token_hash = ? AND workspace_id = ?
+			RETURNING `+takenPlanCols, tokenHash, workspaceID))
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil // commit the pruning all the same
 		}
-		if err != nil {
-			return err
-		}
-		found = true
-		p.State = core.State(state)
-		p.LastActivityAt, p.CreatedAt, p.ExpiresAt = timeOf(activity), timeOf(created), timeOf(expires)
-		return nil
+		found = err == nil
+		return err
 	})
 	if err != nil {
 		return core.DeletePlan{}, err
@@ -83,5 +74,24 @@ func (s *Store) TakePlan(ctx context.Context, tokenHash, workspaceID string, now
 	if !found {
 		return core.DeletePlan{}, core.Errorf(core.KindNotFound, "delete confirmation not found: it is unknown, was already used or expired")
 	}
+	return p, nil
+}
+
+// takenPlanCols are the columns scanTakenPlan reads, in its order.
+const takenPlanCols = `token_hash, workspace_id, state, box_id, last_activity_at, created_at, expires_at`
+
+// scanTakenPlan reads the plan a TakePlan's DELETE … RETURNING gave back,
+// the same on both engines.
+func scanTakenPlan(r scanner) (core.DeletePlan, error) {
+	var (
+		p                          core.DeletePlan
+		state                      string
+		activity, created, expires sql.NullInt64
+	)
+	if err := r.Scan(&p.TokenHash, &p.WorkspaceID, &state, &p.BoxID, &activity, &created, &expires); err != nil {
+		return core.DeletePlan{}, err
+	}
+	p.State = core.State(state)
+	p.LastActivityAt, p.CreatedAt, p.ExpiresAt = timeOf(activity), timeOf(created), timeOf(expires)
 	return p, nil
 }

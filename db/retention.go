@@ -103,20 +103,28 @@ func (s *Store) candidates(ctx context.Context, what, q, accountID string, at ti
 	defer rows.Close()
 	var out []core.RetentionCandidate
 	for rows.Next() {
-		var (
-			c  core.RetentionCandidate
-			da sql.NullInt64
-		)
-		if err := rows.Scan(&c.WorkspaceID, &c.AccountID, &da); err != nil {
+		c, err := scanRetentionCandidate(rows)
+		if err != nil {
 			return nil, wrap(what, err)
 		}
-		c.DeleteAfter = timeOf(da)
 		out = append(out, c)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, wrap(what, err)
 	}
 	return out, nil
+}
+
+// scanRetentionCandidate reads one row of the due and unwarned queries,
+// the same on both engines.
+func scanRetentionCandidate(r scanner) (core.RetentionCandidate, error) {
+	var (
+		c  core.RetentionCandidate
+		da sql.NullInt64
+	)
+	err := r.Scan(&c.WorkspaceID, &c.AccountID, &da)
+	c.DeleteAfter = timeOf(da)
+	return c, err
 }
 
 // MarkRetentionWarned records the delete_after a workspace was warned
