@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -76,7 +77,7 @@ func (s *PGStore) SaveWorkspace(ctx context.Context, ws core.Workspace) (core.Wo
 	}
 	var saved core.Workspace
 	err = s.write(ctx, "save workspace "+ws.ID, func(tx pgx.Tx) error {
-		saved, err = pgSaveWorkspace(ctx, tx, args)
+		saved, err = pgSaveWorkspace(ctx, tx, args, pgBumpRevNotify)
 		return err
 	})
 	if err != nil {
@@ -98,18 +99,33 @@ func (s *PGStore) SaveWorkspaces(ctx context.Context, list []core.Workspace) err
 		all[i] = args
 	}
 	return s.write(ctx, fmt.Sprintf("save %d workspaces", len(list)), func(tx pgx.Tx) error {
+		var last int64
 		for _, args := range all {
-			if _, err := pgSaveWorkspace(ctx, tx, args); err != nil {
+			saved, err := pgSaveWorkspace(ctx, tx, args, qBumpRev)
+			if err != nil {
 				return err
 			}
+			last = saved.Rev
 		}
-		return nil
+		if len(all) == 0 {
+			return nil
+		}
+		// One notification for the batch: its last revision covers it.
+		_, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, feedChannel, strconv.FormatInt(last, 10))
+		return err
 	})
 }
 
-func pgSaveWorkspace(ctx context.Context, tx pgx.Tx, args []any) (core.Workspace, error) {
+// pgBumpRevNotify is qBumpRev that also announces the new revision to
+// every replica's feed (see WatchChanges); PostgreSQL delivers it at
+// commit, and not at all on rollback.
+const pgBumpRevNotify = `WITH r AS (UPDATE meta SET value = value + 1 WHERE key = 'rev' RETURNING value)
+	SELECT value FROM r, pg_notify('` + feedChannel + `', value::text)`
+
+// pgSaveWorkspace saves one workspace in tx with the revision bump.
+func pgSaveWorkspace(ctx context.Context, tx pgx.Tx, args []any, bump string) (core.Workspace, error) {
 	var rev int64
-	if err := tx.QueryRow(ctx, qBumpRev).Scan(&rev); err != nil {
+	if err := tx.QueryRow(ctx, bump).Scan(&rev); err != nil {
 		return core.Workspace{}, err
 	}
 	args[revArg] = rev
