@@ -16,6 +16,7 @@ func groups(startupRuns, rounds int) []group {
 		{"retention", benchRetention},
 		{"page", benchPage},
 		{"login", benchLogin},
+		{"replicas", benchReplicas},
 	}
 }
 
