@@ -85,7 +85,7 @@ func BenchmarkFanoutAcrossReplicas(b *testing.B) {
 	b.ReportMetric(ms(percentile(cross.lat, 99)), "cross-p99-ms")
 }
 
-func openPGBench(b *testing.B, url string) *db.PGStore {
+func openPGBench(b testing.TB, url string) *db.PGStore {
 	b.Helper()
 	st, err := db.OpenPostgres(context.Background(), url)
 	if err != nil {
@@ -97,7 +97,7 @@ func openPGBench(b *testing.B, url string) *db.PGStore {
 
 // replicaEnv is one replica: a service on st (which follows the other
 // replicas' writes) and its stream server on a loopback listener.
-func replicaEnv(b *testing.B, st core.Store) *testEnv {
+func replicaEnv(b testing.TB, st core.Store) *testEnv {
 	b.Helper()
 	log := slogTo(io.Discard)
 	svc, err := core.NewService(context.Background(), core.Config{Store: st, Providers: &core.Registry{}, Logger: log})
