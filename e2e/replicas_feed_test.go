@@ -98,6 +98,16 @@ func TestReplicasShareTheStream(t *testing.T) {
 	if seen.Workspace == nil || seen.Workspace.ID != id || seen.Workspace.State != first.Workspace.State {
 		t.Fatalf("catch-up gave %s at %d; B's live client had %s", first.Raw, first.Rev, seen.Raw)
 	}
+	// Through Caddy (round robin: one replica, then the other) the same
+	// ?since gets a catch-up too, never a snapshot.
+	for range 2 {
+		via := rs.dial(rs.Proxy, paused.Rev)
+		m := via.next(30 * time.Second)
+		if m.Type != "upsert" || m.Workspace == nil || m.Workspace.ID != id || m.Rev < first.Rev {
+			t.Fatalf("first message after ?since=%d through the proxy: %s", paused.Rev, m.Raw)
+		}
+		via.conn.Close()
+	}
 	// Nothing is repeated after the catch-up: a new change arrives next,
 	// at a higher revision.
 	a.must(202, "POST", "/v1/workspaces/"+id+"/pause", nil, nil)
