@@ -11,6 +11,7 @@ import (
 	"github.com/canvasapp/companion/core"
 	"github.com/canvasapp/companion/db"
 	"github.com/canvasapp/companion/internal/testsupport"
+	"github.com/canvasapp/companion/internal/testsupport/fakeclock"
 	"github.com/canvasapp/companion/internal/testsupport/pgtest"
 
 	"github.com/jackc/pgx/v5"
@@ -298,5 +299,42 @@ func TestFeedResetWhenHistoryPruned(t *testing.T) {
 	}
 	if got, _ := b.feed.Get("ws_keep"); got.Name != "renamed" || b.feed.Rev() != keep.Rev {
 		t.Errorf("B after reset: %+v at revision %d, want the rename at %d", got, b.feed.Rev(), keep.Rev)
+	}
+}
+
+// silent is a notifier that never announces anything, as when every
+// notification is lost.
+type silent struct{}
+
+func (silent) WatchChanges(ctx context.Context, _ func(int64), _ func(error)) { <-ctx.Done() }
+
+// TestFeedSafetyTick: with every notification lost, B still catches up
+// with A's saves on its periodic tick (the injected clock's).
+func TestFeedSafetyTick(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	url := pgtest.NewDatabase(t)
+	a, b := openReplica(t, url), openReplica(t, url)
+	clk := fakeclock.New(time.Now())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		b.feed.Follow(ctx, silent{}, clk, core.FollowEvery, nil)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	_, _, sub := b.feed.SubscribeSnapshot(16)
+	defer sub.Close()
+	w, err := a.feed.Save(ctx, core.Workspace{ID: "ws_unannounced", State: core.StateRunning})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !clk.WaitForWaiters(1, 20*time.Second) {
+		t.Fatal("the follower set no timer")
+	}
+	if b.feed.Rev() != 0 {
+		t.Fatalf("B moved to %d before its tick", b.feed.Rev())
+	}
+	clk.Advance(core.FollowEvery)
+	if ch := next(t, sub); ch.Rev != w.Rev || ch.Workspace.ID != w.ID {
+		t.Fatalf("after the tick B published %s at %d, want %s at %d", ch.Workspace.ID, ch.Rev, w.ID, w.Rev)
 	}
 }
