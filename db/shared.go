@@ -19,6 +19,13 @@ type tx interface {
 	exec(q string, args ...any) (int64, error)
 	queryRow(q string, args ...any) scanner
 	query(q string, args ...any) (rows, error)
+	// forUpdate is the clause that locks the rows a SELECT reads until
+	// the transaction ends: PostgreSQL's FOR UPDATE; nothing on SQLite,
+	// whose write transaction already excludes every other writer.
+	forUpdate() string
+	// skipLocked is forUpdate that passes over rows another transaction
+	// holds instead of waiting for them.
+	skipLocked() string
 }
 
 // rows is a result set on either engine.
@@ -35,6 +42,10 @@ type engine interface {
 	writeTx(ctx context.Context, what string, f func(t tx) error) error
 	// readTx runs f on one snapshot; f must not write.
 	readTx(ctx context.Context, what string, f func(t tx) error) error
+	// row runs a single-row read outside a transaction.
+	row(ctx context.Context, q string, args ...any) scanner
+	// wrapErr adds context to err as the engine's other errors get.
+	wrapErr(what string, err error) error
 	clock() time.Time
 }
 
@@ -51,6 +62,12 @@ func (s *Store) readTx(ctx context.Context, what string, f func(t tx) error) err
 	return s.read(ctx, what, func(t txn) error { return f(liteTx{t}) })
 }
 
+func (s *Store) row(ctx context.Context, q string, args ...any) scanner {
+	return s.rs.queryRow(ctx, q, args...)
+}
+
+func (s *Store) wrapErr(what string, err error) error { return wrap(what, err) }
+
 func (s *Store) clock() time.Time { return s.now() }
 
 func (s *PGStore) writeTx(ctx context.Context, what string, f func(t tx) error) error {
@@ -60,6 +77,12 @@ func (s *PGStore) writeTx(ctx context.Context, what string, f func(t tx) error) 
 func (s *PGStore) readTx(ctx context.Context, what string, f func(t tx) error) error {
 	return s.read(ctx, what, func(t pgx.Tx) error { return f(pgTx{ctx, t}) })
 }
+
+func (s *PGStore) row(ctx context.Context, q string, args ...any) scanner {
+	return s.pool.QueryRow(ctx, pgText(q), args...)
+}
+
+func (s *PGStore) wrapErr(what string, err error) error { return s.wrap(what, err) }
 
 func (s *PGStore) clock() time.Time { return s.now() }
 
@@ -83,6 +106,9 @@ func (l liteTx) query(q string, args ...any) (rows, error) {
 	}
 	return liteRows{r}, nil
 }
+
+func (liteTx) forUpdate() string  { return "" }
+func (liteTx) skipLocked() string { return "" }
 
 type liteRows struct{ *sql.Rows }
 
@@ -109,6 +135,9 @@ func (p pgTx) query(q string, args ...any) (rows, error) {
 	}
 	return r, nil
 }
+
+func (pgTx) forUpdate() string  { return " FOR UPDATE" }
+func (pgTx) skipLocked() string { return " FOR UPDATE SKIP LOCKED" }
 
 // pgTexts caches pgSQL's rewrites by statement text.
 var pgTexts sync.Map
