@@ -54,7 +54,7 @@ func (s *PGStore) GetWorkspace(ctx context.Context, id string) (core.Workspace, 
 // ListWorkspaces returns every workspace that is not a tombstone, oldest
 // change first.
 func (s *PGStore) ListWorkspaces(ctx context.Context) ([]core.Workspace, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+workspaceCols+` FROM workspaces WHERE removed_at IS NULL ORDER BY rev`)
+	rows, err := s.pool.Query(ctx, qListLive)
 	if err != nil {
 		return nil, s.wrap("list workspaces", err)
 	}
@@ -66,21 +66,17 @@ func (s *PGStore) ListWorkspaces(ctx context.Context) ([]core.Workspace, error) 
 }
 
 // SaveWorkspace inserts or replaces ws with the next revision, as
-// Store.SaveWorkspace does. The counter row stays locked until the
-// transaction commits, so revisions become visible in order on every
-// replica and ?since catch-up never skips one.
+// Store.SaveWorkspace does, in one statement (pgSaveOne). The counter row
+// stays locked until it commits, so revisions become visible in order on
+// every replica and ?since catch-up never skips one.
 func (s *PGStore) SaveWorkspace(ctx context.Context, ws core.Workspace) (core.Workspace, error) {
 	args, err := workspaceArgsAt(ws, s.now().UTC())
 	if err != nil {
 		return ws, err
 	}
-	var saved core.Workspace
-	err = s.write(ctx, "save workspace "+ws.ID, func(tx pgx.Tx) error {
-		saved, err = pgSaveWorkspace(ctx, tx, args)
-		return err
-	})
+	saved, err := scanWorkspace(s.pool.QueryRow(ctx, pgSaveOne, withoutRev(args)...))
 	if err != nil {
-		return ws, err
+		return ws, s.wrap("save workspace "+ws.ID, err)
 	}
 	return saved, nil
 }
