@@ -13,7 +13,8 @@ import (
 // TestReplicasShareLoginState: two serve replicas on one PostgreSQL share
 // what a sign-in depends on. A password guessed on replica A until it is
 // locked out is refused on replica B too, even the right one; a session
-// cookie from a sign-in on A works on B; signing out on B ends it on A.
+// cookie from a sign-in on A works on B; a token made on B works on A and
+// one revoked on A fails on B; signing out on B ends the session on A.
 func TestReplicasShareLoginState(t *testing.T) {
 	rs := startReplicas(t, 2, replicaOpts{})
 	a, b := rs.Replicas[0].ready.URL, rs.Replicas[1].ready.URL
@@ -53,6 +54,19 @@ func TestReplicasShareLoginState(t *testing.T) {
 		t.Fatalf("GET /v1/me on B with A's cookie: %+v, want alice", me)
 	}
 	onA.must(200, "GET", "/v1/me", nil, nil)
+
+	// A token made on B works on A; revoked on A, it stops working on B.
+	var made struct {
+		Token string              `json:"token"`
+		Info  struct{ ID string } `json:"info"`
+	}
+	onB.must(201, "POST", "/v1/tokens", map[string]any{"label": "ci"}, &made)
+	byToken := func(base string) *webClient { c := newWebClient(t, base); c.bearer = made.Token; return c }
+	byToken(a).must(200, "GET", "/v1/me", nil, nil)
+	onA.must(204, "DELETE", "/v1/tokens/"+made.Info.ID, nil, nil)
+	if code, raw, _ := byToken(b).do("GET", "/v1/me", nil, nil); code != 401 {
+		t.Fatalf("GET /v1/me on B with a token revoked on A: %d %s, want 401", code, raw)
+	}
 
 	// Signing out on B ends the session on A (A believes a confirmed
 	// session for at most a second, so it is polled).
