@@ -24,7 +24,9 @@ func refusedByConstraint(err error) bool {
 func (s *Store) PutSession(ctx context.Context, ss auth.Session) error { return putSession(ctx, s, ss) }
 
 // PutSession implements auth.Store.
-func (s *PGStore) PutSession(ctx context.Context, ss auth.Session) error { return putSession(ctx, s, ss) }
+func (s *PGStore) PutSession(ctx context.Context, ss auth.Session) error {
+	return putSession(ctx, s, ss)
+}
 
 func putSession(ctx context.Context, e engine, ss auth.Session) error {
 	return e.writeTx(ctx, "start session", func(t tx) error {
