@@ -321,16 +321,7 @@ func (s *PGStore) PendingOps(ctx context.Context) ([]core.Op, error) {
 	return ops, nil
 }
 
-// pgScanAll reads every row with scan and closes rows.
+// pgScanAll reads every row with scan and closes rows (see scanRows).
 func pgScanAll[T any](rows pgx.Rows, scan func(scanner) (T, error)) ([]T, error) {
-	defer rows.Close()
-	var list []T
-	for rows.Next() {
-		v, err := scan(rows)
-		if err != nil {
-			return nil, err
-		}
-		list = append(list, v)
-	}
-	return list, rows.Err()
+	return scanRows(rows, scan)
 }
