@@ -209,56 +209,6 @@ func (s *PGStore) execOne(ctx context.Context, what string, missing error, q str
 	})
 }
 
-// SetAccountFlag records f on an account, replacing its flag; nil clears it.
-func (s *PGStore) SetAccountFlag(ctx context.Context, accountID string, f *core.AccountFlag) error {
-	if f == nil {
-		return s.write(ctx, "clear flag of account "+accountID, func(tx pgx.Tx) error {
-			_, err := tx.Exec(ctx, `DELETE FROM account_flags WHERE account_id = $1`, accountID)
-			return err
-		})
-	}
-	var e enc
-	since := e.time("flag since", f.Since)
-	if e.err != nil {
-		return e.err
-	}
-	if since == nil {
-		return core.Errorf(core.KindInvalid, "flag %s of account %s has no time", f.Code, accountID)
-	}
-	return s.execOne(ctx, "flag account "+accountID, notFound("account", accountID),
-		`INSERT INTO account_flags (account_id, code, message, since)
-		SELECT id, $1::text, $2::text, $3::bigint FROM accounts WHERE id = $4
-		ON CONFLICT (account_id) DO UPDATE SET code = excluded.code,
-			message = excluded.message, since = excluded.since`,
-		f.Code, f.Message, since, accountID)
-}
-
-// AccountFlags returns the flag of every flagged account, by account id.
-func (s *PGStore) AccountFlags(ctx context.Context) (map[string]core.AccountFlag, error) {
-	rows, err := s.pool.Query(ctx, `SELECT account_id, code, message, since FROM account_flags`)
-	if err != nil {
-		return nil, s.wrap("list account flags", err)
-	}
-	defer rows.Close()
-	out := map[string]core.AccountFlag{}
-	for rows.Next() {
-		var (
-			id    string
-			f     core.AccountFlag
-			since sql.NullInt64
-		)
-		if err := rows.Scan(&id, &f.Code, &f.Message, &since); err != nil {
-			return nil, s.wrap("list account flags", err)
-		}
-		f.Since = timeOf(since)
-		out[id] = f
-	}
-	if err := rows.Err(); err != nil {
-		return nil, s.wrap("list account flags", err)
-	}
-	return out, nil
-}
-
 // PutOp writes a journal entry: inserts when op.ID is 0, else updates.
 func (s *PGStore) PutOp(ctx context.Context, op core.Op) (core.Op, error) {
 	if op.WorkspaceID == "" || op.Kind == "" {

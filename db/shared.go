@@ -42,8 +42,10 @@ type engine interface {
 	writeTx(ctx context.Context, what string, f func(t tx) error) error
 	// readTx runs f on one snapshot; f must not write.
 	readTx(ctx context.Context, what string, f func(t tx) error) error
-	// row runs a single-row read outside a transaction.
+	// row runs a single-row read outside a transaction; rowsOf, a read
+	// of many rows.
 	row(ctx context.Context, q string, args ...any) scanner
+	rowsOf(ctx context.Context, q string, args ...any) (rows, error)
 	// wrapErr adds context to err as the engine's other errors get.
 	wrapErr(what string, err error) error
 	clock() time.Time
@@ -66,6 +68,14 @@ func (s *Store) row(ctx context.Context, q string, args ...any) scanner {
 	return s.rs.queryRow(ctx, q, args...)
 }
 
+func (s *Store) rowsOf(ctx context.Context, q string, args ...any) (rows, error) {
+	r, err := s.rs.query(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	return liteRows{r}, nil
+}
+
 func (s *Store) wrapErr(what string, err error) error { return wrap(what, err) }
 
 func (s *Store) clock() time.Time { return s.now() }
@@ -80,6 +90,14 @@ func (s *PGStore) readTx(ctx context.Context, what string, f func(t tx) error) e
 
 func (s *PGStore) row(ctx context.Context, q string, args ...any) scanner {
 	return s.pool.QueryRow(ctx, pgText(q), args...)
+}
+
+func (s *PGStore) rowsOf(ctx context.Context, q string, args ...any) (rows, error) {
+	r, err := s.pool.Query(ctx, pgText(q), args...)
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
 }
 
 func (s *PGStore) wrapErr(what string, err error) error { return s.wrap(what, err) }
