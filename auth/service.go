@@ -231,7 +231,9 @@ func (s *Service) Login(ctx context.Context, name, password, addr string) (strin
 	}
 	ok := VerifyPassword(password, hash) && err == nil && u.PasswordHash != ""
 	if !ok {
-		if err := s.limiter.fail(ctx, now, keys, known); err != nil {
+		// Counted even when the client has gone: hanging up must not
+		// make a guess free.
+		if err := s.limiter.fail(context.WithoutCancel(ctx), now, keys, known); err != nil {
 			return "", User{}, err
 		}
 		return "", User{}, ErrBadLogin
