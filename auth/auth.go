@@ -90,6 +90,18 @@ type Store interface {
 	ListTokens(ctx context.Context, userID string) ([]Token, error)
 	// DeleteToken removes userID's token id; another user's is not found.
 	DeleteToken(ctx context.Context, userID, id string) error
+
+	// The failed-login counts, shared by every process on the store.
+	// LoginFailures returns the windows of keys still open at now (ending
+	// after it) and until when knownKey is known (zero: never marked).
+	LoginFailures(ctx context.Context, now time.Time, keys []string, knownKey string) (map[string]FailureWindow, time.Time, error)
+	// AddLoginFailure counts one failure for each key, atomically: a key
+	// with no window open at now opens one ending at now + its Window.
+	// It also drops a bounded batch of ended rows.
+	AddLoginFailure(ctx context.Context, now time.Time, keys []FailureKey) error
+	// LoginSucceeded deletes clearKey's window and marks knownKey known
+	// until until, dropping a bounded batch of lapsed known marks.
+	LoginSucceeded(ctx context.Context, now time.Time, clearKey, knownKey string, until time.Time) error
 }
 
 // Secret prefixes make a leaked value recognisable (and greppable by

@@ -262,3 +262,24 @@ func TestTokens(t *testing.T) {
 		t.Fatalf("removed user's token: %v", err)
 	}
 }
+
+// TestFailedLoginLimitsOutliveTheService: the counts live in the store, so
+// a restarted process (or another replica on the same database) still
+// refuses an address that was locked out.
+func TestFailedLoginLimitsOutliveTheService(t *testing.T) {
+	lim := auth.Limits{PerUserAddr: 2, UserAddrWindow: 15 * time.Minute, PerAddr: 10, AddrWindow: 15 * time.Minute,
+		PerUser: 50, UserWindow: time.Minute, KnownFor: time.Hour}
+	svc, clk, store := newService(t, lim)
+	ctx := context.Background()
+	svc.AddLocalUser(ctx, "alice", "alice-password", false)
+	for range 2 {
+		svc.Login(ctx, "alice", "guess", "6.6.6.6")
+	}
+	other := auth.New(auth.Config{Store: store, Now: clk.Now, Params: cheap, Limits: lim})
+	if _, _, err := other.Login(ctx, "alice", "alice-password", "6.6.6.6"); kindOf(err) != core.KindRateLimited {
+		t.Fatalf("another service on the same store: %v, want rate limited", err)
+	}
+	if _, _, err := other.Login(ctx, "alice", "alice-password", "10.0.0.1"); err != nil {
+		t.Fatalf("another address: %v", err)
+	}
+}

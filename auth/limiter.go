@@ -1,8 +1,10 @@
 package auth
 
 import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -35,110 +37,83 @@ var DefaultLimits = Limits{
 	KnownFor: 30 * 24 * time.Hour,
 }
 
-// maxLimiterKeys bounds the limiter's memory; past it expired entries are
-// dropped, and if that is not enough the oldest half is.
-const maxLimiterKeys = 100_000
-
-type window struct {
-	start time.Time
-	n     int
+// FailureKey is one limit's key and the length of its window.
+type FailureKey struct {
+	Key    string
+	Window time.Duration
 }
 
-// limiter counts failed logins in memory. It is per process: a restart
-// forgets the counts, which costs an attacker a restart they cannot cause.
+// FailureWindow is a key's open window: N failures counted in the window
+// that ends at Ends.
+type FailureWindow struct {
+	N    int
+	Ends time.Time
+}
+
+// maxKeyLen bounds a stored key; a longer one (a huge user name) is kept
+// as its hash.
+const maxKeyLen = 200
+
+// limiter applies Limits to the counts the store keeps, so every process
+// on one database shares them: a guesser gains nothing by switching
+// replicas or waiting for a restart.
 type limiter struct {
 	lim   Limits
-	mu    sync.Mutex
-	fails map[string]*window   // "ua|user|addr", "a|addr", "u|user"
-	known map[string]time.Time // "user|addr" → known until
-}
-
-func newLimiter(l Limits) *limiter {
-	return &limiter{lim: l, fails: map[string]*window{}, known: map[string]time.Time{}}
+	store Store
 }
 
 func userKey(name string) string { return strings.ToLower(strings.TrimSpace(name)) }
 
-// blocked reports how long (user, addr) must wait before a new attempt;
-// 0 means it may try now.
-func (l *limiter) blocked(now time.Time, user, addr string) time.Duration {
-	user = userKey(user)
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	wait := l.over(now, "ua|"+user+"|"+addr, l.lim.PerUserAddr, l.lim.UserAddrWindow)
-	wait = max(wait, l.over(now, "a|"+addr, l.lim.PerAddr, l.lim.AddrWindow))
-	if until, ok := l.known[user+"|"+addr]; !ok || now.After(until) {
-		wait = max(wait, l.over(now, "u|"+user, l.lim.PerUser, l.lim.UserWindow))
+func limitKey(k string) string {
+	if len(k) <= maxKeyLen {
+		return k
 	}
-	return wait
+	sum := sha256.Sum256([]byte(k))
+	return "h|" + hex.EncodeToString(sum[:])
 }
 
-func (l *limiter) over(now time.Time, key string, limit int, win time.Duration) time.Duration {
-	w := l.fails[key]
-	if w == nil || limit <= 0 || now.Sub(w.start) >= win || w.n < limit {
+// limitKeys are the keys of the three limits and of the known address.
+type limitKeys struct{ userAddr, addr, user, known string }
+
+func keysFor(user, addr string) limitKeys {
+	user = userKey(user)
+	return limitKeys{userAddr: limitKey("ua|" + user + "|" + addr), addr: limitKey("a|" + addr),
+		user: limitKey("u|" + user), known: limitKey(user + "|" + addr)}
+}
+
+// blocked reports how long (user, addr) must wait before a new attempt (0:
+// it may try now) and whether addr is known for user.
+func (l *limiter) blocked(ctx context.Context, now time.Time, k limitKeys) (time.Duration, bool, error) {
+	open, until, err := l.store.LoginFailures(ctx, now, []string{k.userAddr, k.addr, k.user}, k.known)
+	if err != nil {
+		return 0, false, err
+	}
+	known := !until.IsZero() && !now.After(until)
+	wait := over(now, open[k.userAddr], l.lim.PerUserAddr)
+	wait = max(wait, over(now, open[k.addr], l.lim.PerAddr))
+	if !known {
+		wait = max(wait, over(now, open[k.user], l.lim.PerUser))
+	}
+	return wait, known, nil
+}
+
+func over(now time.Time, w FailureWindow, limit int) time.Duration {
+	if limit <= 0 || w.N < limit || !now.Before(w.Ends) {
 		return 0
 	}
-	return w.start.Add(win).Sub(now)
+	return w.Ends.Sub(now)
 }
 
-// fail records a failed attempt.
-func (l *limiter) fail(now time.Time, user, addr string) {
-	user = userKey(user)
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.prune(now)
-	l.bump(now, "ua|"+user+"|"+addr, l.lim.UserAddrWindow)
-	l.bump(now, "a|"+addr, l.lim.AddrWindow)
-	if until, ok := l.known[user+"|"+addr]; !ok || now.After(until) {
-		l.bump(now, "u|"+user, l.lim.UserWindow)
+// fail records a failed attempt; known is what blocked said of addr.
+func (l *limiter) fail(ctx context.Context, now time.Time, k limitKeys, known bool) error {
+	keys := []FailureKey{{k.userAddr, l.lim.UserAddrWindow}, {k.addr, l.lim.AddrWindow}}
+	if !known {
+		keys = append(keys, FailureKey{k.user, l.lim.UserWindow})
 	}
-}
-
-func (l *limiter) bump(now time.Time, key string, win time.Duration) {
-	w := l.fails[key]
-	if w == nil || now.Sub(w.start) >= win {
-		w = &window{start: now}
-		l.fails[key] = w
-	}
-	w.n++
+	return l.store.AddLoginFailure(ctx, now, keys)
 }
 
 // succeed clears the (user, address) count and marks the address known.
-func (l *limiter) succeed(now time.Time, user, addr string) {
-	user = userKey(user)
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	delete(l.fails, "ua|"+user+"|"+addr)
-	l.known[user+"|"+addr] = now.Add(l.lim.KnownFor)
-}
-
-func (l *limiter) prune(now time.Time) {
-	if len(l.fails) < maxLimiterKeys && len(l.known) < maxLimiterKeys {
-		return
-	}
-	longest := max(l.lim.UserAddrWindow, l.lim.AddrWindow, l.lim.UserWindow)
-	for k, w := range l.fails {
-		if now.Sub(w.start) >= longest {
-			delete(l.fails, k)
-		}
-	}
-	for k, until := range l.known {
-		if now.After(until) {
-			delete(l.known, k)
-		}
-	}
-	// Still full (a flood of fresh keys): forget arbitrary entries rather
-	// than grow without bound.
-	for k := range l.fails {
-		if len(l.fails) < maxLimiterKeys/2 {
-			break
-		}
-		delete(l.fails, k)
-	}
-	for k := range l.known {
-		if len(l.known) < maxLimiterKeys/2 {
-			break
-		}
-		delete(l.known, k)
-	}
+func (l *limiter) succeed(ctx context.Context, now time.Time, k limitKeys) error {
+	return l.store.LoginSucceeded(ctx, now, k.userAddr, k.known, now.Add(l.lim.KnownFor))
 }

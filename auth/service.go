@@ -85,7 +85,7 @@ func New(cfg Config) *Service {
 	if lim == (Limits{}) {
 		lim = DefaultLimits
 	}
-	s.limiter = newLimiter(lim)
+	s.limiter = &limiter{lim: lim, store: cfg.Store}
 	s.cache = map[string]cached{}
 	return s
 }
@@ -212,7 +212,12 @@ var ErrBadLogin = core.Errorf(core.KindUnauthorized, "wrong user name or passwor
 // failures give core.KindRateLimited with RetryAfter.
 func (s *Service) Login(ctx context.Context, name, password, addr string) (string, User, error) {
 	now := s.now()
-	if wait := s.limiter.blocked(now, name, addr); wait > 0 {
+	keys := keysFor(name, addr)
+	wait, known, err := s.limiter.blocked(ctx, now, keys)
+	if err != nil {
+		return "", User{}, err
+	}
+	if wait > 0 {
 		return "", User{}, &core.Error{Kind: core.KindRateLimited, RetryAfter: wait,
 			Message: fmt.Sprintf("too many failed sign-ins; try again in %s", wait.Round(time.Second))}
 	}
@@ -226,10 +231,16 @@ func (s *Service) Login(ctx context.Context, name, password, addr string) (strin
 	}
 	ok := VerifyPassword(password, hash) && err == nil && u.PasswordHash != ""
 	if !ok {
-		s.limiter.fail(now, name, addr)
+		// Counted even when the client has gone: hanging up must not
+		// make a guess free.
+		if err := s.limiter.fail(context.WithoutCancel(ctx), now, keys, known); err != nil {
+			return "", User{}, err
+		}
 		return "", User{}, ErrBadLogin
 	}
-	s.limiter.succeed(now, name, addr)
+	if err := s.limiter.succeed(ctx, now, keys); err != nil {
+		return "", User{}, err
+	}
 	secret, err := s.StartSession(ctx, u.ID, IssuerLocal)
 	return secret, u, err
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"time"
 
 	"github.com/canvasapp/companion/auth"
 	"github.com/canvasapp/companion/core"
@@ -125,120 +124,6 @@ func (s *Store) SetPassword(ctx context.Context, id, hash string) error {
 	})
 }
 
-// PutSession implements auth.Store.
-func (s *Store) PutSession(ctx context.Context, ss auth.Session) error {
-	return s.write(ctx, "start session", func(t txn) error {
-		_, err := t.exec(`INSERT INTO sessions (id_hash, user_id, method, created_at, last_seen_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)`,
-			ss.IDHash, ss.UserID, ss.Method, ss.CreatedAt.UnixNano(), ss.LastSeenAt.UnixNano(), nanos(ss.ExpiresAt))
-		if isCode(err, sqlite3.SQLITE_CONSTRAINT) {
-			return notFound("user", ss.UserID)
-		}
-		return err
-	})
-}
-
-// SessionUser implements auth.Store.
-func (s *Store) SessionUser(ctx context.Context, idHash string) (auth.Session, auth.User, error) {
-	var (
-		ss               auth.Session
-		cr, seen, expiry sql.NullInt64
-	)
-	u, err := s.credentialUser(ctx, qSessionUser, idHash, "session", &ss.UserID, &ss.Method, &cr, &seen, &expiry)
-	if err != nil {
-		return ss, u, err
-	}
-	ss.IDHash, ss.CreatedAt, ss.LastSeenAt, ss.ExpiresAt = idHash, timeOf(cr), timeOf(seen), timeOf(expiry)
-	return ss, u, nil
-}
-
-// credentialUser reads the one row query q finds for key: the
-// credential's own columns into own, then the user's (see scanUser). what
-// names the credential ("session", "token") in errors; no row is a
-// not-found error.
-func (s *Store) credentialUser(ctx context.Context, q, key, what string, own ...any) (auth.User, error) {
-	var (
-		u       auth.User
-		admin   int64
-		created sql.NullInt64
-	)
-	err := s.rs.queryRow(ctx, q, key).Scan(append(own, scanUser(&u, &admin, &created)...)...)
-	if errors.Is(err, sql.ErrNoRows) {
-		return u, notFound(what, "")
-	}
-	if err != nil {
-		return u, wrap("get "+what, err)
-	}
-	u.Admin, u.CreatedAt = admin == 1, timeOf(created)
-	return u, nil
-}
-
-// TouchSession implements auth.Store.
-func (s *Store) TouchSession(ctx context.Context, idHash string, at time.Time) error {
-	return s.write(ctx, "touch session", func(t txn) error {
-		_, err := t.exec(`UPDATE sessions SET last_seen_at = ? WHERE id_hash = ?`, at.UnixNano(), idHash)
-		return err
-	})
-}
-
-// DeleteSession implements auth.Store; an unknown session is no error.
-func (s *Store) DeleteSession(ctx context.Context, idHash string) error {
-	return s.write(ctx, "end session", func(t txn) error {
-		_, err := t.exec(`DELETE FROM sessions WHERE id_hash = ?`, idHash)
-		return err
-	})
-}
-
-// DeleteExpiredSessions implements auth.Store.
-func (s *Store) DeleteExpiredSessions(ctx context.Context, now, idleBefore time.Time) (int, error) {
-	var n int64
-	err := s.write(ctx, "prune sessions", func(t txn) error {
-		res, err := t.exec(`DELETE FROM sessions WHERE expires_at <= ? OR last_seen_at < ?`, nanos(now), nanos(idleBefore))
-		if err == nil {
-			n, err = res.RowsAffected()
-		}
-		return err
-	})
-	return int(n), err
-}
-
-// PutToken implements auth.Store.
-func (s *Store) PutToken(ctx context.Context, tk auth.Token) error {
-	var e enc
-	args := []any{tk.ID, tk.Hash, tk.UserID, tk.Label, tk.CreatedAt.UnixNano(), e.time("expires_at", tk.ExpiresAt)}
-	if e.err != nil {
-		return e.err
-	}
-	return s.write(ctx, "create token", func(t txn) error {
-		_, err := t.exec(`INSERT INTO api_tokens (id, token_hash, user_id, label, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)`, args...)
-		if isCode(err, sqlite3.SQLITE_CONSTRAINT) {
-			return notFound("user", tk.UserID)
-		}
-		return err
-	})
-}
-
-// TokenUser implements auth.Store.
-func (s *Store) TokenUser(ctx context.Context, hash string) (auth.Token, auth.User, error) {
-	var (
-		tk                    auth.Token
-		cr, expires, lastUsed sql.NullInt64
-	)
-	u, err := s.credentialUser(ctx, qTokenUser, hash, "token", &tk.ID, &tk.Label, &cr, &expires, &lastUsed)
-	if err != nil {
-		return tk, u, err
-	}
-	tk.Hash, tk.UserID, tk.CreatedAt, tk.ExpiresAt, tk.LastUsedAt = hash, u.ID, timeOf(cr), timeOf(expires), timeOf(lastUsed)
-	return tk, u, nil
-}
-
-// TouchToken implements auth.Store.
-func (s *Store) TouchToken(ctx context.Context, id string, at time.Time) error {
-	return s.write(ctx, "touch token", func(t txn) error {
-		_, err := t.exec(`UPDATE api_tokens SET last_used_at = ? WHERE id = ?`, at.UnixNano(), id)
-		return err
-	})
-}
-
 // ListTokens implements auth.Store.
 func (s *Store) ListTokens(ctx context.Context, userID string) ([]auth.Token, error) {
 	rows, err := s.r.QueryContext(ctx, `SELECT id, label, created_at, expires_at, last_used_at FROM api_tokens WHERE user_id = ? ORDER BY created_at, id`, userID)
@@ -259,13 +144,6 @@ func (s *Store) ListTokens(ctx context.Context, userID string) ([]auth.Token, er
 		out = append(out, tk)
 	}
 	return out, wrapNil("list tokens", rows.Err())
-}
-
-// DeleteToken implements auth.Store.
-func (s *Store) DeleteToken(ctx context.Context, userID, id string) error {
-	return s.write(ctx, "revoke token "+id, func(t txn) error {
-		return mustAffect(t.exec(`DELETE FROM api_tokens WHERE id = ? AND user_id = ?`, id, userID))(notFound("token", id))
-	})
 }
 
 // mustAffect turns an exec that changed no row into the error given.

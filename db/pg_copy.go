@@ -44,6 +44,8 @@ var copyTables = []copyTable{
 	{name: "users", order: "id", cols: strings.Split(userCols, ", ")},
 	{name: "sessions", order: "id_hash", cols: []string{"id_hash", "user_id", "method", "created_at", "last_seen_at", "expires_at"}},
 	{name: "api_tokens", order: "id", cols: []string{"id", "token_hash", "user_id", "label", "created_at", "expires_at", "last_used_at"}},
+	{name: "login_failures", order: "key", cols: []string{"key", "ends_at", "n"}},
+	{name: "login_known", order: "key", cols: []string{"key", "until"}},
 }
 
 // copyCounters are the meta counters that travel with the rows.

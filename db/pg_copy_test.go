@@ -57,6 +57,8 @@ func populate(t *testing.T, s storetest.Store) {
 	check(err)
 	check(s.PutSession(ctx, auth.Session{IDHash: "sh", UserID: "u", Method: "local", CreatedAt: at, LastSeenAt: at, ExpiresAt: at.Add(time.Hour)}))
 	check(s.PutToken(ctx, auth.Token{ID: "tok", Hash: "th", UserID: "u", Label: "ci", CreatedAt: at}))
+	check(s.AddLoginFailure(ctx, at, []auth.FailureKey{{Key: "ua|alice|6.6.6.6", Window: 100 * 365 * 24 * time.Hour}}))
+	check(s.LoginSucceeded(ctx, at, "none", "alice|10.0.0.1", at.Add(100*365*24*time.Hour)))
 }
 
 func TestCopySQLiteToPostgres(t *testing.T) {

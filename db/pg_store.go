@@ -55,7 +55,7 @@ func (s *PGStore) GetWorkspace(ctx context.Context, id string) (core.Workspace, 
 // ListWorkspaces returns every workspace that is not a tombstone, oldest
 // change first.
 func (s *PGStore) ListWorkspaces(ctx context.Context) ([]core.Workspace, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+workspaceCols+` FROM workspaces WHERE removed_at IS NULL ORDER BY rev`)
+	rows, err := s.pool.Query(ctx, qListLive)
 	if err != nil {
 		return nil, s.wrap("list workspaces", err)
 	}
@@ -67,21 +67,17 @@ func (s *PGStore) ListWorkspaces(ctx context.Context) ([]core.Workspace, error) 
 }
 
 // SaveWorkspace inserts or replaces ws with the next revision, as
-// Store.SaveWorkspace does. The counter row stays locked until the
-// transaction commits, so revisions become visible in order on every
-// replica and ?since catch-up never skips one.
+// Store.SaveWorkspace does, in one statement (pgSaveOne). The counter row
+// stays locked until it commits, so revisions become visible in order on
+// every replica and ?since catch-up never skips one.
 func (s *PGStore) SaveWorkspace(ctx context.Context, ws core.Workspace) (core.Workspace, error) {
 	args, err := workspaceArgsAt(ws, s.now().UTC())
 	if err != nil {
 		return ws, err
 	}
-	var saved core.Workspace
-	err = s.write(ctx, "save workspace "+ws.ID, func(tx pgx.Tx) error {
-		saved, err = pgSaveWorkspace(ctx, tx, args, pgBumpRevNotify)
-		return err
-	})
+	saved, err := scanWorkspace(s.pool.QueryRow(ctx, pgSaveOne, withoutRev(args)...))
 	if err != nil {
-		return ws, err
+		return ws, s.wrap("save workspace "+ws.ID, err)
 	}
 	return saved, nil
 }
@@ -101,7 +97,7 @@ func (s *PGStore) SaveWorkspaces(ctx context.Context, list []core.Workspace) err
 	return s.write(ctx, fmt.Sprintf("save %d workspaces", len(list)), func(tx pgx.Tx) error {
 		var last int64
 		for _, args := range all {
-			saved, err := pgSaveWorkspace(ctx, tx, args, qBumpRev)
+			saved, err := pgSaveWorkspace(ctx, tx, args)
 			if err != nil {
 				return err
 			}
@@ -116,16 +112,9 @@ func (s *PGStore) SaveWorkspaces(ctx context.Context, list []core.Workspace) err
 	})
 }
 
-// pgBumpRevNotify is qBumpRev that also announces the new revision to
-// every replica's feed (see WatchChanges); PostgreSQL delivers it at
-// commit, and not at all on rollback.
-const pgBumpRevNotify = `WITH r AS (UPDATE meta SET value = value + 1 WHERE key = 'rev' RETURNING value)
-	SELECT value FROM r, pg_notify('` + feedChannel + `', value::text)`
-
-// pgSaveWorkspace saves one workspace in tx with the revision bump.
-func pgSaveWorkspace(ctx context.Context, tx pgx.Tx, args []any, bump string) (core.Workspace, error) {
+func pgSaveWorkspace(ctx context.Context, tx pgx.Tx, args []any) (core.Workspace, error) {
 	var rev int64
-	if err := tx.QueryRow(ctx, bump).Scan(&rev); err != nil {
+	if err := tx.QueryRow(ctx, qBumpRev).Scan(&rev); err != nil {
 		return core.Workspace{}, err
 	}
 	args[revArg] = rev
@@ -238,56 +227,6 @@ func (s *PGStore) execOne(ctx context.Context, what string, missing error, q str
 	})
 }
 
-// SetAccountFlag records f on an account, replacing its flag; nil clears it.
-func (s *PGStore) SetAccountFlag(ctx context.Context, accountID string, f *core.AccountFlag) error {
-	if f == nil {
-		return s.write(ctx, "clear flag of account "+accountID, func(tx pgx.Tx) error {
-			_, err := tx.Exec(ctx, `DELETE FROM account_flags WHERE account_id = $1`, accountID)
-			return err
-		})
-	}
-	var e enc
-	since := e.time("flag since", f.Since)
-	if e.err != nil {
-		return e.err
-	}
-	if since == nil {
-		return core.Errorf(core.KindInvalid, "flag %s of account %s has no time", f.Code, accountID)
-	}
-	return s.execOne(ctx, "flag account "+accountID, notFound("account", accountID),
-		`INSERT INTO account_flags (account_id, code, message, since)
-		SELECT id, $1::text, $2::text, $3::bigint FROM accounts WHERE id = $4
-		ON CONFLICT (account_id) DO UPDATE SET code = excluded.code,
-			message = excluded.message, since = excluded.since`,
-		f.Code, f.Message, since, accountID)
-}
-
-// AccountFlags returns the flag of every flagged account, by account id.
-func (s *PGStore) AccountFlags(ctx context.Context) (map[string]core.AccountFlag, error) {
-	rows, err := s.pool.Query(ctx, `SELECT account_id, code, message, since FROM account_flags`)
-	if err != nil {
-		return nil, s.wrap("list account flags", err)
-	}
-	defer rows.Close()
-	out := map[string]core.AccountFlag{}
-	for rows.Next() {
-		var (
-			id    string
-			f     core.AccountFlag
-			since sql.NullInt64
-		)
-		if err := rows.Scan(&id, &f.Code, &f.Message, &since); err != nil {
-			return nil, s.wrap("list account flags", err)
-		}
-		f.Since = timeOf(since)
-		out[id] = f
-	}
-	if err := rows.Err(); err != nil {
-		return nil, s.wrap("list account flags", err)
-	}
-	return out, nil
-}
-
 // PutOp writes a journal entry: inserts when op.ID is 0, else updates.
 func (s *PGStore) PutOp(ctx context.Context, op core.Op) (core.Op, error) {
 	if op.WorkspaceID == "" || op.Kind == "" {
@@ -350,82 +289,7 @@ func (s *PGStore) PendingOps(ctx context.Context) ([]core.Op, error) {
 	return ops, nil
 }
 
-// PutPlan records a delete preview for an existing workspace and drops
-// expired plans.
-func (s *PGStore) PutPlan(ctx context.Context, p core.DeletePlan) error {
-	if p.TokenHash == "" {
-		return core.Errorf(core.KindInvalid, "a delete plan needs a token hash")
-	}
-	if p.ExpiresAt.IsZero() {
-		return core.Errorf(core.KindInvalid, "a delete plan needs an expiry time")
-	}
-	var e enc
-	args := []any{p.TokenHash, p.WorkspaceID, string(p.State), p.BoxID,
-		e.time("last_activity_at", p.LastActivityAt), e.time("created_at", p.CreatedAt), e.time("expires_at", p.ExpiresAt)}
-	if e.err != nil {
-		return e.err
-	}
-	return s.write(ctx, "put delete plan for workspace "+p.WorkspaceID, func(tx pgx.Tx) error {
-		var one int
-		err := tx.QueryRow(ctx, `SELECT 1 FROM workspaces WHERE id = $1`, p.WorkspaceID).Scan(&one)
-		if isNoRows(err) {
-			return notFound("workspace", p.WorkspaceID)
-		}
-		if err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `DELETE FROM plans WHERE expires_at <= $1`, nanos(s.now())); err != nil {
-			return err
-		}
-		_, err = tx.Exec(ctx, `INSERT INTO plans
-			(token_hash, workspace_id, state, box_id, last_activity_at, created_at, expires_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7)
-			ON CONFLICT (token_hash) DO UPDATE SET workspace_id = excluded.workspace_id, state = excluded.state,
-				box_id = excluded.box_id, last_activity_at = excluded.last_activity_at,
-				created_at = excluded.created_at, expires_at = excluded.expires_at`, args...)
-		return err
-	})
-}
-
-// TakePlan returns and deletes the plan for tokenHash and workspaceID in
-// one statement, so a token confirms at most one delete across replicas.
-func (s *PGStore) TakePlan(ctx context.Context, tokenHash, workspaceID string, now time.Time) (core.DeletePlan, error) {
-	var (
-		p     core.DeletePlan
-		found bool
-	)
-	err := s.write(ctx, "take delete plan", func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `DELETE FROM plans WHERE expires_at <= $1`, nanos(now)); err != nil {
-			return err
-		}
-		var err error
-		p, err = scanTakenPlan(tx.QueryRow(ctx, `DELETE FROM plans WHERE token_hash = $1 AND workspace_id = $2
-			RETURNING `+takenPlanCols, tokenHash, workspaceID))
-		if isNoRows(err) {
-			return nil // commit the pruning all the same
-		}
-		found = err == nil
-		return err
-	})
-	if err != nil {
-		return core.DeletePlan{}, err
-	}
-	if !found {
-		return core.DeletePlan{}, core.Errorf(core.KindNotFound, "delete confirmation not found: it is unknown, was already used or expired")
-	}
-	return p, nil
-}
-
-// pgScanAll reads every row with scan and closes rows.
+// pgScanAll reads every row with scan and closes rows (see scanRows).
 func pgScanAll[T any](rows pgx.Rows, scan func(scanner) (T, error)) ([]T, error) {
-	defer rows.Close()
-	var list []T
-	for rows.Next() {
-		v, err := scan(rows)
-		if err != nil {
-			return nil, err
-		}
-		list = append(list, v)
-	}
-	return list, rows.Err()
+	return scanRows(rows, scan)
 }

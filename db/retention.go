@@ -3,7 +3,6 @@ package db
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"time"
 
 	"github.com/canvasapp/companion/core"
@@ -130,7 +129,16 @@ func scanRetentionCandidate(r scanner) (core.RetentionCandidate, error) {
 // MarkRetentionWarned records the delete_after a workspace was warned
 // about.
 func (s *Store) MarkRetentionWarned(ctx context.Context, workspaceID string, deleteAfter time.Time) error {
-	return s.write(ctx, "record retention warning of "+workspaceID, func(t txn) error {
+	return markRetentionWarned(ctx, s, workspaceID, deleteAfter)
+}
+
+// MarkRetentionWarned: see Store.MarkRetentionWarned.
+func (s *PGStore) MarkRetentionWarned(ctx context.Context, workspaceID string, deleteAfter time.Time) error {
+	return markRetentionWarned(ctx, s, workspaceID, deleteAfter)
+}
+
+func markRetentionWarned(ctx context.Context, e engine, workspaceID string, deleteAfter time.Time) error {
+	return e.writeTx(ctx, "record retention warning of "+workspaceID, func(t tx) error {
 		_, err := t.exec(`INSERT INTO retention_warnings (workspace_id, delete_after) VALUES (?, ?)
 			ON CONFLICT (workspace_id) DO UPDATE SET delete_after = excluded.delete_after`, workspaceID, nanos(deleteAfter))
 		return err
@@ -139,11 +147,23 @@ func (s *Store) MarkRetentionWarned(ctx context.Context, workspaceID string, del
 
 const claimCols = `workspace_id, holder, lease_until, attempts, launched, not_before, last_error`
 
-// ClaimRetention takes the workspace's claim for holder in one write
-// transaction (BEGIN IMMEDIATE, so two processes on one file are
-// serialised): it is taken when nobody holds it, holder already does, or
-// the holder's lease ran out, and only once its backoff is over.
+// ClaimRetention takes the workspace's claim for holder: it is taken when
+// nobody holds it, holder already does, or the holder's lease ran out, and
+// only once its backoff is over. On SQLite the write transaction (BEGIN
+// IMMEDIATE) serialises two processes on one file; on PostgreSQL the row
+// is locked with FOR UPDATE SKIP LOCKED, so a replica that finds another
+// one deciding on the same claim goes on to its next workspace instead of
+// waiting, and the two can never both take it.
 func (s *Store) ClaimRetention(ctx context.Context, workspaceID, holder string, now time.Time, lease time.Duration) (core.RetentionClaim, bool, error) {
+	return claimRetention(ctx, s, workspaceID, holder, now, lease)
+}
+
+// ClaimRetention: see Store.ClaimRetention.
+func (s *PGStore) ClaimRetention(ctx context.Context, workspaceID, holder string, now time.Time, lease time.Duration) (core.RetentionClaim, bool, error) {
+	return claimRetention(ctx, s, workspaceID, holder, now, lease)
+}
+
+func claimRetention(ctx context.Context, e engine, workspaceID, holder string, now time.Time, lease time.Duration) (core.RetentionClaim, bool, error) {
 	if holder == "" {
 		return core.RetentionClaim{}, false, core.Errorf(core.KindInvalid, "a retention claim needs a holder")
 	}
@@ -151,17 +171,26 @@ func (s *Store) ClaimRetention(ctx context.Context, workspaceID, holder string, 
 		c  core.RetentionClaim
 		ok bool
 	)
-	err := s.write(ctx, "claim workspace "+workspaceID+" for retention", func(t txn) error {
-		row := t.queryRow(`INSERT INTO retention_claims (`+claimCols+`) VALUES (?1, ?2, ?3, 0, 0, 0, '')
-			ON CONFLICT (workspace_id) DO UPDATE SET holder = ?2, lease_until = ?3
-				WHERE (retention_claims.holder IN ('', ?2) OR retention_claims.lease_until <= ?4)
-					AND retention_claims.not_before <= ?4
-			RETURNING `+claimCols, workspaceID, holder, nanos(now.Add(lease)), nanos(now))
-		var err error
-		c, err = scanClaim(row)
-		if errors.Is(err, sql.ErrNoRows) {
+	err := e.writeTx(ctx, "claim workspace "+workspaceID+" for retention", func(t tx) error {
+		// A first claim needs a row to lock; an unheld one is free to take.
+		if _, err := t.exec(`INSERT INTO retention_claims (`+claimCols+`) VALUES (?, '', 0, 0, ?, 0, '')
+			ON CONFLICT (workspace_id) DO NOTHING`, workspaceID, false); err != nil {
+			return err
+		}
+		cur, err := scanClaim(t.queryRow(`SELECT `+claimCols+` FROM retention_claims WHERE workspace_id = ?`+
+			t.skipLocked(), workspaceID))
+		if isNoRows(err) {
+			return nil // another replica is deciding on it right now
+		}
+		if err != nil {
+			return err
+		}
+		free := cur.Holder == "" || cur.Holder == holder || !cur.LeaseUntil.After(now)
+		if !free || cur.NotBefore.After(now) {
 			return nil
 		}
+		c, err = scanClaim(t.queryRow(`UPDATE retention_claims SET holder = ?, lease_until = ?
+			WHERE workspace_id = ? RETURNING `+claimCols, holder, nanos(now.Add(lease)), workspaceID))
 		ok = err == nil
 		return err
 	})
@@ -204,27 +233,40 @@ func claimNanos(t time.Time) int64 {
 // SaveRetentionClaim writes c if asHolder still holds the claim (or
 // nobody does); otherwise it is a KindConflict error and nothing changes.
 func (s *Store) SaveRetentionClaim(ctx context.Context, asHolder string, c core.RetentionClaim) error {
-	return s.write(ctx, "save retention claim of "+c.WorkspaceID, func(t txn) error {
-		res, err := t.exec(`UPDATE retention_claims SET holder = ?, lease_until = ?, attempts = ?, launched = ?,
+	return saveRetentionClaim(ctx, s, asHolder, c)
+}
+
+// SaveRetentionClaim: see Store.SaveRetentionClaim.
+func (s *PGStore) SaveRetentionClaim(ctx context.Context, asHolder string, c core.RetentionClaim) error {
+	return saveRetentionClaim(ctx, s, asHolder, c)
+}
+
+func saveRetentionClaim(ctx context.Context, e engine, asHolder string, c core.RetentionClaim) error {
+	return e.writeTx(ctx, "save retention claim of "+c.WorkspaceID, func(t tx) error {
+		n, err := t.exec(`UPDATE retention_claims SET holder = ?, lease_until = ?, attempts = ?, launched = ?,
 				not_before = ?, last_error = ?
 			WHERE workspace_id = ? AND holder IN (?, '')`,
 			c.Holder, claimNanos(c.LeaseUntil), c.Attempts, c.Launched, claimNanos(c.NotBefore), c.LastError,
 			c.WorkspaceID, asHolder)
-		if err != nil {
-			return err
+		if err == nil && n == 0 {
+			err = core.Errorf(core.KindConflict, "the retention claim of workspace %s is held by another process", c.WorkspaceID)
 		}
-		if n, err := res.RowsAffected(); err != nil {
-			return err
-		} else if n == 0 {
-			return core.Errorf(core.KindConflict, "the retention claim of workspace %s is held by another process", c.WorkspaceID)
-		}
-		return nil
+		return err
 	})
 }
 
 // DropRetentionClaim forgets a workspace's claim.
 func (s *Store) DropRetentionClaim(ctx context.Context, workspaceID string) error {
-	return s.write(ctx, "drop retention claim of "+workspaceID, func(t txn) error {
+	return dropRetentionClaim(ctx, s, workspaceID)
+}
+
+// DropRetentionClaim: see Store.DropRetentionClaim.
+func (s *PGStore) DropRetentionClaim(ctx context.Context, workspaceID string) error {
+	return dropRetentionClaim(ctx, s, workspaceID)
+}
+
+func dropRetentionClaim(ctx context.Context, e engine, workspaceID string) error {
+	return e.writeTx(ctx, "drop retention claim of "+workspaceID, func(t tx) error {
 		_, err := t.exec(`DELETE FROM retention_claims WHERE workspace_id = ?`, workspaceID)
 		return err
 	})

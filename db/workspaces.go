@@ -41,7 +41,23 @@ const (
 	qBumpRev      = `UPDATE meta SET value = value + 1 WHERE key = 'rev' RETURNING value`
 	qFeedHead     = `SELECT (SELECT value FROM meta WHERE key = 'rev'), (SELECT value FROM meta WHERE key = 'floor')`
 	qChangesSince = `SELECT ` + workspaceCols + ` FROM workspaces WHERE rev > ? ORDER BY rev`
+	qListLive     = `SELECT ` + workspaceCols + ` FROM workspaces WHERE removed_at IS NULL ORDER BY rev`
 )
+
+// WorkspaceSQL is the SQL the SQLite store runs to list live workspaces and
+// to save one (bump the revision, then upsert the row with Cols columns,
+// the revision at RevArg). It is exported for the benchmark that runs the
+// very same statements through the bare driver as its baseline.
+type WorkspaceSQL struct {
+	List, BumpRev, Upsert string
+	Cols, RevArg          int
+}
+
+// SQLiteWorkspaceSQL returns the statements; see WorkspaceSQL.
+func SQLiteWorkspaceSQL() WorkspaceSQL {
+	return WorkspaceSQL{List: qListLive, BumpRev: qBumpRev, Upsert: qUpsertWorkspace,
+		Cols: len(splitCols(workspaceCols)), RevArg: revArg}
+}
 
 // GetWorkspace returns the workspace with id. Tombstones (Removed set) are
 // returned too, until pruned: core uses them to recognise a box whose
@@ -61,7 +77,7 @@ func (s *Store) GetWorkspace(ctx context.Context, id string) (core.Workspace, er
 // ListWorkspaces returns every workspace that is not a tombstone, oldest
 // change first.
 func (s *Store) ListWorkspaces(ctx context.Context) ([]core.Workspace, error) {
-	rows, err := s.rs.query(ctx, `SELECT `+workspaceCols+` FROM workspaces WHERE removed_at IS NULL ORDER BY rev`)
+	rows, err := s.rs.query(ctx, qListLive)
 	if err != nil {
 		return nil, wrap("list workspaces", err)
 	}

@@ -22,7 +22,8 @@ import (
 const accountsUsage = `Usage:
   companion accounts add PROVIDER --label LABEL [--config KEY=VALUE]... [--json]
                      [--user NAME [--shared]]
-                     [--data-dir DIR] [--secrets keyring|sealed] [--secret-key-file FILE]
+                     [--data-dir DIR | --database-file FILE]
+                     [--secrets keyring|sealed] [--secret-key-file FILE]
         add a provider account. Its token is read from stdin, never from the
         command line, e.g.
             companion accounts add daytona --label team < daytona-token
@@ -32,10 +33,11 @@ const accountsUsage = `Usage:
         required there: an account without one is nobody's); --shared, for
         an admin's account, lets every user make workspaces on it, each
         workspace staying its creator's.
-  companion accounts list [--user NAME] [--data-dir DIR] [--json]
+  companion accounts list [--user NAME] [--data-dir DIR | --database-file FILE] [--json]
         list the accounts (never their tokens); with --user, only those that
         user sees (theirs and the shared ones)
-  companion accounts remove ID [--user NAME] [--data-dir DIR] [--secrets keyring|sealed] [--secret-key-file FILE]
+  companion accounts remove ID [--user NAME] [--data-dir DIR | --database-file FILE]
+                     [--secrets keyring|sealed] [--secret-key-file FILE]
         forget an account and delete its credentials; its boxes at the
         provider are left alone. With --user, only an account of that user
 
@@ -44,6 +46,12 @@ while it runs, use its HTTP API instead (POST /v1/accounts,
 DELETE /v1/accounts/{id}; see ui-bridge/API.md). They keep tokens where
 companion does: the OS keyring, or the sealed store with --secrets sealed
 (see "companion secrets --help").
+
+With --database URL or --database-file FILE (an installation whose serve
+replicas keep their state in PostgreSQL) they work on that database
+instead, while the replicas run: every replica reads accounts from it.
+Use the sealed store there (the same --secret-key-file as serve), so every
+replica can read the token.
 `
 
 // actorCLI names the offline commands in the audit trail.
@@ -68,6 +76,7 @@ func runAccounts(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.Var(&config, "config", "a provider setting `KEY=VALUE`, e.g. api_url=https://… (add; repeatable)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	user := fs.String("user", "", "the user `NAME` that owns the account (serve installations with users)")
+	dbf := addStoreFlags(fs)
 	shared := fs.Bool("shared", false, "let every user make workspaces on the account (add; --user must be an admin)")
 	var sf secretFlags
 	sf.addFlags(fs)
@@ -80,15 +89,20 @@ func runAccounts(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "companion accounts %s: %v\n", sub, err)
 		return 2
 	}
+	dbURL, err := dbf.resolve()
+	if err != nil {
+		fmt.Fprintf(stderr, "companion accounts %s: %v\n", sub, err)
+		return 2
+	}
 	ctx := context.Background()
-	var err error
+	where := storeAt{dataDir: *dataDir, url: dbURL}
 	switch sub {
 	case "add":
-		err = accountsAdd(ctx, *dataDir, sf, pos, *label, config, accountOwner{name: *user, shared: *shared}, *asJSON, stdin, stdout, stderr)
+		err = accountsAdd(ctx, where, sf, pos, *label, config, accountOwner{name: *user, shared: *shared}, *asJSON, stdin, stdout, stderr)
 	case "list":
-		err = accountsList(ctx, *dataDir, pos, *user, *asJSON, stdout)
+		err = accountsList(ctx, where, pos, *user, *asJSON, stdout)
 	case "remove":
-		err = accountsRemove(ctx, *dataDir, sf, pos, *user, stdout, stderr)
+		err = accountsRemove(ctx, where, sf, pos, *user, stdout, stderr)
 	default:
 		fmt.Fprintf(stderr, "companion accounts: unknown subcommand %q\n\n%s", sub, accountsUsage)
 		return 2
@@ -100,18 +114,55 @@ func runAccounts(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 // offline account commands act through, so they keep tokens and check
 // them exactly as the HTTP routes do.
 type offline struct {
-	store *db.Store
+	store serverStore
 	reg   *core.Registry
 	provs *providerSet
 	svc   *core.Service
 	close []func()
 }
 
-// openOffline takes the data dir's lock, opens the store and the secret
-// store (which fails first, before anything is written, when no store can
-// keep a token), the providers and the lifecycle service. route is the
-// HTTP route to suggest when a running companion holds the lock.
-func openOffline(ctx context.Context, dataDir string, sf secretFlags, route string, stderr io.Writer) (_ *offline, err error) {
+// storeAt is where an offline command finds the store: the data dir's
+// SQLite file, or PostgreSQL when url is set (the data dir still holds
+// the installed modules).
+type storeAt struct {
+	dataDir string
+	url     string
+}
+
+// exists refuses a data dir without a database (PostgreSQL's is checked
+// when it opens).
+func (w storeAt) exists() error {
+	if w.url != "" {
+		return nil
+	}
+	path := filepath.Join(w.dataDir, "companion.db")
+	if _, err := os.Stat(path); err != nil {
+		return fmt.Errorf("no companion database at %s: %w", path, err)
+	}
+	return nil
+}
+
+// open opens the store; SQLite's must already exist when mustExist.
+func (w storeAt) open(ctx context.Context, mustExist bool) (serverStore, error) {
+	if mustExist {
+		if err := w.exists(); err != nil {
+			return nil, err
+		}
+	}
+	if w.url != "" {
+		return db.OpenPostgres(ctx, w.url)
+	}
+	return db.Open(ctx, filepath.Join(w.dataDir, "companion.db"))
+}
+
+// openOffline takes the data dir's lock (SQLite only: replicas on
+// PostgreSQL run while it works, and read accounts from the database),
+// opens the store and the secret store (which fails first, before
+// anything is written, when no store can keep a token), the providers and
+// the lifecycle service. route is the HTTP route to suggest when a
+// running companion holds the lock.
+func openOffline(ctx context.Context, where storeAt, sf secretFlags, route string, stderr io.Writer) (_ *offline, err error) {
+	dataDir := where.dataDir
 	o := &offline{}
 	defer func() {
 		if err != nil {
@@ -121,12 +172,14 @@ func openOffline(ctx context.Context, dataDir string, sf secretFlags, route stri
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create data dir: %w", err)
 	}
-	unlock, err := lockDataDir(ctx, dataDir, offlineLockWait)
-	if err != nil {
-		return nil, fmt.Errorf("%w; while it runs, use its HTTP API instead: %s (ui-bridge/API.md)", err, route)
+	if where.url == "" {
+		unlock, err := lockDataDir(ctx, dataDir, offlineLockWait)
+		if err != nil {
+			return nil, fmt.Errorf("%w; while it runs, use its HTTP API instead: %s (ui-bridge/API.md)", err, route)
+		}
+		o.close = append(o.close, unlock)
 	}
-	o.close = append(o.close, unlock)
-	o.store, err = db.Open(ctx, filepath.Join(dataDir, "companion.db"))
+	o.store, err = where.open(ctx, false)
 	if err != nil {
 		return nil, err
 	}
@@ -163,7 +216,7 @@ func (o *offline) Close() {
 	o.close = nil
 }
 
-func accountsAdd(ctx context.Context, dataDir string, sf secretFlags, pos []string, label string, config []string, who accountOwner, asJSON bool, stdin io.Reader, stdout, stderr io.Writer) error {
+func accountsAdd(ctx context.Context, where storeAt, sf secretFlags, pos []string, label string, config []string, who accountOwner, asJSON bool, stdin io.Reader, stdout, stderr io.Writer) error {
 	provider, err := oneArg(pos, "provider name")
 	if err != nil {
 		return err
@@ -176,7 +229,7 @@ func accountsAdd(ctx context.Context, dataDir string, sf secretFlags, pos []stri
 		}
 		cfg[k] = v
 	}
-	o, err := openOffline(ctx, dataDir, sf, "POST /v1/accounts", stderr)
+	o, err := openOffline(ctx, where, sf, "POST /v1/accounts", stderr)
 	if err != nil {
 		return err
 	}
@@ -285,15 +338,11 @@ func credentialNames(specs []core.CredentialSpec) string {
 
 // accountsList reads the accounts without the lock or the secret store:
 // it reads names only, and a running companion does not mind.
-func accountsList(ctx context.Context, dataDir string, pos []string, user string, asJSON bool, stdout io.Writer) error {
+func accountsList(ctx context.Context, where storeAt, pos []string, user string, asJSON bool, stdout io.Writer) error {
 	if len(pos) != 0 {
 		return fmt.Errorf("unexpected argument %q (see --help)", pos[0])
 	}
-	path := filepath.Join(dataDir, "companion.db")
-	if _, err := os.Stat(path); err != nil {
-		return fmt.Errorf("no companion database at %s: %w", path, err)
-	}
-	store, err := db.Open(ctx, path)
+	store, err := where.open(ctx, true)
 	if err != nil {
 		return err
 	}
@@ -326,16 +375,15 @@ func accountsList(ctx context.Context, dataDir string, pos []string, user string
 	return tw.Flush()
 }
 
-func accountsRemove(ctx context.Context, dataDir string, sf secretFlags, pos []string, user string, stdout, stderr io.Writer) error {
+func accountsRemove(ctx context.Context, where storeAt, sf secretFlags, pos []string, user string, stdout, stderr io.Writer) error {
 	id, err := oneArg(pos, "account id")
 	if err != nil {
 		return err
 	}
-	path := filepath.Join(dataDir, "companion.db")
-	if _, err := os.Stat(path); err != nil {
-		return fmt.Errorf("no companion database at %s: %w", path, err)
+	if err := where.exists(); err != nil {
+		return err
 	}
-	o, err := openOffline(ctx, dataDir, sf, "DELETE /v1/accounts/"+id, stderr)
+	o, err := openOffline(ctx, where, sf, "DELETE /v1/accounts/"+id, stderr)
 	if err != nil {
 		return err
 	}

@@ -6,7 +6,6 @@ import (
 
 	"github.com/canvasapp/companion/auth"
 	"github.com/canvasapp/companion/core"
-	"github.com/canvasapp/companion/db"
 )
 
 // accountOwner is who `companion accounts add` adds an account for: a
@@ -21,7 +20,7 @@ type accountOwner struct {
 
 // resolve returns the owner id to add the account under, refusing what
 // would make an account nobody can use.
-func (a *accountOwner) resolve(ctx context.Context, store *db.Store) (string, error) {
+func (a *accountOwner) resolve(ctx context.Context, store auth.Store) (string, error) {
 	svc := auth.New(auth.Config{Store: store})
 	if a.name == "" {
 		if a.shared {
@@ -59,7 +58,7 @@ func (a *accountOwner) describe() string {
 
 // seenBy keeps the accounts the user called name sees: theirs and the
 // shared ones.
-func seenBy(ctx context.Context, store *db.Store, name string, list []core.Account) ([]core.Account, error) {
+func seenBy(ctx context.Context, store auth.Store, name string, list []core.Account) ([]core.Account, error) {
 	u, err := auth.New(auth.Config{Store: store}).FindUser(ctx, name)
 	if err != nil {
 		return nil, err
@@ -75,7 +74,7 @@ func seenBy(ctx context.Context, store *db.Store, name string, list []core.Accou
 
 // ownedBy answers not found unless the user called name owns acct (a
 // shared account is its owner's to remove).
-func ownedBy(ctx context.Context, store *db.Store, name string, acct core.Account) error {
+func ownedBy(ctx context.Context, store auth.Store, name string, acct core.Account) error {
 	u, err := auth.New(auth.Config{Store: store}).FindUser(ctx, name)
 	if err != nil {
 		return err

@@ -7,6 +7,7 @@ func groups(startupRuns, rounds int) []group {
 		{"startup", func() error { return measureStartup(startupRuns) }},
 		{"store", benchStore},
 		{"store-vs-sqlite", benchStoreVsSQLite},
+		{"store-engines", benchEngines},
 		{"stream", benchStream},
 		{"stream-proc", func() error { return benchStreamProcess(rounds) }},
 		{"stream-memory", benchIdleMemory},

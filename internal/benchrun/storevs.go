@@ -13,32 +13,9 @@ import (
 	_ "modernc.org/sqlite"
 )
 
-// The statements db runs to list and to upsert workspaces, copied here so
-// raw modernc.org/sqlite can run exactly them in the same process (the db
-// package keeps its SQL unexported). If db's SQL changes, change these.
-const (
-	rawCols = `id, owner, name, account_id, provider, state, box_id, box_url, adopted,
-	idle_pause_after, paused_ttl, options, paused_at, last_activity_at,
-	size_bytes, size_source, size_at, keep, delete_after, error,
-	created_at, updated_at, rev, removed_at`
-	rawList    = `SELECT ` + rawCols + ` FROM workspaces WHERE removed_at IS NULL ORDER BY rev`
-	rawBumpRev = `UPDATE meta SET value = value + 1 WHERE key = 'rev' RETURNING value`
-	rawUpsert  = `INSERT INTO workspaces (` + rawCols + `)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-	ON CONFLICT (id) DO UPDATE SET
-		owner = excluded.owner, name = excluded.name, account_id = excluded.account_id,
-		provider = excluded.provider, state = excluded.state, box_id = excluded.box_id,
-		box_url = excluded.box_url, adopted = excluded.adopted,
-		idle_pause_after = excluded.idle_pause_after, paused_ttl = excluded.paused_ttl,
-		options = excluded.options, paused_at = excluded.paused_at,
-		last_activity_at = excluded.last_activity_at, size_bytes = excluded.size_bytes,
-		size_source = excluded.size_source, size_at = excluded.size_at, keep = excluded.keep,
-		delete_after = excluded.delete_after, error = excluded.error,
-		created_at = excluded.created_at, updated_at = excluded.updated_at, rev = excluded.rev,
-		removed_at = CASE WHEN excluded.removed_at IS NULL THEN NULL
-			ELSE coalesce(workspaces.removed_at, excluded.removed_at) END
-	RETURNING ` + rawCols
-)
+// wsSQL is what db runs to list and to upsert workspaces, so raw
+// modernc.org/sqlite runs exactly the same statements in the same process.
+var wsSQL = db.SQLiteWorkspaceSQL()
 
 const (
 	storeRows    = 10_000
@@ -132,6 +109,9 @@ func viaRaw(path string) (list, ups time.Duration, err error) {
 		}
 		return (&url.URL{Scheme: "file", Path: path}).String() + "?" + q.Encode()
 	}
+	if n := len((&rawRow{}).dest()); n != wsSQL.Cols {
+		return 0, 0, fmt.Errorf("raw baseline scans %d columns, db's statements have %d: update rawRow and rawSave", n, wsSQL.Cols)
+	}
 	w, err := sql.Open("sqlite", dsn(false))
 	if err != nil {
 		return 0, 0, err
@@ -143,17 +123,17 @@ func viaRaw(path string) (list, ups time.Duration, err error) {
 		return 0, 0, err
 	}
 	defer r.Close()
-	sel, err := r.Prepare(rawList)
+	sel, err := r.Prepare(wsSQL.List)
 	if err != nil {
 		return 0, 0, err
 	}
 	defer sel.Close()
-	bump, err := w.Prepare(rawBumpRev)
+	bump, err := w.Prepare(wsSQL.BumpRev)
 	if err != nil {
 		return 0, 0, err
 	}
 	defer bump.Close()
-	up, err := w.Prepare(rawUpsert)
+	up, err := w.Prepare(wsSQL.Upsert)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -181,13 +161,15 @@ type rawRow struct {
 	idle, ttl, rev                                             int64
 	sizeBytes, pausedAt, activity, sizeAt, deleteAfter         sql.NullInt64
 	created, updated, removed                                  sql.NullInt64
+	stopReason                                                 string
+	exitCode                                                   sql.NullInt64
 }
 
 func (x *rawRow) dest() []any {
 	return []any{&x.id, &x.owner, &x.name, &x.account, &x.provider, &x.state, &x.boxID, &x.boxURL, &x.adopted,
 		&x.idle, &x.ttl, &x.options, &x.pausedAt, &x.activity,
 		&x.sizeBytes, &x.sizeSource, &x.sizeAt, &x.keep, &x.deleteAfter, &x.errText,
-		&x.created, &x.updated, &x.rev, &x.removed}
+		&x.created, &x.updated, &x.rev, &x.removed, &x.stopReason, &x.exitCode}
 }
 
 func rawScanAll(sel *sql.Stmt) (int, error) {
@@ -225,7 +207,7 @@ func rawSave(w *sql.DB, bump, up *sql.Stmt, i int) error {
 	err = tx.Stmt(up).QueryRow(ws.ID, ws.Owner, ws.Name, ws.AccountID, ws.Provider, string(ws.State), ws.BoxID, ws.BoxURL, ws.Adopted,
 		int64(ws.Lifecycle.IdlePauseAfter), int64(ws.Lifecycle.PausedTTL), `{"image":"ghcr.io/canvasapp/agent-server:latest"}`,
 		ws.PausedAt.UnixNano(), ws.LastActivityAt.UnixNano(), ws.Size.Bytes, string(ws.Size.Source), ws.Size.At.UnixNano(),
-		ws.Keep, nil, ws.Error, ws.CreatedAt.UnixNano(), now, rev, nil).Scan(x.dest()...)
+		ws.Keep, nil, ws.Error, ws.CreatedAt.UnixNano(), now, rev, nil, "", nil).Scan(x.dest()...)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,172 @@
+package db_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/canvasapp/companion/core"
+	"github.com/canvasapp/companion/db"
+	"github.com/canvasapp/companion/internal/testsupport/pgtest"
+)
+
+// benchStore is what the engine benchmarks use of a store.
+type benchStore interface {
+	SaveWorkspace(ctx context.Context, ws core.Workspace) (core.Workspace, error)
+	SaveWorkspaces(ctx context.Context, list []core.Workspace) error
+	GetWorkspace(ctx context.Context, id string) (core.Workspace, error)
+	ListWorkspaces(ctx context.Context) ([]core.Workspace, error)
+}
+
+// actionLock is the lock an action takes on its workspace: on SQLite
+// core's in-process lock (one process owns the file), on PostgreSQL the
+// workspace lease in the database that every replica respects.
+type actionLock func(ctx context.Context, id string) (unlock func(), err error)
+
+// BenchmarkEngines measures the same store figures on SQLite and on
+// PostgreSQL in one run (make bench's store-engines group reports them):
+// upserts, one action's store work (lock, re-read, write, unlock), and a
+// list of 10,000 workspaces. Each iteration is one round that times a
+// block of each on each engine in turn, so load on the machine hits both
+// alike; the best block of each counts. Run it with -benchtime Nx for N
+// rounds.
+func BenchmarkEngines(b *testing.B) {
+	const rows, block = 10_000, 50
+	type engine struct {
+		name string
+		s    benchStore
+		lock actionLock
+	}
+	sqlite, _ := openTemp(b)
+	pg, err := db.OpenPostgres(context.Background(), pgtest.NewDatabase(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { pg.Close() })
+	// A replica's feed follows the revisions (its own saves included);
+	// taking a lease asks the store whether another replica wrote since.
+	feedRev := &revTracking{PGStore: pg}
+	engines := []engine{{"sqlite", sqlite, inProcessLock()}, {"postgres", feedRev, func(ctx context.Context, id string) (func(), error) {
+		ok, err := pg.TryLeaseWorkspace(ctx, id, "bench", 30*time.Second)
+		if err != nil || !ok {
+			return nil, fmt.Errorf("lease of %s: %v, %v", id, ok, err)
+		}
+		if _, feedRev.rev, _, err = pg.Changes(ctx, feedRev.rev); err != nil {
+			return nil, err
+		}
+		return func() { pg.ReleaseWorkspaceLease(ctx, id, "bench") }, nil
+	}}}
+	for _, e := range engines {
+		fillBatched(b, e.s, rows)
+	}
+	ctx := context.Background()
+	best := map[string]time.Duration{}
+	keep := func(key string, d time.Duration) {
+		if cur, ok := best[key]; !ok || d < cur {
+			best[key] = d
+		}
+	}
+	ws := fullWorkspace("")
+	next := 0
+	id := func() string { next++; return fmt.Sprintf("ws_%05d", next%1000) }
+	for b.Loop() {
+		for _, e := range engines {
+			began := time.Now()
+			for range block {
+				ws.ID = id()
+				if _, err := e.s.SaveWorkspace(ctx, ws); err != nil {
+					b.Fatal(err)
+				}
+			}
+			keep(e.name+"/upsert", time.Since(began)/block)
+		}
+		for _, e := range engines {
+			began := time.Now()
+			for range block {
+				if err := action(ctx, e.s, e.lock, id()); err != nil {
+					b.Fatal(err)
+				}
+			}
+			keep(e.name+"/action", time.Since(began)/block)
+		}
+	}
+	b.StopTimer()
+	for range 3 {
+		for _, e := range engines {
+			began := time.Now()
+			if list, err := e.s.ListWorkspaces(ctx); err != nil || len(list) != rows {
+				b.Fatalf("%s ListWorkspaces: %d, %v", e.name, len(list), err)
+			}
+			keep(e.name+"/list10k", time.Since(began))
+		}
+	}
+	for _, e := range engines {
+		b.ReportMetric(1/best[e.name+"/upsert"].Seconds(), e.name+"-upserts/s")
+		b.ReportMetric(float64(best[e.name+"/action"].Nanoseconds())/1e3, e.name+"-µs/action")
+		b.ReportMetric(float64(best[e.name+"/list10k"].Nanoseconds())/1e6, e.name+"-ms/list10k")
+	}
+}
+
+// action is one action's store work on workspace id: take its lock,
+// re-read it, write the new state, let go.
+func action(ctx context.Context, s benchStore, lock actionLock, id string) error {
+	unlock, err := lock(ctx, id)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	ws, err := s.GetWorkspace(ctx, id)
+	if err != nil {
+		return err
+	}
+	ws.State = core.StateRunning
+	_, err = s.SaveWorkspace(ctx, ws)
+	return err
+}
+
+// inProcessLock is a per-workspace lock in memory, as core takes on SQLite.
+func inProcessLock() actionLock {
+	var mu sync.Mutex
+	held := map[string]bool{}
+	return func(_ context.Context, id string) (func(), error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if held[id] {
+			return nil, fmt.Errorf("workspace %s is locked", id)
+		}
+		held[id] = true
+		return func() { mu.Lock(); delete(held, id); mu.Unlock() }, nil
+	}
+}
+
+// fillBatched saves n workspaces, 1,000 to a transaction.
+func fillBatched(b *testing.B, s benchStore, n int) {
+	b.Helper()
+	batch := make([]core.Workspace, 0, 1000)
+	for i := range n {
+		batch = append(batch, fullWorkspace(fmt.Sprintf("ws_%05d", i)))
+		if len(batch) == cap(batch) || i == n-1 {
+			if err := s.SaveWorkspaces(context.Background(), batch); err != nil {
+				b.Fatal(err)
+			}
+			batch = batch[:0]
+		}
+	}
+}
+
+// revTracking is a PostgreSQL store that remembers the revision of its
+// last save, as the feed on top of it does.
+type revTracking struct {
+	*db.PGStore
+	rev int64
+}
+
+func (s *revTracking) SaveWorkspace(ctx context.Context, ws core.Workspace) (core.Workspace, error) {
+	saved, err := s.PGStore.SaveWorkspace(ctx, ws)
+	if err == nil {
+		s.rev = saved.Rev
+	}
+	return saved, err
+}

@@ -1,0 +1,46 @@
+package db
+
+import (
+	"fmt"
+	"strings"
+)
+
+// pgSaveOne is PGStore.SaveWorkspace's single statement: the revision bump
+// and the row's upsert, autocommitted. That is one round trip instead of
+// four (BEGIN, bump, upsert, COMMIT), most of an action's store time on
+// PostgreSQL. The counter row stays locked until the statement commits,
+// exactly as in the transaction, so revisions still become visible in
+// order. Its arguments are workspaceArgs without the revision.
+//
+// It also announces the new revision to every replica's feed (see
+// WatchChanges); PostgreSQL delivers the notification when the statement
+// commits, and not at all if it fails. The notifying CTE is referenced by
+// the upsert, so it is always evaluated.
+var pgSaveOne = `WITH r AS (` + qBumpRev + `), rn AS (SELECT value FROM r, pg_notify('` + feedChannel + `', value::text)) ` +
+	pgSQLWith(qUpsertWorkspace, revArg, `(SELECT value FROM rn)`)
+
+// pgSQLWith is pgSQL with the placeholder at index i (0-based) replaced
+// by expr and left out of the numbering.
+func pgSQLWith(q string, i int, expr string) string {
+	var b strings.Builder
+	n, seen := 0, 0
+	for _, c := range q {
+		if c != '?' {
+			b.WriteRune(c)
+			continue
+		}
+		if seen == i {
+			b.WriteString(expr)
+		} else {
+			n++
+			fmt.Fprintf(&b, "$%d", n)
+		}
+		seen++
+	}
+	return b.String()
+}
+
+// withoutRev drops the revision from workspaceArgs, for pgSaveOne.
+func withoutRev(args []any) []any {
+	return append(args[:revArg:revArg], args[revArg+1:]...)
+}
