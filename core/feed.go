@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 )
 
@@ -140,23 +141,24 @@ func (f *Feed) saveLocked(ctx context.Context, ws Workspace) (Workspace, error) 
 		return ws, err
 	}
 	saved.Progress = ws.Progress // transient: not stored
-	f.rev = saved.Rev
-	if saved.Removed {
-		f.removeLocked(saved.ID)
-	} else {
-		f.putLocked(saved)
-	}
-	ch := Change{Rev: saved.Rev, Workspace: saved}
-	for s := range f.subs {
-		select {
-		case s.c <- ch:
-		default:
-			f.dropLocked(s, errSlowSubscriber)
+	if saved.Rev > f.rev+1 {
+		// Another process sharing the store wrote in between: publish
+		// its changes first, so subscribers see revisions in order.
+		err := f.catchUpLocked(ctx, saved.Rev)
+		if err != nil || saved.Rev <= f.rev {
+			// Ours is stored: a reset has loaded it, or the follower
+			// publishes it with the rest once the store answers. Never
+			// skip past the changes that could not be read.
+			if err != nil {
+				slog.Warn("change feed could not read changes written elsewhere before its own", "rev", saved.Rev, "err", err)
+			}
+			if f.saved != nil {
+				f.saved(before, saved)
+			}
+			return saved, nil
 		}
 	}
-	if f.saved != nil {
-		f.saved(before, saved)
-	}
+	f.applyLocked(saved, f.saved)
 	return saved, nil
 }
 
@@ -291,15 +293,36 @@ func (f *Feed) SubscribeSince(ctx context.Context, since int64, buffer int) (cha
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	list, rev, complete, err := f.store.Changes(ctx, since)
-	if err != nil || !complete {
-		return nil, rev, false, nil, err
+	// One read serves both the subscriber and the feed: changes another
+	// process wrote beyond f.rev are applied (and published) first, so
+	// the subscription continues exactly where the returned list ends.
+	from := min(since, f.rev)
+	list, storeRev, complete, err := f.store.Changes(ctx, from)
+	if err != nil {
+		return nil, storeRev, false, nil, err
 	}
-	changes = make([]Change, len(list))
-	for i, ws := range list {
-		changes[i] = Change{Rev: ws.Rev, Workspace: ws}
+	if !complete {
+		if from == f.rev {
+			if err := f.resetLocked(ctx); err != nil {
+				return nil, 0, false, nil, err
+			}
+		}
+		return nil, storeRev, false, nil, nil
 	}
-	return changes, rev, true, f.subscribeLocked(buffer), nil
+	for _, ws := range list {
+		if ws.Rev > f.rev {
+			f.applyLocked(ws, nil)
+		}
+	}
+	if since > f.rev {
+		return nil, f.rev, false, nil, nil // from the future
+	}
+	for _, ws := range list {
+		if ws.Rev > since {
+			changes = append(changes, Change{Rev: ws.Rev, Workspace: ws})
+		}
+	}
+	return changes, f.rev, true, f.subscribeLocked(buffer), nil
 }
 
 // Len is the number of live workspaces.

@@ -32,6 +32,10 @@ const (
 type sharedLocks struct {
 	leases WorkspaceLeases
 	holder string // this process
+	// sync, when set, brings this process's view of the workspaces up
+	// to date once a lease is taken: the previous holder may have been
+	// another process whose last writes are still on their way here.
+	sync func(ctx context.Context) error
 }
 
 // tryAll takes id's in-process lock and then, when the store shares locks
@@ -49,6 +53,11 @@ func (l *locks) tryAll(id string) (unlock func(), released <-chan struct{}, ok b
 	if err != nil || !got {
 		local()
 		return nil, l.after(leaseRetry), false
+	}
+	if l.shared.sync != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), leaseTimeout)
+		l.shared.sync(ctx) // on failure the action meets the store's error itself
+		cancel()
 	}
 	stop := l.renew(id)
 	var once sync.Once

@@ -39,6 +39,11 @@ func (f *Feed) rederive(ctx context.Context, accountID string) error {
 func (f *Feed) rederiveSome(ctx context.Context, ids []string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	// Another replica may have changed some of them a moment ago: save
+	// on top of its changes, not of copies from before them.
+	if err := f.catchUpLocked(ctx, 1<<62); err != nil {
+		return err
+	}
 	for _, id := range ids {
 		ws, ok := f.live[id]
 		if !ok || f.derive == nil {

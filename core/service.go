@@ -77,6 +77,10 @@ type Config struct {
 	// StepHook, when set, is called right after a delete pipeline step is
 	// journaled (and before it runs). It exists for crash tests only.
 	StepHook func(kind OpKind, step string)
+	// FollowEvery is how often the feed reads changes other processes
+	// wrote to a shared store (PostgreSQL) without being notified of
+	// them, in case a notification was lost; 0 means FollowEvery.
+	FollowEvery time.Duration
 }
 
 // Service is the lifecycle service: the one place where workspaces are
@@ -179,7 +183,7 @@ func NewService(ctx context.Context, cfg Config) (*Service, error) {
 		actors:          map[int64]string{},
 	}
 	if wl, ok := cfg.Store.(WorkspaceLeases); ok {
-		s.locks.shared = &sharedLocks{leases: wl, holder: NewID("lease")}
+		s.locks.shared = &sharedLocks{leases: wl, holder: NewID("lease"), sync: feed.Sync}
 	}
 	if err := s.loadFlags(ctx); err != nil {
 		cancel()
@@ -191,6 +195,10 @@ func NewService(ctx context.Context, cfg Config) (*Service, error) {
 		return nil, fmt.Errorf("core: load retention policies: %w", err)
 	}
 	feed.derive, feed.saved = s.deriveRetention, s.retentionSaved
+	if n, ok := cfg.Store.(ChangeNotifier); ok {
+		// Other processes write to this store: follow their changes.
+		s.goBackground(func(ctx context.Context) { feed.Follow(ctx, n, cfg.Clock, cfg.FollowEvery, s.log) })
+	}
 	return s, nil
 }
 

@@ -45,10 +45,16 @@ func BenchmarkEngines(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { pg.Close() })
-	engines := []engine{{"sqlite", sqlite, inProcessLock()}, {"postgres", pg, func(ctx context.Context, id string) (func(), error) {
+	// A replica's feed follows the revisions (its own saves included);
+	// taking a lease asks the store whether another replica wrote since.
+	feedRev := &revTracking{PGStore: pg}
+	engines := []engine{{"sqlite", sqlite, inProcessLock()}, {"postgres", feedRev, func(ctx context.Context, id string) (func(), error) {
 		ok, err := pg.TryLeaseWorkspace(ctx, id, "bench", 30*time.Second)
 		if err != nil || !ok {
 			return nil, fmt.Errorf("lease of %s: %v, %v", id, ok, err)
+		}
+		if _, feedRev.rev, _, err = pg.Changes(ctx, feedRev.rev); err != nil {
+			return nil, err
 		}
 		return func() { pg.ReleaseWorkspaceLease(ctx, id, "bench") }, nil
 	}}}
@@ -148,4 +154,19 @@ func fillBatched(b *testing.B, s benchStore, n int) {
 			batch = batch[:0]
 		}
 	}
+}
+
+// revTracking is a PostgreSQL store that remembers the revision of its
+// last save, as the feed on top of it does.
+type revTracking struct {
+	*db.PGStore
+	rev int64
+}
+
+func (s *revTracking) SaveWorkspace(ctx context.Context, ws core.Workspace) (core.Workspace, error) {
+	saved, err := s.PGStore.SaveWorkspace(ctx, ws)
+	if err == nil {
+		s.rev = saved.Rev
+	}
+	return saved, err
 }

@@ -28,3 +28,7 @@ func CountRows(t interface{ Fatal(...any) }, s any, table string) int {
 	}
 	return n
 }
+
+// ListenerName is the application_name of a PostgreSQL store's
+// WatchChanges connection.
+func ListenerName(s *PGStore) string { return s.listenerName }

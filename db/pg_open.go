@@ -28,6 +28,8 @@ type PGStore struct {
 	where    string // the URL without its password, for messages
 	instance string
 	now      func() time.Time
+	// listenerName is the application_name of WatchChanges' connection.
+	listenerName string
 }
 
 //go:embed postgres/migrations/*.sql
@@ -70,7 +72,7 @@ func OpenPostgres(ctx context.Context, dsn string) (*PGStore, error) {
 	if err != nil {
 		return nil, fmt.Errorf("db: connect to %s: %w", where, err)
 	}
-	s := &PGStore{pool: pool, where: where, now: time.Now}
+	s := &PGStore{pool: pool, where: where, now: time.Now, listenerName: core.NewID(listenerApp)}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("db: connect to %s: %w; check that PostgreSQL runs there and the URL's user may log in", where, err)

@@ -11,7 +11,13 @@ import (
 // PostgreSQL. The counter row stays locked until the statement commits,
 // exactly as in the transaction, so revisions still become visible in
 // order. Its arguments are workspaceArgs without the revision.
-var pgSaveOne = `WITH r AS (` + qBumpRev + `) ` + pgSQLWith(qUpsertWorkspace, revArg, `(SELECT value FROM r)`)
+//
+// It also announces the new revision to every replica's feed (see
+// WatchChanges); PostgreSQL delivers the notification when the statement
+// commits, and not at all if it fails. The notifying CTE is referenced by
+// the upsert, so it is always evaluated.
+var pgSaveOne = `WITH r AS (` + qBumpRev + `), rn AS (SELECT value FROM r, pg_notify('` + feedChannel + `', value::text)) ` +
+	pgSQLWith(qUpsertWorkspace, revArg, `(SELECT value FROM rn)`)
 
 // pgSQLWith is pgSQL with the placeholder at index i (0-based) replaced
 // by expr and left out of the numbering.

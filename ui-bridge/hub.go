@@ -292,11 +292,10 @@ func (h *hub) attachSince(ctx context.Context, c *client, since int64) (catchup 
 		h.mu.Unlock()
 		return nil, false, errHubClosed
 	}
-	if since >= h.rev {
-		if since > h.rev && since > h.feed.Rev() {
-			h.mu.Unlock()
-			return nil, false, nil // from the future
-		}
+	// A since beyond the feed may come from another replica's write that
+	// this one has not applied yet: the slow path reads the store, which
+	// knows, and answers "from the future" only when the store does too.
+	if since == h.rev || (since > h.rev && since <= h.feed.Rev()) {
 		c.skip = since
 		h.addLocked(c)
 		h.mu.Unlock()

@@ -17,6 +17,7 @@ func groups(startupRuns, rounds int) []group {
 		{"retention", benchRetention},
 		{"page", benchPage},
 		{"login", benchLogin},
+		{"replicas", benchReplicas},
 	}
 }
 
