@@ -89,6 +89,7 @@ func (p *countingPool) Put(v any) {
 // the queue in batches and writes it out.
 type client struct {
 	owner string
+	table bool // its snapshots come in table form (?snapshot=table)
 
 	mu       sync.Mutex
 	queue    []*frame
@@ -167,6 +168,9 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		}
 		since = n
 	}
+	// Any other value gets the object form, as from a server that predates
+	// the table form: a client tells the two apart by the message.
+	table := r.URL.Query().Get("snapshot") == SnapshotTable
 	if !isWebSocketUpgrade(r) {
 		w.Header().Set("Upgrade", "websocket")
 		writeErrorCode(w, http.StatusUpgradeRequired, "websocket_required", "this route is a WebSocket: connect with subprotocol "+Subprotocol)
@@ -186,7 +190,9 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		return // the upgrader has answered
 	}
 	id, _ := IdentityFrom(r.Context())
-	s.runClient(conn, newClient(id.Owner), since)
+	c := newClient(id.Owner)
+	c.table = table
+	s.runClient(conn, c, since)
 }
 
 // runClient attaches c to the hub, sends the snapshot or catch-up (when
