@@ -456,8 +456,8 @@ export class CompanionClient {
     const since = this._forceSnapshot ? null : this._rev;
     // The snapshot comes in table form (smaller); the client turns it back
     // into objects. A companion that predates it sends objects.
-    let url = this.baseUrl.replace(/^http/i, "ws") + "/v1/ws?snapshot=table";
-    if (since !== null) url += "&since=" + since;
+    let url = this.baseUrl.replace(/^http/i, "ws") + "/v1/ws";
+    url += since === null ? "?snapshot=table" : "?since=" + since + "&snapshot=table";
     const protocols = [SUBPROTOCOL];
     if (token) protocols.push(BEARER_SUBPROTOCOL_PREFIX + token);
 

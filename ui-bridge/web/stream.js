@@ -53,8 +53,8 @@ export class Stream {
     }
     const u = this.urlOf();
     u.protocol = u.protocol === "https:" ? "wss:" : "ws:";
-    u.searchParams.set("snapshot", "table");
     if (this.rev !== null) u.searchParams.set("since", String(this.rev));
+    u.searchParams.set("snapshot", "table");
     const protos = ["companion.v1"];
     const t = this.token();
     if (t) protos.push("companion.bearer." + t);
