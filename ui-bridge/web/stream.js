@@ -93,6 +93,8 @@ export class Stream {
     }
     switch (m.type) {
       case "snapshot":
+        performance.clearMarks("companion:parsed");
+        performance.mark("companion:parsed"); // how much of it was JSON.parse (make bench)
         m.workspaces = snapshotWorkspaces(m) || [];
         this.rev = m.rev;
         this.failures = 0;
