@@ -1,8 +1,10 @@
 package uibridge
 
 import (
+	"bytes"
 	"encoding/json"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -82,11 +84,16 @@ var tableFieldsJSON = func() []byte {
 	return b
 }()
 
+// rowScratch holds the buffers rows are built in: the hub keeps 10,000 of
+// them, each copied out at its exact size.
+var rowScratch = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+
 // encodeRow is w as one row of the table form. Omitted fields are null;
 // trailing nulls are cut off.
 func encodeRow(w *Workspace) []byte {
-	b := make([]byte, 0, 384)
-	b = append(b, '[')
+	scratch := rowScratch.Get().(*[]byte)
+	defer rowScratch.Put(scratch)
+	b := append((*scratch)[:0], '[')
 	end := len(b) // the row up to its last value that is set
 	for i, c := range tableColumns {
 		if i > 0 {
@@ -100,7 +107,8 @@ func encodeRow(w *Workspace) []byte {
 		end = len(b)
 	}
 	b = append(b[:end], ']')
-	return b[:len(b):len(b)]
+	*scratch = b
+	return bytes.Clone(b)
 }
 
 func appendOptString(b []byte, s string) ([]byte, bool) {
