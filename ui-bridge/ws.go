@@ -38,6 +38,16 @@ const codeWebSocketHandshake = "websocket_handshake"
 // v1; whatever they send is read and discarded.
 const clientReadLimit = 4 << 10
 
+// Deflate levels (permessage-deflate): snapshots are compressed once for
+// many clients, each of which inflates them; deltas are small. Level 4
+// inflated about a quarter faster than level 1 (10k workspaces, table
+// form: 462 KB instead of 549 KB) for 35-90 ms more of deflating per
+// snapshot encoding.
+const (
+	snapshotDeflateLevel = 4
+	deltaDeflateLevel    = 1 // gorilla/websocket's default
+)
+
 // closeWait is how long the server waits for the peer to answer its close
 // frame before cutting the connection.
 const closeWait = 5 * time.Second
@@ -295,7 +305,13 @@ func (s *Server) runClient(conn *websocket.Conn, c *client, since int64) {
 			s.closeConn(conn, closeReason{code: websocket.CloseInternalServerErr, reason: "internal error"}, readerDone)
 			return
 		}
-		if err := s.write(conn, pm); err != nil {
+		// Every client that negotiated compression inflates the snapshot;
+		// it is deflated once per revision, so it gets a level whose longer
+		// matches make inflating cheaper. Deltas keep the fast default.
+		conn.SetCompressionLevel(snapshotDeflateLevel)
+		err = s.write(conn, pm)
+		conn.SetCompressionLevel(deltaDeflateLevel)
+		if err != nil {
 			return
 		}
 		last = snap.rev
