@@ -291,6 +291,11 @@ func TestPageReconnectsAfterRestart(t *testing.T) {
 	if last := sockets[len(sockets)-1]; !strings.Contains(last, "/v1/ws?since=") {
 		t.Fatalf("the page reconnected with %s, want ?since=", last)
 	}
+	for _, u := range []string{sockets[0], sockets[len(sockets)-1]} {
+		if !strings.Contains(u, "snapshot=table") {
+			t.Fatalf("the page connected with %s, want the table snapshot (snapshot=table)", u)
+		}
+	}
 	// The refused attempts before the new token count as failed loads;
 	// everything else must be clean.
 	tb.checkClean(append(probed, "/v1/accounts", "/v1/ws")...)

@@ -137,6 +137,7 @@ func benchEnv(b *testing.B, path string) *testEnv {
 // BenchmarkSnapshot10k builds and encodes a snapshot of 10,000 workspaces.
 // "cached" is the stream's path (the hub's encoded cache, concatenated
 // and prepared once; here every round is a new revision, so it encodes);
+// "cached-table" is the same in table form (?snapshot=table);
 // "cold" encodes every workspace from scratch, as at start-up;
 // "websocket" is a client connecting and reading the whole snapshot over
 // loopback, "websocket-deflate" the same with compression negotiated.
@@ -144,32 +145,40 @@ func benchEnv(b *testing.B, path string) *testEnv {
 // costs the writes only.
 func BenchmarkSnapshot10k(b *testing.B) {
 	e := benchEnv(b, benchDB(b))
-	b.Run("cached", func(b *testing.B) {
-		var size int
-		for b.Loop() {
-			c := newClient("")
-			e.srv.hub.mu.Lock()
-			clear(e.srv.hub.snaps) // as if the revision had moved
-			e.srv.hub.mu.Unlock()
-			snap, err := e.srv.hub.attachSnapshot(c)
-			if err != nil {
-				b.Fatal(err)
-			}
-			e.srv.hub.detach(c)
-			if _, err := snap.message(); err != nil {
-				b.Fatal(err)
-			}
-			size = snap.size
+	for _, table := range []bool{false, true} {
+		name := "cached"
+		if table {
+			name = "cached-table"
 		}
-		reportMillis(b)
-		b.ReportMetric(float64(size), "bytes/snapshot")
-	})
+		b.Run(name, func(b *testing.B) {
+			var size int
+			for b.Loop() {
+				c := newClient("")
+				c.table = table
+				e.srv.hub.mu.Lock()
+				clear(e.srv.hub.snaps) // as if the revision had moved
+				e.srv.hub.mu.Unlock()
+				snap, err := e.srv.hub.attachSnapshot(c)
+				if err != nil {
+					b.Fatal(err)
+				}
+				e.srv.hub.detach(c)
+				if _, err := snap.message(); err != nil {
+					b.Fatal(err)
+				}
+				size = snap.size
+			}
+			reportMillis(b)
+			b.ReportMetric(float64(size), "bytes/snapshot")
+		})
+	}
 	b.Run("cold", func(b *testing.B) {
 		for b.Loop() {
 			rev, list := e.svc.Feed().Snapshot()
 			items := make([]*entry, len(list))
 			for i, ws := range list {
-				items[i] = newEntry(ws)
+				// The object form only: what this snapshot needs.
+				items[i] = &entry{id: ws.ID, created: ws.CreatedAt, json: encodeWorkspace(ws)}
 			}
 			sortEntries(items)
 			if _, err := websocket.NewPreparedMessage(websocket.TextMessage, encodeSnapshot(rev, time.Now(), items)); err != nil {

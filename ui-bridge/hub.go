@@ -39,7 +39,7 @@ type hub struct {
 	clients  map[string]map[*client]struct{} // by owner
 	advanced chan struct{}                   // closed and replaced when rev moves
 	closed   bool
-	snaps    map[string]*snapshot // by owner; all at rev, dropped when it moves
+	snaps    map[snapKey]*snapshot // all at rev, dropped when it moves
 
 	stop chan struct{}
 	done chan struct{}
@@ -48,13 +48,21 @@ type hub struct {
 	snapEncodings atomic.Int64 // snapshots encoded (each may serve many clients)
 }
 
-// entry is a live workspace's encoded wire form and what the hub needs to
-// filter and order it without decoding.
+// entry is a live workspace's encoded wire forms (an object for messages
+// and object snapshots, a row for table snapshots) and what the hub needs
+// to filter and order it without decoding.
 type entry struct {
 	id      string
 	owner   string
 	created time.Time
 	json    []byte
+	row     []byte
+}
+
+// snapKey names one shared snapshot: an owner's workspaces in one form.
+type snapKey struct {
+	owner string
+	table bool
 }
 
 // frame is one encoded stream message, prepared once (framed, and
@@ -78,7 +86,7 @@ func newHub(feed *core.Feed, log *slog.Logger, now func() time.Time, queueLimit,
 		feedBuffer: feedBuffer,
 		entries:    map[string]*entry{},
 		clients:    map[string]map[*client]struct{}{},
-		snaps:      map[string]*snapshot{},
+		snaps:      map[snapKey]*snapshot{},
 		advanced:   make(chan struct{}),
 		stop:       make(chan struct{}),
 		done:       make(chan struct{}),
@@ -100,7 +108,8 @@ func (h *hub) load(rev int64, list []core.Workspace) {
 }
 
 func newEntry(ws core.Workspace) *entry {
-	return &entry{id: ws.ID, owner: ws.Owner, created: ws.CreatedAt, json: encodeWorkspace(ws)}
+	w := toWireWorkspace(ws)
+	return &entry{id: ws.ID, owner: ws.Owner, created: ws.CreatedAt, json: encodeWire(&w), row: encodeRow(&w)}
 }
 
 func (h *hub) run(sub *core.Subscription) {
@@ -252,9 +261,10 @@ func sortEntries(items []*entry) {
 }
 
 // attachSnapshot attaches c at the current revision and returns the
-// snapshot of c's owner's workspaces as of it. Clients of one owner that
-// connect at the same revision, within snapshotReuse of each other, share
-// one snapshot: it is encoded and prepared once for all of them.
+// snapshot of c's owner's workspaces as of it, in c's form. Clients of one
+// owner that ask for the same form and connect at the same revision,
+// within snapshotReuse of each other, share one snapshot: it is encoded
+// and prepared once for all of them.
 func (h *hub) attachSnapshot(c *client) (*snapshot, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -262,7 +272,8 @@ func (h *hub) attachSnapshot(c *client) (*snapshot, error) {
 		return nil, errHubClosed
 	}
 	now := h.now()
-	snap := h.snaps[c.owner]
+	key := snapKey{owner: c.owner, table: c.table}
+	snap := h.snaps[key]
 	if snap == nil || snap.rev != h.rev || now.Sub(snap.at) >= snapshotReuse || now.Before(snap.at) {
 		items := make([]*entry, 0, len(h.entries))
 		for _, e := range h.entries {
@@ -270,8 +281,8 @@ func (h *hub) attachSnapshot(c *client) (*snapshot, error) {
 				items = append(items, e)
 			}
 		}
-		snap = &snapshot{rev: h.rev, at: now, items: items, encodings: &h.snapEncodings}
-		h.snaps[c.owner] = snap
+		snap = &snapshot{rev: h.rev, at: now, table: c.table, items: items, encodings: &h.snapEncodings}
+		h.snaps[key] = snap
 	}
 	h.addLocked(c)
 	return snap, nil

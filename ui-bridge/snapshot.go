@@ -22,6 +22,7 @@ const snapshotReuse = time.Second
 type snapshot struct {
 	rev   int64
 	at    time.Time // the snapshot's server_time
+	table bool      // the table form (API.md), else the object form
 	items []*entry  // unsorted until encoded
 
 	once      sync.Once
@@ -36,7 +37,12 @@ type snapshot struct {
 func (s *snapshot) message() (*websocket.PreparedMessage, error) {
 	s.once.Do(func() {
 		sortEntries(s.items)
-		data := encodeSnapshot(s.rev, s.at, s.items)
+		var data []byte
+		if s.table {
+			data = encodeTableSnapshot(s.rev, s.at, s.items)
+		} else {
+			data = encodeSnapshot(s.rev, s.at, s.items)
+		}
 		s.items = nil // the encoding is all that is needed now
 		s.size = len(data)
 		s.pm, s.err = websocket.NewPreparedMessage(websocket.TextMessage, data)
@@ -60,6 +66,29 @@ func encodeSnapshot(rev int64, now time.Time, items []*entry) []byte {
 			b.WriteByte(',')
 		}
 		b.Write(e.json)
+	}
+	b.WriteString("]}")
+	return b.Bytes()
+}
+
+// encodeTableSnapshot assembles a snapshot message in table form from the
+// cached rows.
+func encodeTableSnapshot(rev int64, now time.Time, items []*entry) []byte {
+	n := 128 + len(tableFieldsJSON)
+	for _, e := range items {
+		n += len(e.row) + 1
+	}
+	var b bytes.Buffer
+	b.Grow(n)
+	b.Write(appendHead(make([]byte, 0, 96), "snapshot", rev, now))
+	b.WriteString(`,"fields":`)
+	b.Write(tableFieldsJSON)
+	b.WriteString(`,"rows":[`)
+	for i, e := range items {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.Write(e.row)
 	}
 	b.WriteString("]}")
 	return b.Bytes()

@@ -141,10 +141,11 @@ func TestStreamCompression(t *testing.T) {
 		ws.BoxURL = "http://127.0.0.1:" + fmt.Sprint(30000+i)
 		e.save(ws)
 	}
+	query := ""
 	read := func(compress bool) (snapLen int, wire int64, ext string, upsert Message) {
 		t.Helper()
 		cd := &countingDialer{}
-		c, resp, err := e.dial(context.Background(), "", &dialOptions{Compression: compress, HTTPClient: cd.client()})
+		c, resp, err := e.dial(context.Background(), query, &dialOptions{Compression: compress, HTTPClient: cd.client()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -154,9 +155,20 @@ func TestStreamCompression(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var snap Message
-		if err := json.Unmarshal(data, &snap); err != nil || snap.Type != "snapshot" || len(snap.Workspaces) != len(e.svc.Workspaces("")) {
-			t.Fatalf("snapshot: %v, %d workspaces", err, len(snap.Workspaces))
+		var snap tableSnapshot
+		if err := json.Unmarshal(data, &snap); err != nil || snap.Type != "snapshot" {
+			t.Fatalf("snapshot: %v, type %q", err, snap.Type)
+		}
+		var got int
+		if query == "" {
+			var objects Message
+			json.Unmarshal(data, &objects)
+			got = len(objects.Workspaces)
+		} else {
+			got = len(rowObjects(t, snap.Fields, snap.Rows))
+		}
+		if got != len(e.svc.Workspaces("")) {
+			t.Fatalf("snapshot (%q): %d workspaces, want %d", query, got, len(e.svc.Workspaces("")))
 		}
 		wire = cd.read.Load()
 		ws := e.save(testWorkspace(strings.Repeat("compressible ", 20)))
@@ -179,6 +191,12 @@ func TestStreamCompression(t *testing.T) {
 	}
 	if wire < int64(n) {
 		t.Fatalf("uncompressed snapshot of %d bytes took only %d bytes on the wire", n, wire)
+	}
+	// The table form, compressed (as the page gets it), and a delta after.
+	query = "?snapshot=table"
+	n, wire, _, up := read(true)
+	if wire*3 > int64(n) || up.Workspace == nil {
+		t.Fatalf("compressed table snapshot of %d bytes took %d bytes on the wire", n, wire)
 	}
 }
 
@@ -244,6 +262,18 @@ func TestSnapshotSize10k(t *testing.T) {
 		t.Errorf("compressed snapshot of 10k workspaces is %d bytes on the wire, limit 3.5 MB", wire)
 	}
 	t.Logf("10k snapshot: %d bytes plain, %d bytes compressed on the wire", len(data), wire)
+
+	// The table form (?snapshot=table) of the same workspaces is within
+	// issue 9's 3.5 MB uncompressed.
+	table := encodeTableSnapshot(10_000, base, items)
+	var tm tableSnapshot
+	if err := json.Unmarshal(table, &tm); err != nil || len(tm.Rows) != 10_000 {
+		t.Fatalf("table snapshot does not decode: %v (%d rows)", err, len(tm.Rows))
+	}
+	if len(table) > 3_500_000 {
+		t.Errorf("table snapshot of 10k workspaces is %d bytes, limit 3.5 MB", len(table))
+	}
+	t.Logf("10k snapshot in table form: %d bytes plain", len(table))
 }
 
 // compressedSize is how many bytes data takes on the wire as one stream

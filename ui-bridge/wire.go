@@ -226,7 +226,12 @@ func toWireWorkspace(ws core.Workspace) Workspace {
 // encodeWorkspace is the JSON of ws's wire form. It cannot fail: every
 // field is a plain value.
 func encodeWorkspace(ws core.Workspace) []byte {
-	b, err := json.Marshal(toWireWorkspace(ws))
+	w := toWireWorkspace(ws)
+	return encodeWire(&w)
+}
+
+func encodeWire(w *Workspace) []byte {
+	b, err := json.Marshal(w)
 	if err != nil {
 		panic("uibridge: encoding a workspace: " + err.Error())
 	}

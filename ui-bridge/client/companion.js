@@ -188,6 +188,41 @@ export const CloseCode = Object.freeze({
   NO_PONG: 4010,
 });
 
+/**
+ * The workspaces of a snapshot message as objects, whichever form it came
+ * in (API.md, "Snapshot in table form"): its "workspaces", or its "rows"
+ * read against its "fields", leaving out null values and putting a field
+ * "a.b" into object a. Returns null when the message holds neither.
+ * @param {any} msg
+ * @returns {Workspace[]|null}
+ */
+export function snapshotWorkspaces(msg) {
+  if (Array.isArray(msg.workspaces)) return msg.workspaces;
+  const { fields, rows } = msg;
+  if (!Array.isArray(fields) || !Array.isArray(rows)) return null;
+  const outer = [], inner = [];
+  for (const f of fields) {
+    if (typeof f !== "string") return null;
+    const dot = f.indexOf(".");
+    outer.push(dot < 0 ? f : f.slice(0, dot));
+    inner.push(dot < 0 ? null : f.slice(dot + 1));
+  }
+  const out = new Array(rows.length);
+  for (let r = 0; r < rows.length; r++) {
+    const row = rows[r];
+    if (!Array.isArray(row) || row.length > fields.length) return null;
+    const w = {};
+    for (let i = 0; i < row.length; i++) {
+      const v = row[i];
+      if (v === null) continue;
+      if (inner[i] === null) w[outer[i]] = v;
+      else (w[outer[i]] ??= {})[inner[i]] = v;
+    }
+    out[r] = w;
+  }
+  return out;
+}
+
 // Our own close code when the client drops a connection to re-snapshot.
 const CLIENT_RESYNC = 4000;
 
@@ -419,8 +454,10 @@ export class CompanionClient {
     }
     if (!this._wantOpen) return;
     const since = this._forceSnapshot ? null : this._rev;
+    // The snapshot comes in table form (smaller); the client turns it back
+    // into objects. A companion that predates it sends objects.
     let url = this.baseUrl.replace(/^http/i, "ws") + "/v1/ws";
-    if (since !== null) url += "?since=" + since;
+    url += since === null ? "?snapshot=table" : "?since=" + since + "&snapshot=table";
     const protocols = [SUBPROTOCOL];
     if (token) protocols.push(BEARER_SUBPROTOCOL_PREFIX + token);
 
@@ -534,9 +571,10 @@ export class CompanionClient {
       return;
     }
     if (msg.type === "snapshot") {
-      if (!Number.isInteger(msg.rev) || !Array.isArray(msg.workspaces)) return this._resync("a malformed snapshot");
+      const list = snapshotWorkspaces(msg);
+      if (!Number.isInteger(msg.rev) || !list) return this._resync("a malformed snapshot");
       const resync = this._rev !== null;
-      this._replace(msg.rev, msg.workspaces, msg.server_time);
+      this._replace(msg.rev, list, msg.server_time);
       this._forceSnapshot = false;
       const held = this._pending || [];
       this._pending = null;

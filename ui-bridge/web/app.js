@@ -99,8 +99,6 @@ function measure(name, t0) {
 
 const stream = new Stream(() => api.url("v1/ws"), () => token, {
   snapshot(m, t0) {
-    performance.clearMarks("companion:parsed");
-    performance.mark("companion:parsed"); // how much of it was JSON.parse (make bench)
     table.setAll(m.workspaces || []);
     measure("companion:snapshot", t0);
   },

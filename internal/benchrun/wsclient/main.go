@@ -39,6 +39,7 @@ type config struct {
 	pid              int
 	idle             bool
 	compress         bool
+	table            bool
 }
 
 // result is what the parent benchrun reads.
@@ -71,6 +72,7 @@ func main() {
 	flag.IntVar(&c.pid, "pid", 0, "server process id, for its CPU time and RSS")
 	flag.BoolVar(&c.idle, "idle", false, "measure RSS per idle client instead of fan-out")
 	flag.BoolVar(&c.compress, "compress", false, "offer permessage-deflate, as browsers do")
+	flag.BoolVar(&c.table, "table", false, "ask for the snapshot in table form (?snapshot=table), as companion's page and JS client do")
 	flag.Parse()
 	raiseNoFile()
 	res, err := run(c)
@@ -162,6 +164,9 @@ func storm(c config, n int) ([]*conn, time.Duration, int, error) {
 	d := websocket.Dialer{Subprotocols: []string{"companion.v1"}, ReadBufferSize: 32 << 10, WriteBufferSize: 1024, HandshakeTimeout: 30 * time.Second, EnableCompression: c.compress}
 	hdr := http.Header{"Authorization": {"Bearer " + c.token}}
 	wsURL := "ws" + strings.TrimPrefix(c.url, "http") + "/v1/ws"
+	if c.table {
+		wsURL += "?snapshot=table"
+	}
 	conns := make([]*conn, n)
 	sem := make(chan struct{}, c.inflight)
 	var snapBytes atomic.Int64
@@ -184,7 +189,7 @@ func storm(c config, n int) ([]*conn, time.Duration, int, error) {
 			}
 			k := &conn{ws: ws, seen: map[int64]time.Time{}}
 			conns[i] = k
-			k.read(&wg, &snapBytes, errs)
+			k.read(&wg, &snapBytes, errs, c.table)
 		}()
 	}
 	wg.Wait()
@@ -204,8 +209,8 @@ func storm(c config, n int) ([]*conn, time.Duration, int, error) {
 
 // read consumes the snapshot (signalling wg) and then records upserts.
 // Only a message's head is parsed: its type and rev.
-func (k *conn) read(wg *sync.WaitGroup, snapBytes *atomic.Int64, errs chan<- error) {
-	head := make([]byte, 96)
+func (k *conn) read(wg *sync.WaitGroup, snapBytes *atomic.Int64, errs chan<- error, table bool) {
+	head := make([]byte, 128)
 	first := true
 	for {
 		_, r, err := k.ws.NextReader()
@@ -227,6 +232,8 @@ func (k *conn) read(wg *sync.WaitGroup, snapBytes *atomic.Int64, errs chan<- err
 			first = false
 			if typ != "snapshot" {
 				errs <- fmt.Errorf("first message is %q, not a snapshot", typ)
+			} else if form := snapshotForm(head[:n]); (form == "table") != table {
+				errs <- fmt.Errorf("the snapshot is in %s form (table asked for: %v)", form, table)
 			}
 			snapBytes.Store(int64(n) + rest)
 			wg.Done()
@@ -238,6 +245,18 @@ func (k *conn) read(wg *sync.WaitGroup, snapBytes *atomic.Int64, errs chan<- err
 			k.mu.Unlock()
 		}
 	}
+}
+
+// snapshotForm tells the table form ("fields" before the rows) from the
+// object form by the first key after the head.
+func snapshotForm(head []byte) string {
+	switch {
+	case bytes.Contains(head, []byte(`,"fields":[`)):
+		return "table"
+	case bytes.Contains(head, []byte(`,"workspaces":[`)):
+		return "object"
+	}
+	return "unknown"
 }
 
 func parseHead(b []byte) (typ string, rev int64) {

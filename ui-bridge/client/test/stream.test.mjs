@@ -1,7 +1,8 @@
 // The stream: snapshot, deltas after an HTTP create, and a forced gap.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { account, newClient, waitEvent, waitState, removeWorkspace } from "./env.mjs";
+import { snapshotWorkspaces } from "../companion.js";
+import { account, currentToken, newClient, poll, url, waitEvent, waitState, removeWorkspace } from "./env.mjs";
 
 test("snapshot, then a create's deltas, then pause, keep and delete", async (t) => {
   const c = newClient();
@@ -129,4 +130,56 @@ test("a revision that goes backwards is a gap: the client re-snapshots", async (
   assert.equal(c.workspace("ws_bogus"), undefined, "the out-of-order delta was not applied");
   assert.match(errors[0], /revision/);
   assert.ok(!tap.opened.at(-1).url.includes("since="), `reconnected to ${tap.opened.at(-1).url}`);
+});
+
+// firstMessage opens a raw stream with the given query and returns its
+// first message, parsed.
+async function firstMessage(query) {
+  const ws = new WebSocket(url.replace(/^http/, "ws") + "/v1/ws" + query, ["companion.v1", "companion.bearer." + (await currentToken())]);
+  try {
+    return await new Promise((resolve, reject) => {
+      ws.onmessage = (e) => resolve(JSON.parse(e.data));
+      ws.onerror = () => reject(new Error("stream " + query + ": connection failed"));
+    });
+  } finally {
+    ws.close();
+  }
+}
+
+test("the table snapshot the client asks for holds the same workspaces as the object form", async (t) => {
+  const c = newClient();
+  t.after(() => c.close());
+  await c.connect();
+  const w = await c.createWorkspace({ account_id: account, name: "js table \"quoted\" ✓" });
+  await waitState(c, w.id, "running");
+  await c.pauseWorkspace(w.id);
+  await waitState(c, w.id, "paused");
+  await c.setKeep(w.id, true);
+  await waitEvent(c, "change", () => c.workspace(w.id)?.keep === true, "keep on the stream");
+
+  // Both forms at one revision (nothing else changes the store between
+  // the two connections; retried if something did).
+  const [table, object] = await poll("two snapshots at one revision", async () => {
+    const a = await firstMessage("?snapshot=table");
+    const b = await firstMessage("");
+    return a.rev === b.rev ? [a, b] : null;
+  });
+  assert.equal(table.type, "snapshot");
+  assert.ok(Array.isArray(table.fields) && Array.isArray(table.rows) && table.workspaces === undefined, "the table form");
+  assert.ok(Array.isArray(object.workspaces) && object.rows === undefined, "the object form");
+  assert.deepEqual(snapshotWorkspaces(table), object.workspaces);
+  const mine = object.workspaces.find((x) => x.id === w.id);
+  assert.ok(mine && mine.paused_at && mine.keep === true, JSON.stringify(mine));
+
+  // The client asked for the table form and hands out the same objects.
+  const tapped = [];
+  const fresh = newClient({ WebSocket: function (u, p) { tapped.push(u); return new WebSocket(u, p); } });
+  t.after(() => fresh.close());
+  await fresh.connect();
+  assert.match(tapped[0], /[?&]snapshot=table/);
+  const listed = await fresh.listWorkspaces();
+  if (fresh.rev === listed.rev) assert.deepEqual(fresh.list(), listed.workspaces);
+  assert.deepEqual(fresh.workspace(w.id), mine);
+  await c.setKeep(w.id, false);
+  await removeWorkspace(c, w.id);
 });
