@@ -211,8 +211,10 @@ func (s *Service) retainOne(ctx context.Context, c RetentionCandidate, now time.
 // records and then from the provider, and says why it must not be deleted
 // now ("" when it must). The caller holds the workspace's lock.
 func (s *Service) recheckDue(ctx context.Context, ws Workspace, now time.Time) (Workspace, Account, string, error) {
-	ws, ok := s.feed.Get(ws.ID)
+	ws, ok, err := s.fresh(ctx, ws.ID)
 	switch {
+	case err != nil:
+		return ws, Account{}, "", err
 	case !ok:
 		return ws, Account{}, "it is gone", nil
 	case ws.Keep:
