@@ -28,6 +28,8 @@ if [ "${1:-}" = "--test" ]; then
 	fi
 	# The JavaScript client's tests run under `node --test` (Node 20+).
 	command -v node >/dev/null || need_pkgs+=(nodejs)
+	# The replica tests put two serve replicas behind Debian's Caddy.
+	command -v caddy >/dev/null || need_pkgs+=(caddy)
 fi
 
 if [ ${#need_pkgs[@]} -gt 0 ]; then

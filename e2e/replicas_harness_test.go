@@ -1,0 +1,323 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/client"
+
+	"github.com/canvasapp/companion/internal/testsupport"
+	"github.com/canvasapp/companion/providers/builtin/docker"
+)
+
+// replicaSet is n `companion serve --auth local` replicas sharing one
+// PostgreSQL database, one Docker scope, one export directory and one
+// sealed-secrets key, behind Caddy: a team's deployment of several
+// replicas, in miniature.
+type replicaSet struct {
+	t *testing.T
+	// DB is the database URL; dbFile holds it for --database-file.
+	DB     string
+	dbFile string
+	// Proxy is Caddy's base URL; it spreads requests over the replicas
+	// round robin.
+	Proxy string
+	// Replicas[i] is replica i, reachable at Replicas[i].ready.URL; nil
+	// while it is stopped.
+	Replicas []*proc
+	// Token is a personal API token of the admin user "alice", valid on
+	// every replica.
+	Token string
+	// Scope labels the Docker containers the replicas share.
+	Scope string
+
+	ports []string // each replica's fixed listen port, so Caddy finds it again after a restart
+	args  [][]string
+	env   []string
+	data  []string
+}
+
+// replicaOpts adjusts startReplicas.
+type replicaOpts struct {
+	// Image is the box image; empty means idleBoxImage (a box idle from
+	// the start, so a delete preview is never outdated by a slow reading).
+	Image string
+	// Args are extra serve flags for every replica; Env extra environment.
+	Args []string
+	Env  []string
+}
+
+// startReplicas starts PostgreSQL, makes user alice and her token with the
+// CLI, then starts n replicas one after another and Caddy in front of them.
+func startReplicas(t *testing.T, n int, o replicaOpts) *replicaSet {
+	t.Helper()
+	if o.Image == "" {
+		o.Image = idleBoxImage(t)
+	}
+	rs := &replicaSet{t: t, DB: startPG(t), Scope: dockerScope(t), env: o.Env}
+	dir := t.TempDir()
+	rs.dbFile = filepath.Join(dir, "database-url")
+	if err := os.WriteFile(rs.dbFile, []byte(rs.DB+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	exports := filepath.Join(dir, "exports")
+	if err := os.Mkdir(exports, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	key := genKey(t, dir, "secret-key")
+	userData := t.TempDir()
+	addUser(t, userData, "alice", "alice-password-1", "--database-file", rs.dbFile)
+	rs.Token = strings.TrimSpace(cli(t, "", "tokens", "create", "--user", "alice", "--database-file", rs.dbFile))
+
+	proxyPort := freePort(t)
+	rs.Proxy = "http://127.0.0.1:" + proxyPort
+	for range n {
+		rs.ports = append(rs.ports, freePort(t))
+		rs.data = append(rs.data, t.TempDir())
+	}
+	for i := range n {
+		rs.args = append(rs.args, append([]string{
+			"--listen", "127.0.0.1:" + rs.ports[i], "--auth", "local",
+			"--database-file", rs.dbFile, "--secrets", "sealed", "--secret-key-file", key,
+			"--export-dir", exports, "--docker-image", o.Image, "--docker-scope", rs.Scope,
+			"--allow-host", "127.0.0.1:" + proxyPort,
+		}, o.Args...))
+	}
+	rs.Replicas = make([]*proc, n)
+	for i := range n {
+		rs.start(i)
+	}
+	startCaddy(t, dir, proxyPort, rs.ports)
+	return rs
+}
+
+// start (re)starts replica i, with extra environment (a crash point, say).
+func (rs *replicaSet) start(i int, env ...string) *proc {
+	rs.t.Helper()
+	if p := rs.Replicas[i]; p != nil {
+		p.kill()
+	}
+	p := start(rs.t, options{mode: "serve", dataDir: rs.data[i], args: rs.args[i],
+		env: append(append(append([]string{}, noKeyring...), rs.env...), env...)})
+	rs.Replicas[i] = p
+	return p
+}
+
+// kill stops replica i with SIGKILL, as a crash would.
+func (rs *replicaSet) kill(i int) {
+	if p := rs.Replicas[i]; p != nil {
+		p.kill()
+		rs.Replicas[i] = nil
+	}
+}
+
+// client is alice's API client at base (rs.Proxy or a replica's URL).
+func (rs *replicaSet) client(base string) *webClient {
+	c := newWebClient(rs.t, base)
+	c.bearer = rs.Token
+	return c
+}
+
+// dial opens alice's stream at base; since < 0 means no ?since.
+func (rs *replicaSet) dial(base string, since int64) *stream {
+	rs.t.Helper()
+	s, code := rs.client(base).dialWS(since, nil)
+	if code != 101 {
+		rs.t.Fatalf("stream at %s: handshake status %d", base, code)
+	}
+	return s
+}
+
+// freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	_, port, _ := net.SplitHostPort(l.Addr().String())
+	return port
+}
+
+// startCaddy runs Debian's Caddy as the replicas' reverse proxy on port,
+// round robin over upstream ports; a replica that is down is skipped.
+func startCaddy(t *testing.T, dir, port string, upstreams []string) {
+	t.Helper()
+	bin, err := exec.LookPath("caddy")
+	if err != nil {
+		t.Fatalf("Caddy is needed for the replica tests (apt-get install caddy; make test installs it): %v", err)
+	}
+	var to []string
+	for _, u := range upstreams {
+		to = append(to, "127.0.0.1:"+u)
+	}
+	conf := fmt.Sprintf(`{
+	admin off
+	auto_https off
+}
+http://127.0.0.1:%s {
+	reverse_proxy %s {
+		lb_policy round_robin
+		lb_try_duration 5s
+		fail_duration 2s
+	}
+}
+`, port, strings.Join(to, " "))
+	file := filepath.Join(dir, "Caddyfile")
+	if err := os.WriteFile(file, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "run", "--config", file, "--adapter", "caddyfile")
+	cmd.Env = append(os.Environ(), "HOME="+dir, "XDG_DATA_HOME="+dir, "XDG_CONFIG_HOME="+dir)
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start caddy: %v", err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-done
+		if t.Failed() {
+			t.Logf("caddy output:\n%s", out.String())
+		}
+	})
+	testsupport.Until(t, 30*time.Second, "caddy listens on "+port, func() bool {
+		select {
+		case <-done:
+			t.Fatalf("caddy exited:\n%s", out.String())
+		default:
+		}
+		c, err := net.DialTimeout("tcp", "127.0.0.1:"+port, time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+	// Through Caddy, an unauthenticated /v1/login answers: the chain works.
+	testsupport.Until(t, 30*time.Second, "a replica answers through caddy", func() bool {
+		resp, err := http.Get("http://127.0.0.1:" + port + "/v1/login")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
+}
+
+// dockerEvents records the Docker Engine's container events for one
+// scope, as the provider sees them: the count of calls that took effect.
+type dockerEvents struct {
+	mu     sync.Mutex
+	counts map[string]int // containerID + " " + action
+	all    []string
+}
+
+// watchDocker follows /events for the containers labelled with scope
+// until the test ends.
+func watchDocker(t *testing.T, scope string) *dockerEvents {
+	t.Helper()
+	cli, err := client.New(client.FromEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	res := cli.Events(ctx, client.EventsListOptions{Filters: client.Filters{}.
+		Add("type", "container").Add("label", docker.LabelScope+"="+scope)})
+	d := &dockerEvents{counts: map[string]int{}}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case m := <-res.Messages:
+				d.mu.Lock()
+				d.counts[m.Actor.ID+" "+string(m.Action)]++
+				d.all = append(d.all, fmt.Sprintf("%s %s", shortID(m.Actor.ID), m.Action))
+				d.mu.Unlock()
+			case <-res.Err:
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		cli.Close()
+		if t.Failed() {
+			t.Logf("docker events for scope %s: %s", scope, d.String())
+		}
+	})
+	return d
+}
+
+// count is how often action ("pause", "unpause", "destroy", "create",
+// "start", …) happened to the container.
+func (d *dockerEvents) count(containerID, action string) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := 0
+	for k, v := range d.counts {
+		id, a, _ := strings.Cut(k, " ")
+		if a == action && strings.HasPrefix(id, containerID) {
+			n += v
+		}
+	}
+	return n
+}
+
+func (d *dockerEvents) String() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return strings.Join(d.all, ", ")
+}
+
+func shortID(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
+
+// TestReplicaHarness: the two replicas and Caddy come up; alice's token
+// works on each replica directly and through Caddy; a workspace created
+// through one replica runs, and Docker reports its container's creation
+// once.
+func TestReplicaHarness(t *testing.T) {
+	rs := startReplicas(t, 2, replicaOpts{})
+	ev := watchDocker(t, rs.Scope)
+	a, b := rs.client(rs.Replicas[0].ready.URL), rs.client(rs.Replicas[1].ready.URL)
+	via := rs.client(rs.Proxy)
+	for _, c := range []*webClient{a, b, via} {
+		c.must(200, "GET", "/v1/workspaces", nil, nil)
+	}
+	var created struct{ Workspace workspace }
+	a.must(202, "POST", "/v1/workspaces", map[string]any{"account_id": "local-docker", "name": "on-a"}, &created)
+	id := created.Workspace.ID
+	var got struct{ Workspace workspace }
+	testsupport.Poll(t, 90*time.Second, func() error {
+		a.must(200, "GET", "/v1/workspaces/"+id, nil, &got)
+		return pgStateIs(got.Workspace, "running")
+	})
+	box := got.Workspace.BoxID
+	t.Cleanup(func() {
+		if containerExists(t, box) {
+			removeContainer(t, box)
+		}
+	})
+	testsupport.Until(t, 10*time.Second, "docker reports the box's creation", func() bool { return ev.count(box, "create") > 0 })
+	if n := ev.count(box, "create"); n != 1 {
+		t.Fatalf("the box was created %d times at Docker, want 1 (%s)", n, ev)
+	}
+}
