@@ -396,3 +396,14 @@ func (s *Service) failDeadExports(ctx context.Context, workspaceID string) {
 		}
 	}
 }
+
+// lookup finds an owner's workspace before its lock is taken: in memory,
+// or, on a shared store, in the store when this replica has not heard of
+// it yet (created through another replica a moment ago).
+func (s *Service) lookup(ctx context.Context, owner, id string) (Workspace, error) {
+	ws, err := s.Workspace(owner, id)
+	if err == nil || !s.shared() {
+		return ws, err
+	}
+	return s.freshOf(ctx, owner, id)
+}

@@ -92,6 +92,14 @@ func (s *Service) RetentionTick(ctx context.Context, cfg RetentionConfig) Retent
 		return rep
 	}
 	r.sweepFrom = next
+	if s.shared() {
+		// Another replica may have changed a policy since: the store has
+		// it (and the delete_after it recomputed).
+		if err := r.load(ctx); err != nil {
+			rep.Err = err
+			return rep
+		}
+	}
 	for _, p := range r.enabled() {
 		if err := s.warnSoon(ctx, p, now, cfg.Batch, &rep); err != nil {
 			rep.Err = err
@@ -156,7 +164,12 @@ func (s *Service) retainOne(ctx context.Context, c RetentionCandidate, now time.
 		rep.Skipped++ // another process holds it
 		return
 	}
-	ws, found := s.feed.Get(c.WorkspaceID)
+	ws, found, err := s.fresh(ctx, c.WorkspaceID)
+	if err != nil {
+		rep.Err = err
+		s.releaseClaim(ctx, claim)
+		return
+	}
 	if !found {
 		s.dropClaim(ctx, c.WorkspaceID)
 		return

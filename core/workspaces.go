@@ -177,7 +177,7 @@ func (s *Service) acquire(ctx context.Context, owner, id string) (ws Workspace, 
 // lockAndLoad is acquire; with boxlessOK, a workspace with no box gets a
 // nil provider instead of the provider's error.
 func (s *Service) lockAndLoad(ctx context.Context, owner, id string, boxlessOK bool) (ws Workspace, acct Account, p Provider, info ProviderInfo, unlock func(), err error) {
-	ws, err = s.Workspace(owner, id)
+	ws, err = s.lookup(ctx, owner, id)
 	if err != nil {
 		return
 	}
@@ -281,7 +281,7 @@ func (s *Service) startAction(ctx context.Context, owner, id string, kind OpKind
 
 // SetKeep marks a workspace as exempt from scheduled deletion, or not.
 func (s *Service) SetKeep(ctx context.Context, owner, id string, keep bool) (Workspace, error) {
-	ws, err := s.Workspace(owner, id)
+	ws, err := s.lookup(ctx, owner, id)
 	if err != nil {
 		return Workspace{}, err
 	}
