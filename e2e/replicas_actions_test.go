@@ -219,6 +219,56 @@ func TestReplicasConcurrentActions(t *testing.T) {
 	if final.Removed || (final.State == "running") != running || (final.State != "running" && final.State != "paused") {
 		t.Fatalf("workspace %+v, container running: %v", final, running)
 	}
+
+	// Then ten confirmed deletes at once, each with its own preview: one
+	// runs, the box is destroyed once.
+	tokens := make([]string, 10)
+	for i := range tokens {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var pv deletePreview
+			if code, _, _ := clients[i%2].do("POST", "/v1/workspaces/"+id+"/delete-preview", nil, &pv); code == 200 {
+				tokens[i] = pv.Token
+			}
+		}()
+	}
+	wg.Wait()
+	codes := make([]int, len(tokens))
+	for i, tok := range tokens {
+		if tok == "" {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			codes[i], _, _ = clients[i%2].do("POST", "/v1/workspaces/"+id+"/delete", map[string]string{"token": tok}, nil)
+		}()
+	}
+	wg.Wait()
+	if n := countOf(codes, 202); n != 1 {
+		t.Fatalf("%d of the concurrent deletes were accepted (%v), want 1", n, codes)
+	}
+	if w := rs.waitSettled(id, 3*time.Minute); !w.Removed {
+		t.Fatalf("after the delete the workspace is %+v", w)
+	}
+	testsupport.Until(t, 15*time.Second, "docker reports the destroy", func() bool { return ev.count(box, "destroy") > 0 })
+	if n := ev.count(box, "destroy"); n != 1 {
+		t.Fatalf("the box was destroyed %d times", n)
+	}
+	if n := countAudit(rs.auditOf(clients[0], id), "delete", "ok"); n != 1 {
+		t.Fatalf("%d deletes completed in the audit trail", n)
+	}
+}
+
+func countOf(codes []int, code int) int {
+	n := 0
+	for _, c := range codes {
+		if c == code {
+			n++
+		}
+	}
+	return n
 }
 
 // destroyTimes records when Docker destroyed each container of a scope.
