@@ -383,8 +383,8 @@ func (s *Service) reconcileByGet(ctx context.Context, acct Account, p Provider, 
 		if !ok {
 			continue
 		}
-		cur, err := s.freshOf(ctx, ws.Owner, ws.ID)
-		if err == nil {
+		cur, ok, err := s.freshIdle(ctx, ws.ID)
+		if err == nil && ok {
 			_, err = s.refresh(ctx, cur, acct, p)
 		}
 		unlock()
@@ -416,7 +416,7 @@ func (s *Service) update(ctx context.Context, ws Workspace, box Box) error {
 		// which another replica may have changed (a setting, an action)
 		// since this one's memory heard of it.
 		var err error
-		if cur, ok, err = s.fresh(ctx, ws.ID); err != nil || !ok {
+		if cur, ok, err = s.freshIdle(ctx, ws.ID); err != nil || !ok {
 			return err
 		}
 		if next = s.listed(cur, box); !changed(cur, next) {
@@ -494,7 +494,7 @@ func (s *Service) confirmVanished(ctx context.Context, acct Account, p Provider,
 		return nil
 	}
 	defer unlock()
-	cur, ok, err := s.fresh(ctx, ws.ID)
+	cur, ok, err := s.freshIdle(ctx, ws.ID)
 	if err != nil || !ok || cur.BoxID != ws.BoxID {
 		return err
 	}

@@ -407,3 +407,20 @@ func (s *Service) lookup(ctx context.Context, owner, id string) (Workspace, erro
 	}
 	return s.freshOf(ctx, owner, id)
 }
+
+// freshIdle is fresh for the reconciler: a workspace with an open journal
+// entry is not found. On one process the lock already says so; on a
+// shared store a replica that died leaves its entry and its workspace in a
+// transitional state once its lease lapses, and the replica that takes the
+// entry over must find that state, not one a list wrote meanwhile.
+func (s *Service) freshIdle(ctx context.Context, id string) (Workspace, bool, error) {
+	ws, ok, err := s.fresh(ctx, id)
+	if err != nil || !ok || s.rep.claims == nil || !s.shared() {
+		return ws, ok, err
+	}
+	ops, err := s.rep.claims.OpsOfWorkspace(ctx, id)
+	if err != nil {
+		return ws, false, err
+	}
+	return ws, len(ops) == 0, nil
+}
