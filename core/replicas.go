@@ -424,3 +424,62 @@ func (s *Service) freshIdle(ctx context.Context, id string) (Workspace, bool, er
 	}
 	return ws, len(ops) == 0, nil
 }
+
+// reloadPolicies reads the retention policies again (another replica may
+// have changed one) and recomputes delete_after on the workspaces of
+// every account whose policy changed.
+func (s *Service) reloadPolicies(ctx context.Context) error {
+	r := s.ret
+	list, err := r.store.RetentionPolicies(ctx)
+	if err != nil {
+		return err
+	}
+	var changed []string
+	r.mu.Lock()
+	for _, p := range list {
+		if old, ok := r.policies[p.AccountID]; !ok || !old.UpdatedAt.Equal(p.UpdatedAt) {
+			changed = append(changed, p.AccountID)
+		}
+		r.policies[p.AccountID] = p
+	}
+	r.mu.Unlock()
+	for _, id := range changed {
+		if err := s.rederiveAccount(ctx, id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// rederiveAccount recomputes delete_after on an account's workspaces. On a
+// shared store this replica's memory may lack workspaces other replicas
+// made, or hold stale copies: it goes over the store's, each re-read
+// under its lock. A busy workspace is left to its action, whose save
+// derives it again.
+func (s *Service) rederiveAccount(ctx context.Context, accountID string) error {
+	if !s.shared() {
+		return s.feed.rederive(ctx, accountID)
+	}
+	list, err := s.cfg.Store.ListWorkspaces(ctx)
+	if err != nil {
+		return err
+	}
+	for _, ws := range list {
+		if ws.AccountID != accountID || s.deriveRetention(ws).DeleteAfter.Equal(ws.DeleteAfter) {
+			continue
+		}
+		unlock, ok := s.locks.tryLock(ws.ID)
+		if !ok {
+			continue
+		}
+		cur, ok, err := s.freshIdle(ctx, ws.ID)
+		if err == nil && ok && !s.deriveRetention(cur).DeleteAfter.Equal(cur.DeleteAfter) {
+			_, err = s.feed.Save(ctx, cur)
+		}
+		unlock()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

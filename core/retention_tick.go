@@ -93,9 +93,9 @@ func (s *Service) RetentionTick(ctx context.Context, cfg RetentionConfig) Retent
 	}
 	r.sweepFrom = next
 	if s.shared() {
-		// Another replica may have changed a policy since: the store has
-		// it (and the delete_after it recomputed).
-		if err := r.load(ctx); err != nil {
+		// Another replica may have changed a policy since: read them
+		// again, and bring delete_after up to date where it changed.
+		if err := s.reloadPolicies(ctx); err != nil {
 			rep.Err = err
 			return rep
 		}
