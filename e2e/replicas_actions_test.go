@@ -2,8 +2,10 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
+	"os/exec"
 	"slices"
 	"strings"
 	"sync"
@@ -467,5 +469,19 @@ func TestReplicasRetentionDeletesOnce(t *testing.T) {
 	}
 	if w := rs.dbWorkspace(keptID); w.Removed || !containerExists(t, keptBox) {
 		t.Errorf("the kept workspace was deleted: %+v", w)
+	}
+}
+
+// TestLeaseTTLFlag: a lease TTL under a second stops serve at start with
+// a message naming the flag; desktop mode has no such flag.
+func TestLeaseTTLFlag(t *testing.T) {
+	out, err := exec.Command(companionBin, "serve", "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--lease-ttl", "100ms").CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "--lease-ttl") {
+		t.Errorf("serve --lease-ttl 100ms: %v\n%s", err, out)
+	}
+	out, err = exec.Command(companionBin, "desktop", "--data-dir", t.TempDir(), "--lease-ttl", "5s").CombinedOutput()
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 {
+		t.Errorf("desktop --lease-ttl: %v\n%s", err, out)
 	}
 }
