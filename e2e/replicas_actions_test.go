@@ -365,7 +365,7 @@ func TestReplicaKilledMidDeleteIsTakenOver(t *testing.T) {
 			if ws, ok := victim.cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || ws.Signal() != syscall.SIGKILL {
 				t.Fatalf("replica 0 ended with %v, want SIGKILL at the crash point", victim.exit)
 			}
-			rs.Replicas[0] = nil
+			rs.kill(0) // already dead: forget it
 			if step != "mark_deleted" && len(destroys.of(box)) > 0 {
 				t.Fatalf("crash at %s: the box was already destroyed", step)
 			}
