@@ -36,9 +36,10 @@ type OpClaims interface {
 	// holds a lease of, oldest first. Entries another replica is claiming
 	// at the same moment are skipped, never waited for.
 	ClaimLapsedOps(ctx context.Context, holder string, ttl time.Duration, limit int) ([]Op, error)
-	// RenewOpClaims extends holder's claims of ids by ttl and returns the
-	// ids it still holds.
-	RenewOpClaims(ctx context.Context, holder string, ids []int64, ttl time.Duration) ([]int64, error)
+	// RenewOpClaims extends holder's claims of ids by ttl (taking again
+	// one that lapsed while nobody else took it) and returns the ids whose
+	// claim another holder has now. A closed entry is in neither case.
+	RenewOpClaims(ctx context.Context, holder string, ids []int64, ttl time.Duration) (lost []int64, err error)
 	// ReleaseOpClaim lets go of holder's claim of id (a gone entry is no
 	// error).
 	ReleaseOpClaim(ctx context.Context, id int64, holder string) error
@@ -55,14 +56,16 @@ type replication struct {
 	accounts AccountLeases
 	claims   OpClaims
 
-	mu      sync.Mutex
-	claimed map[int64]struct{}  // journal entries this process runs
+	mu sync.Mutex
+	// claimed are the journal entries this process runs, each with the
+	// cancel of its run's context (nil until the run starts).
+	claimed map[int64]context.CancelFunc
 	leased  map[string]struct{} // accounts whose lease this process holds
 	once    sync.Once           // starts the claim renewer
 }
 
 func newReplication(st Store, ttl time.Duration) *replication {
-	r := &replication{holder: NewID("lease"), ttl: ttl, claimed: map[int64]struct{}{}, leased: map[string]struct{}{}}
+	r := &replication{holder: NewID("lease"), ttl: ttl, claimed: map[int64]context.CancelFunc{}, leased: map[string]struct{}{}}
 	r.accounts, _ = st.(AccountLeases)
 	r.claims, _ = st.(OpClaims)
 	return r
@@ -87,8 +90,27 @@ func (s *Service) goOp(op Op, unlock func(), run func(ctx context.Context)) {
 	s.goBackground(func(ctx context.Context) {
 		defer unlock()
 		defer s.releaseOpClaim(op.ID)
+		ctx, stop := s.claimedRun(ctx, op.ID)
+		defer stop()
 		run(ctx)
 	})
+}
+
+// claimedRun is the context an entry's run goes on in: it ends when this
+// process learns that another replica holds the entry's claim (this one
+// could not renew it in time, and the entry was taken over). The action
+// then stops as at a shutdown, leaving the entry to its new holder, so
+// that no two replicas ever drive one action.
+func (s *Service) claimedRun(ctx context.Context, id int64) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	r := s.rep
+	if r.claims == nil {
+		return ctx, cancel
+	}
+	r.mu.Lock()
+	r.claimed[id] = cancel
+	r.mu.Unlock()
+	return ctx, cancel
 }
 
 // holdClaim counts op id among the entries this process renews; with
@@ -107,7 +129,7 @@ func (s *Service) holdClaim(id int64, take bool) {
 		}
 	}
 	r.mu.Lock()
-	r.claimed[id] = struct{}{}
+	r.claimed[id] = nil
 	r.mu.Unlock()
 	r.once.Do(func() { s.goBackground(s.renewClaims) })
 }
@@ -153,17 +175,19 @@ func (s *Service) renewClaims(ctx context.Context) {
 			continue
 		}
 		cctx, cancel := storeCall()
-		kept, err := r.claims.RenewOpClaims(cctx, r.holder, ids, r.ttl)
+		lost, err := r.claims.RenewOpClaims(cctx, r.holder, ids, r.ttl)
 		cancel()
 		if err != nil {
 			s.log.Warn("could not renew journal claims", "err", err)
 			continue
 		}
-		if len(kept) < len(ids) {
-			for _, id := range ids {
-				if !slices.Contains(kept, id) {
-					s.log.Debug("journal claim not renewed: the entry is closed or was taken over", "op", id)
-				}
+		for _, id := range lost {
+			r.mu.Lock()
+			stop := r.claimed[id]
+			r.mu.Unlock()
+			s.log.Warn("another replica took over an action this one was running (its claim lapsed); stopping it here", "op", id)
+			if stop != nil {
+				stop()
 			}
 		}
 	}
@@ -258,6 +282,8 @@ func (s *Service) resumeClaimed(ctx context.Context, claimed Op) {
 	s.log.Info("taking over an action another replica left", "workspace", ws.ID, "action", op.Kind, "step", op.Step, "attempts", op.Attempts)
 	s.goBackground(func(ctx context.Context) {
 		defer done()
+		ctx, stop := s.claimedRun(ctx, op.ID)
+		defer stop()
 		s.runOp(ctx, op, ws, acct)
 	})
 }

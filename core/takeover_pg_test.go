@@ -15,6 +15,8 @@ import (
 	"github.com/canvasapp/companion/db"
 	"github.com/canvasapp/companion/internal/testsupport"
 	"github.com/canvasapp/companion/internal/testsupport/pgtest"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // replicaEmu emulates a cloud provider's API for two replicas at once: it
@@ -25,6 +27,7 @@ type replicaEmu struct {
 	lists    map[string]int // by replica
 	suspends int
 	gate     chan struct{} // if set, a suspend waits for it to close
+	cut      int           // suspends whose caller gave up at the gate
 }
 
 // replicaView is one replica's adapter: the shared emulator, naming the
@@ -72,6 +75,9 @@ func (p replicaView) Suspend(ctx context.Context, _ core.Account, id string) (co
 		select {
 		case <-gate:
 		case <-ctx.Done():
+			p.mu.Lock()
+			p.cut++
+			p.mu.Unlock()
 			return core.Box{}, ctx.Err()
 		}
 	}
@@ -118,6 +124,7 @@ type replicaPair struct {
 	svcs   [2]*core.Service
 	logs   [2]*syncWriter
 	acct   core.Account
+	url    string
 }
 
 func newReplicaPair(t *testing.T, ttl time.Duration, before func(st *db.PGStore)) *replicaPair {
@@ -125,7 +132,7 @@ func newReplicaPair(t *testing.T, ttl time.Duration, before func(st *db.PGStore)
 	ctx := context.Background()
 	url := pgtest.NewDatabase(t)
 	rp := &replicaPair{emu: &replicaEmu{boxes: map[string]core.Box{}, lists: map[string]int{}},
-		acct: core.Account{ID: "acct-r", Provider: "remu", Label: "shared"}}
+		acct: core.Account{ID: "acct-r", Provider: "remu", Label: "shared"}, url: url}
 	for i := range rp.stores {
 		st, err := db.OpenPostgres(ctx, url)
 		if err != nil {
@@ -315,5 +322,54 @@ func TestJournalEntryResumedByOneReplica(t *testing.T) {
 	}
 	if took != 1 {
 		t.Fatalf("%d replicas took the entry over", took)
+	}
+}
+
+// TestRunStopsWhenItsClaimIsTakenOver: a replica whose claim on a running
+// action passed to another holder (it could not renew it in time) stops
+// the action as at a shutdown: its provider call is cut, and it neither
+// records an outcome nor closes the entry, which stays with the new holder.
+func TestRunStopsWhenItsClaimIsTakenOver(t *testing.T) {
+	ctx := context.Background()
+	rp := newReplicaPair(t, time.Second, func(st *db.PGStore) {
+		if _, err := st.SaveWorkspace(ctx, core.Workspace{ID: "ws-t", Name: "t", AccountID: "acct-r", Provider: "remu",
+			State: core.StateRunning, BoxID: "b1", CreatedAt: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	rp.emu.boxes["b1"] = core.Box{ID: "b1", Name: "b1", State: core.StateRunning}
+	rp.emu.gate = make(chan struct{})
+	defer close(rp.emu.gate)
+	if _, err := rp.svcs[0].Pause(ctx, "", "ws-t"); err != nil {
+		t.Fatal(err)
+	}
+	testsupport.Until(t, 30*time.Second, "the pause reaches the provider", func() bool {
+		return rp.emu.count(func() int { return rp.emu.suspends }) == 1
+	})
+	conn, err := pgx.Connect(ctx, rp.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if tag, err := conn.Exec(ctx, `UPDATE ops SET claim_holder = 'thief', claim_until = clock_timestamp() + interval '1 hour'
+		WHERE workspace_id = 'ws-t'`); err != nil || tag.RowsAffected() != 1 {
+		t.Fatalf("steal the claim: %v %v", tag, err)
+	}
+	testsupport.Until(t, 30*time.Second, "the provider call is cut", func() bool {
+		return rp.emu.count(func() int { return rp.emu.cut }) == 1
+	})
+	if !strings.Contains(rp.logs[0].String(), "another replica took over an action this one was running") {
+		t.Errorf("the replica did not say why it stopped:\n%s", rp.logs[0])
+	}
+	ops, err := rp.stores[0].OpsOfWorkspace(ctx, "ws-t")
+	if err != nil || len(ops) != 1 {
+		t.Fatalf("the entry after the stop: %v, %v; want it left open", ops, err)
+	}
+	var holder string
+	if err := conn.QueryRow(ctx, `SELECT claim_holder FROM ops WHERE id = $1`, ops[0].ID).Scan(&holder); err != nil || holder != "thief" {
+		t.Fatalf("claim holder after the stop: %q, %v", holder, err)
+	}
+	if ws, err := rp.stores[0].GetWorkspace(ctx, "ws-t"); err != nil || ws.State != core.StatePausing {
+		t.Fatalf("the stopped replica recorded an outcome: %+v, %v", ws, err)
 	}
 }

@@ -88,19 +88,23 @@ func (s *PGStore) ClaimLapsedOps(ctx context.Context, holder string, ttl time.Du
 	return ops, nil
 }
 
-// RenewOpClaims extends holder's claims of ids and returns the ids it
-// still holds (a closed entry, or one taken over, is not among them).
+// RenewOpClaims extends holder's claims of ids, takes again those that
+// lapsed while nobody took them, and returns the ids another holder
+// claims now (a closed entry is in neither list).
 func (s *PGStore) RenewOpClaims(ctx context.Context, holder string, ids []int64, ttl time.Duration) ([]int64, error) {
-	rows, err := s.pool.Query(ctx, `UPDATE ops SET claim_until = clock_timestamp() + make_interval(secs => $3)
-		WHERE id = ANY($2) AND claim_holder = $1 RETURNING id`, holder, ids, ttl.Seconds())
+	rows, err := s.pool.Query(ctx, `WITH renewed AS (
+			UPDATE ops SET claim_holder = $1, claim_until = clock_timestamp() + make_interval(secs => $3)
+			WHERE id = ANY($2) AND (claim_holder = $1 OR claim_until IS NULL OR claim_until <= clock_timestamp())
+			RETURNING id)
+		SELECT id FROM ops WHERE id = ANY($2) AND id NOT IN (SELECT id FROM renewed)`, holder, ids, ttl.Seconds())
 	if err != nil {
 		return nil, s.wrap("renew journal claims", err)
 	}
-	kept, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	lost, err := pgx.CollectRows(rows, pgx.RowTo[int64])
 	if err != nil {
 		return nil, s.wrap("renew journal claims", err)
 	}
-	return kept, nil
+	return lost, nil
 }
 
 // ReleaseOpClaim lets go of holder's claim of entry id.

@@ -130,16 +130,17 @@ func TestClaimLapsedOpsOnce(t *testing.T) {
 	if len(got[held.ID]) != 0 || len(got[leased.ID]) != 0 {
 		t.Errorf("a held entry (%v) or a leased workspace's (%v) was claimed", got[held.ID], got[leased.ID])
 	}
-	// Renewal keeps only the holder's own; a release frees the entry.
+	// Renewal keeps the holder's own and reports another's as lost; a
+	// release frees the entry.
 	var some int64
 	for id := range ids {
 		some = id
 		break
 	}
 	owner := got[some][0]
-	kept, err := b.RenewOpClaims(ctx, owner, []int64{some, held.ID}, time.Hour)
-	if err != nil || len(kept) != 1 || kept[0] != some {
-		t.Fatalf("renew: %v %v", kept, err)
+	lost, err := b.RenewOpClaims(ctx, owner, []int64{some, held.ID, 1 << 40}, time.Hour)
+	if err != nil || len(lost) != 1 || lost[0] != held.ID {
+		t.Fatalf("renew: lost %v, %v; want only the entry another holder has", lost, err)
 	}
 	if ok, _ := b.ClaimOp(ctx, some, "other", time.Hour); ok {
 		t.Fatal("a held claim was taken")
