@@ -458,6 +458,9 @@ func TestReplicasRetentionDeletesOnce(t *testing.T) {
 		if s, ok := countAudit(audit, "delete", "started"), countAudit(audit, "delete", "ok"); s != 1 || ok != 1 {
 			t.Errorf("workspace %s: %d deletes started, %d completed; want one each\n%+v", m.id, s, ok, audit)
 		}
+		if n := countAudit(audit, "retention_warn", ""); n != 1 {
+			t.Errorf("workspace %s: warned %d times, want once", m.id, n)
+		}
 		testsupport.Until(t, 15*time.Second, "docker reports the destroy", func() bool { return ev.count(m.box, "destroy") > 0 })
 		if n := ev.count(m.box, "destroy"); n != 1 {
 			t.Errorf("box %s destroyed %d times", m.box, n)
