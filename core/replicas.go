@@ -509,3 +509,21 @@ func (s *Service) rederiveAccount(ctx context.Context, accountID string) error {
 	}
 	return nil
 }
+
+// RetentionWarnOnce is a store's atomic "record this warning unless it was
+// recorded", so that replicas ticking at the same moment warn once. The
+// PostgreSQL store implements it; one process needs none.
+type RetentionWarnOnce interface {
+	// MarkRetentionWarnedOnce records the delete_after a workspace was
+	// warned about and reports whether it was not recorded before.
+	MarkRetentionWarnedOnce(ctx context.Context, workspaceID string, deleteAfter time.Time) (bool, error)
+}
+
+// markWarned records a retention warning and reports whether this
+// process is the one to send it.
+func (s *Service) markWarned(ctx context.Context, ws Workspace) (bool, error) {
+	if wo, ok := s.ret.store.(RetentionWarnOnce); ok && s.shared() {
+		return wo.MarkRetentionWarnedOnce(ctx, ws.ID, ws.DeleteAfter)
+	}
+	return true, s.ret.store.MarkRetentionWarned(ctx, ws.ID, ws.DeleteAfter)
+}

@@ -129,12 +129,17 @@ func (s *Service) warnSoon(ctx context.Context, p RetentionPolicy, now time.Time
 		return err
 	}
 	for _, c := range list {
-		ws, ok := s.feed.Get(c.WorkspaceID)
+		ws, ok, err := s.fresh(ctx, c.WorkspaceID)
+		if err != nil {
+			return err
+		}
 		if !ok || !ws.DeleteAfter.Equal(c.DeleteAfter) {
 			continue // changed since the query
 		}
-		if err := s.ret.store.MarkRetentionWarned(ctx, ws.ID, ws.DeleteAfter); err != nil {
+		if first, err := s.markWarned(ctx, ws); err != nil {
 			return err
+		} else if !first {
+			continue // another replica warned at the same moment
 		}
 		s.ret.publish(Notice{Kind: NoticeRetentionWarning, Owner: ws.Owner, WorkspaceID: ws.ID, DeleteAfter: ws.DeleteAfter})
 		s.audit(ctx, AuditEntry{Owner: ws.Owner, Actor: ActorRetention, Action: AuditRetentionWarn, WorkspaceID: ws.ID,

@@ -155,3 +155,23 @@ func scanOp(r scanner) (core.Op, error) {
 func sortOps(ops []core.Op) {
 	slices.SortFunc(ops, func(a, b core.Op) int { return cmp.Compare(a.ID, b.ID) })
 }
+
+var _ core.RetentionWarnOnce = (*PGStore)(nil)
+
+// MarkRetentionWarnedOnce records the delete_after a workspace was warned
+// about in one statement, and reports whether the row was new or changed:
+// of two replicas recording the same warning, one hears true.
+func (s *PGStore) MarkRetentionWarnedOnce(ctx context.Context, workspaceID string, deleteAfter time.Time) (bool, error) {
+	var id string
+	err := s.pool.QueryRow(ctx, `INSERT INTO retention_warnings (workspace_id, delete_after) VALUES ($1, $2)
+		ON CONFLICT (workspace_id) DO UPDATE SET delete_after = excluded.delete_after
+		WHERE retention_warnings.delete_after IS DISTINCT FROM excluded.delete_after
+		RETURNING workspace_id`, workspaceID, nanos(deleteAfter)).Scan(&id)
+	if isNoRows(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, s.wrap("record retention warning of "+workspaceID, err)
+	}
+	return true, nil
+}

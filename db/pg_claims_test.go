@@ -153,3 +153,40 @@ func TestClaimLapsedOpsOnce(t *testing.T) {
 		t.Fatalf("after a release: %v %v", ops, err)
 	}
 }
+
+// TestRetentionWarnedOnce: replicas recording the same warning at once
+// hear "first" once; a new delete_after is a new warning.
+func TestRetentionWarnedOnce(t *testing.T) {
+	ctx := context.Background()
+	a, b := openPGPair(t)
+	at := time.Unix(1700000000, 0)
+	var firsts sync.WaitGroup
+	var mu sync.Mutex
+	n := 0
+	for i := range 10 {
+		st := a
+		if i%2 == 1 {
+			st = b
+		}
+		firsts.Add(1)
+		go func() {
+			defer firsts.Done()
+			first, err := st.MarkRetentionWarnedOnce(ctx, "w", at)
+			if err != nil {
+				t.Error(err)
+			}
+			if first {
+				mu.Lock()
+				n++
+				mu.Unlock()
+			}
+		}()
+	}
+	firsts.Wait()
+	if n != 1 {
+		t.Fatalf("%d replicas were first to warn", n)
+	}
+	if first, err := a.MarkRetentionWarnedOnce(ctx, "w", at.Add(time.Hour)); !first || err != nil {
+		t.Fatalf("a new delete_after: %v %v", first, err)
+	}
+}
