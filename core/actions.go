@@ -333,8 +333,13 @@ func changed(a, b Workspace) bool {
 }
 
 // Recover resumes every action a previous run left in the journal. Each
-// runs in the background holding its workspace's lock.
+// runs in the background holding its workspace's lock. On a store shared
+// by several replicas it claims entries instead (recoverShared), now and
+// periodically, so that a replica that died is taken over.
 func (s *Service) Recover(ctx context.Context) error {
+	if s.rep.claims != nil && s.shared() {
+		return s.recoverShared(ctx)
+	}
 	ops, err := s.cfg.Store.PendingOps(ctx)
 	if err != nil {
 		return fmt.Errorf("read journal: %w", err)

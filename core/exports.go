@@ -74,10 +74,7 @@ func (s *Service) StartExport(ctx context.Context, owner, id string, o ExportOpt
 		AccountID: ws.AccountID, Provider: ws.Provider, Outcome: "started"})
 	s.log.Info("workspace export started", "workspace", ws.ID, "export", rec.ID, "wake", ws.State == StatePaused)
 	release = false
-	s.goBackground(func(ctx context.Context) {
-		defer unlock()
-		s.runExport(ctx, op, rec, ws, acct, p, info, o, actor)
-	})
+	s.goOp(op, unlock, func(ctx context.Context) { s.runExport(ctx, op, rec, ws, acct, p, info, o, actor) })
 	return rec, nil
 }
 
@@ -184,10 +181,13 @@ func (s *Service) boxEndpoint(ctx context.Context, ws Workspace, acct Account, p
 }
 
 // RecoverExports fails every export a previous run left running: its
-// staging directory was swept, so it can never be verified.
+// staging directory was swept, so it can never be verified. On a store
+// shared by several replicas a running export may be another replica's,
+// alive: the replica that takes over a dead one's journal entry fails
+// that workspace's running exports instead (resumeClaimed).
 func (s *Service) RecoverExports(ctx context.Context) error {
 	store := s.exportStore()
-	if store == nil {
+	if store == nil || s.shared() {
 		return nil
 	}
 	n, err := store.FailUnfinishedExports(ctx, "companion stopped before the export was verified; start a new export", s.now())

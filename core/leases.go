@@ -19,9 +19,10 @@ type WorkspaceLeases interface {
 	ReleaseWorkspaceLease(ctx context.Context, id, holder string) error
 }
 
-// Lease timings: a lease outlives a dead holder by at most leaseTTL; a
-// live holder renews it every leaseTTL/3; a replica waiting for another
-// replica's lease retries every leaseRetry.
+// Lease timings: a lease outlives a dead holder by at most its TTL
+// (Config.LeaseTTL, leaseTTL by default); a live holder renews it every
+// TTL/3; a replica waiting for another replica's lease retries every
+// leaseRetry.
 const (
 	leaseTTL     = 30 * time.Second
 	leaseRetry   = 100 * time.Millisecond
@@ -36,6 +37,7 @@ type sharedLocks struct {
 	// to date once a lease is taken: the previous holder may have been
 	// another process whose last writes are still on their way here.
 	sync func(ctx context.Context) error
+	ttl  time.Duration
 }
 
 // tryAll takes id's in-process lock and then, when the store shares locks
@@ -48,7 +50,7 @@ func (l *locks) tryAll(id string) (unlock func(), released <-chan struct{}, ok b
 		return local, released, ok
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), leaseTimeout)
-	got, err := l.shared.leases.TryLeaseWorkspace(ctx, id, l.shared.holder, leaseTTL)
+	got, err := l.shared.leases.TryLeaseWorkspace(ctx, id, l.shared.holder, l.shared.ttl)
 	cancel()
 	if err != nil || !got {
 		local()
@@ -77,7 +79,9 @@ func (l *locks) renew(id string) (stop func()) {
 	done := make(chan struct{})
 	go func() {
 		for {
-			t := l.clockOrReal().NewTimer(leaseTTL / 3)
+			// The lease lapses in the database's time, so renewals run on
+			// the real clock whatever clock the service reads.
+			t := RealClock{}.NewTimer(l.shared.ttl / 3)
 			select {
 			case <-done:
 				t.Stop()
@@ -85,7 +89,7 @@ func (l *locks) renew(id string) (stop func()) {
 			case <-t.C():
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), leaseTimeout)
-			l.shared.leases.TryLeaseWorkspace(ctx, id, l.shared.holder, leaseTTL)
+			l.shared.leases.TryLeaseWorkspace(ctx, id, l.shared.holder, l.shared.ttl)
 			cancel()
 		}
 	}()

@@ -56,6 +56,11 @@ func (s *Service) RunReconciler(ctx context.Context, cfg ReconcileConfig) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(s.bg, cancel)()
+	// On a shared store the replica that lists an account keeps its lease
+	// from one pass to the next (two intervals cover the jittered wait),
+	// so the others skip the account until that replica stops.
+	acctTTL := max(2*cfg.Interval, s.cfg.LeaseTTL)
+	defer s.releaseAccounts()
 
 	type result struct {
 		id  string
@@ -120,7 +125,7 @@ func (s *Service) RunReconciler(ctx context.Context, cfg ReconcileConfig) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				err := s.pass(ctx, acct, slot)
+				err := s.pass(ctx, acct, slot, acctTTL)
 				select {
 				case results <- result{acct.ID, err}:
 				case <-ctx.Done():
@@ -161,8 +166,10 @@ func (s *Service) RunReconciler(ctx context.Context, cfg ReconcileConfig) {
 			}
 			d.running = false
 			switch {
-			case errors.Is(r.err, errBusy):
-				d.at = s.now().Add(jitter(cfg.Interval)) // the new account's first list is running
+			case errors.Is(r.err, errBusy), errors.Is(r.err, errLeased):
+				// The new account's first list is running, or another
+				// replica lists this account.
+				d.at = s.now().Add(jitter(cfg.Interval))
 			case r.err != nil:
 				d.failures++
 				d.at = s.now().Add(passBackoff(cfg.Interval, cfg.MaxBackoff, d.failures, r.err))
@@ -174,7 +181,7 @@ func (s *Service) RunReconciler(ctx context.Context, cfg ReconcileConfig) {
 			if d.kicked {
 				d.at, d.kicked = time.Time{}, false
 			}
-			if !errors.Is(r.err, errBusy) {
+			if !errors.Is(r.err, errBusy) && !errors.Is(r.err, errLeased) {
 				reports = append(reports, r)
 			}
 		case <-wake.C():
@@ -187,8 +194,12 @@ func (s *Service) RunReconciler(ctx context.Context, cfg ReconcileConfig) {
 // by AddAccount).
 var errBusy = errors.New("a pass over this account is already running")
 
-// pass waits for a slot of the account's provider and reconciles it.
-func (s *Service) pass(ctx context.Context, acct Account, slot chan struct{}) error {
+// errLeased: another replica holds the account's lease and lists it.
+var errLeased = errors.New("another replica lists this account")
+
+// pass waits for a slot of the account's provider and reconciles it, if
+// this process holds (or can take) the account's lease, for leaseTTL.
+func (s *Service) pass(ctx context.Context, acct Account, slot chan struct{}, leaseTTL time.Duration) error {
 	select {
 	case slot <- struct{}{}:
 	case <-ctx.Done():
@@ -199,6 +210,14 @@ func (s *Service) pass(ctx context.Context, acct Account, slot chan struct{}) er
 		return errBusy
 	}
 	defer s.status.done(acct.ID)
+	ok, err := s.leaseAccount(ctx, acct.ID, leaseTTL)
+	if err != nil {
+		return fmt.Errorf("lease account %s: %w", acct.ID, err)
+	}
+	if !ok {
+		return errLeased
+	}
+	defer s.renewAccountLease(acct.ID, leaseTTL)()
 	return s.reconcileAccount(ctx, acct)
 }
 
@@ -364,8 +383,8 @@ func (s *Service) reconcileByGet(ctx context.Context, acct Account, p Provider, 
 		if !ok {
 			continue
 		}
-		cur, err := s.Workspace(ws.Owner, ws.ID)
-		if err == nil {
+		cur, ok, err := s.freshIdle(ctx, ws.ID)
+		if err == nil && ok {
 			_, err = s.refresh(ctx, cur, acct, p)
 		}
 		unlock()
@@ -388,17 +407,35 @@ func (s *Service) update(ctx context.Context, ws Workspace, box Box) error {
 	if !ok {
 		return nil
 	}
+	next := s.listed(cur, box)
+	if !changed(cur, next) {
+		return nil
+	}
+	if s.shared() {
+		// Something to write: start from the workspace as it is now,
+		// which another replica may have changed (a setting, an action)
+		// since this one's memory heard of it.
+		var err error
+		if cur, ok, err = s.freshIdle(ctx, ws.ID); err != nil || !ok {
+			return err
+		}
+		if next = s.listed(cur, box); !changed(cur, next) {
+			return nil
+		}
+	}
+	_, err := s.feed.Save(ctx, next)
+	return err
+}
+
+// listed is cur with what a list says of its box.
+func (s *Service) listed(cur Workspace, box Box) Workspace {
 	next := s.applyBox(cur, box)
 	if next.State == StateDeleted {
 		next.Error = fmt.Sprintf("box %s was deleted at %s outside companion", box.ID, cur.Provider)
 	} else if cur.State == StateDeleted || cur.State == StateUnknown {
 		next.Error = ""
 	}
-	if !changed(cur, next) {
-		return nil
-	}
-	_, err := s.feed.Save(ctx, next)
-	return err
+	return next
 }
 
 // adopt records a box companion did not create (or lost track of). It
@@ -457,11 +494,11 @@ func (s *Service) confirmVanished(ctx context.Context, acct Account, p Provider,
 		return nil
 	}
 	defer unlock()
-	cur, ok := s.feed.Get(ws.ID)
-	if !ok || cur.BoxID != ws.BoxID {
-		return nil
+	cur, ok, err := s.freshIdle(ctx, ws.ID)
+	if err != nil || !ok || cur.BoxID != ws.BoxID {
+		return err
 	}
-	_, err := s.refresh(ctx, cur, acct, p)
+	_, err = s.refresh(ctx, cur, acct, p)
 	if err != nil && !IsKind(err, KindNotFound) {
 		return err
 	}

@@ -156,10 +156,7 @@ func (s *Service) RestoreExport(ctx context.Context, owner, exportID string, req
 		Provider: acct.Provider, Outcome: "started", ExportSHA256: exportSHA256(rec)})
 	s.log.Info("workspace restore started", "workspace", ws.ID, "export", rec.ID, "provider", acct.Provider)
 	release = false
-	s.goBackground(func(ctx context.Context) {
-		defer unlock()
-		s.runOp(ctx, op, ws, acct)
-	})
+	s.goOp(op, unlock, func(ctx context.Context) { s.runOp(ctx, op, ws, acct) })
 	return ws, nil
 }
 

@@ -277,7 +277,7 @@ func (s *Service) SetRetentionPolicy(ctx context.Context, owner string, p Retent
 	s.ret.mu.Unlock()
 	s.audit(ctx, AuditEntry{Owner: acct.Owner, Actor: ActorOf(ctx, ActorRetention), Action: AuditRetentionPolicy,
 		AccountID: acct.ID, Provider: acct.Provider, Outcome: "ok: " + describePolicy(p)})
-	if err := s.feed.rederive(ctx, acct.ID); err != nil {
+	if err := s.rederiveAccount(ctx, acct.ID); err != nil {
 		return p, fmt.Errorf("the policy was saved, but delete_after could not be updated on every workspace (it is on the next start): %w", err)
 	}
 	return p, nil

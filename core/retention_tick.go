@@ -92,6 +92,14 @@ func (s *Service) RetentionTick(ctx context.Context, cfg RetentionConfig) Retent
 		return rep
 	}
 	r.sweepFrom = next
+	if s.shared() {
+		// Another replica may have changed a policy since: read them
+		// again, and bring delete_after up to date where it changed.
+		if err := s.reloadPolicies(ctx); err != nil {
+			rep.Err = err
+			return rep
+		}
+	}
 	for _, p := range r.enabled() {
 		if err := s.warnSoon(ctx, p, now, cfg.Batch, &rep); err != nil {
 			rep.Err = err
@@ -121,12 +129,17 @@ func (s *Service) warnSoon(ctx context.Context, p RetentionPolicy, now time.Time
 		return err
 	}
 	for _, c := range list {
-		ws, ok := s.feed.Get(c.WorkspaceID)
+		ws, ok, err := s.fresh(ctx, c.WorkspaceID)
+		if err != nil {
+			return err
+		}
 		if !ok || !ws.DeleteAfter.Equal(c.DeleteAfter) {
 			continue // changed since the query
 		}
-		if err := s.ret.store.MarkRetentionWarned(ctx, ws.ID, ws.DeleteAfter); err != nil {
+		if first, err := s.markWarned(ctx, ws); err != nil {
 			return err
+		} else if !first {
+			continue // another replica warned at the same moment
 		}
 		s.ret.publish(Notice{Kind: NoticeRetentionWarning, Owner: ws.Owner, WorkspaceID: ws.ID, DeleteAfter: ws.DeleteAfter})
 		s.audit(ctx, AuditEntry{Owner: ws.Owner, Actor: ActorRetention, Action: AuditRetentionWarn, WorkspaceID: ws.ID,
@@ -156,7 +169,12 @@ func (s *Service) retainOne(ctx context.Context, c RetentionCandidate, now time.
 		rep.Skipped++ // another process holds it
 		return
 	}
-	ws, found := s.feed.Get(c.WorkspaceID)
+	ws, found, err := s.fresh(ctx, c.WorkspaceID)
+	if err != nil {
+		rep.Err = err
+		s.releaseClaim(ctx, claim)
+		return
+	}
 	if !found {
 		s.dropClaim(ctx, c.WorkspaceID)
 		return
@@ -211,8 +229,10 @@ func (s *Service) retainOne(ctx context.Context, c RetentionCandidate, now time.
 // records and then from the provider, and says why it must not be deleted
 // now ("" when it must). The caller holds the workspace's lock.
 func (s *Service) recheckDue(ctx context.Context, ws Workspace, now time.Time) (Workspace, Account, string, error) {
-	ws, ok := s.feed.Get(ws.ID)
+	ws, ok, err := s.fresh(ctx, ws.ID)
 	switch {
+	case err != nil:
+		return ws, Account{}, "", err
 	case !ok:
 		return ws, Account{}, "it is gone", nil
 	case ws.Keep:

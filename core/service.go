@@ -81,6 +81,12 @@ type Config struct {
 	// wrote to a shared store (PostgreSQL) without being notified of
 	// them, in case a notification was lost; 0 means FollowEvery.
 	FollowEvery time.Duration
+	// LeaseTTL is how long a lease or claim of this process outlives it
+	// on a store shared by several processes (workspace leases, the
+	// reconciler's account leases, journal claims); 0 means 30 seconds.
+	// Live holders renew theirs every LeaseTTL/3, so a shorter TTL means
+	// a faster takeover after a crash and more renewals.
+	LeaseTTL time.Duration
 }
 
 // Service is the lifecycle service: the one place where workspaces are
@@ -116,6 +122,10 @@ type Service struct {
 	ret *retention // retention policies, notices and tick state
 
 	accountMu sync.Mutex // serialises read-modify-write of account settings
+
+	// rep is what this process needs to share its store with other
+	// replicas (nil fields on a store only one process uses).
+	rep *replication
 }
 
 // NewService loads the feed from the store (unless Config.DeferLoad) and
@@ -155,6 +165,9 @@ func NewService(ctx context.Context, cfg Config) (*Service, error) {
 	if cfg.MaxAttempts == 0 {
 		cfg.MaxAttempts = 5
 	}
+	if cfg.LeaseTTL <= 0 {
+		cfg.LeaseTTL = leaseTTL
+	}
 	if cfg.Audit == nil {
 		cfg.Audit, _ = cfg.Store.(AuditLog)
 	}
@@ -182,8 +195,9 @@ func NewService(ctx context.Context, cfg Config) (*Service, error) {
 		status:          newAccountStatuses(),
 		actors:          map[int64]string{},
 	}
+	s.rep = newReplication(cfg.Store, cfg.LeaseTTL)
 	if wl, ok := cfg.Store.(WorkspaceLeases); ok {
-		s.locks.shared = &sharedLocks{leases: wl, holder: NewID("lease"), sync: feed.Sync}
+		s.locks.shared = &sharedLocks{leases: wl, holder: s.rep.holder, ttl: cfg.LeaseTTL, sync: feed.Sync}
 	}
 	if err := s.loadFlags(ctx); err != nil {
 		cancel()

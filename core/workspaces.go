@@ -159,10 +159,7 @@ func (s *Service) launch(ctx context.Context, ws Workspace, acct Account, kind O
 	s.rememberActor(op.ID, actor)
 	s.audit(ctx, AuditEntry{Owner: ws.Owner, Actor: actor, Action: opAudit(kind), WorkspaceID: ws.ID,
 		AccountID: ws.AccountID, Provider: ws.Provider, Outcome: "started"})
-	s.goBackground(func(ctx context.Context) {
-		defer unlock()
-		s.runOp(ctx, op, ws, acct)
-	})
+	s.goOp(op, unlock, func(ctx context.Context) { s.runOp(ctx, op, ws, acct) })
 	return ws, nil
 }
 
@@ -180,7 +177,7 @@ func (s *Service) acquire(ctx context.Context, owner, id string) (ws Workspace, 
 // lockAndLoad is acquire; with boxlessOK, a workspace with no box gets a
 // nil provider instead of the provider's error.
 func (s *Service) lockAndLoad(ctx context.Context, owner, id string, boxlessOK bool) (ws Workspace, acct Account, p Provider, info ProviderInfo, unlock func(), err error) {
-	ws, err = s.Workspace(owner, id)
+	ws, err = s.lookup(ctx, owner, id)
 	if err != nil {
 		return
 	}
@@ -190,8 +187,9 @@ func (s *Service) lockAndLoad(ctx context.Context, owner, id string, boxlessOK b
 		return
 	}
 	fail := func(e error) { unlock(); unlock = nil; err = e }
-	// Re-read under the lock: the workspace may have changed meanwhile.
-	if ws, err = s.Workspace(owner, id); err != nil {
+	// Re-read under the lock: the workspace may have changed meanwhile,
+	// on a shared store through another replica.
+	if ws, err = s.freshOf(ctx, owner, id); err != nil {
 		fail(err)
 		return
 	}
@@ -283,7 +281,7 @@ func (s *Service) startAction(ctx context.Context, owner, id string, kind OpKind
 
 // SetKeep marks a workspace as exempt from scheduled deletion, or not.
 func (s *Service) SetKeep(ctx context.Context, owner, id string, keep bool) (Workspace, error) {
-	ws, err := s.Workspace(owner, id)
+	ws, err := s.lookup(ctx, owner, id)
 	if err != nil {
 		return Workspace{}, err
 	}
@@ -292,7 +290,7 @@ func (s *Service) SetKeep(ctx context.Context, owner, id string, keep bool) (Wor
 		return Workspace{}, &Error{Kind: KindConflict, Message: fmt.Sprintf("workspace %s is busy (%s); try again shortly", id, ws.State), State: ws.State}
 	}
 	defer unlock()
-	if ws, err = s.Workspace(owner, id); err != nil {
+	if ws, err = s.freshOf(ctx, owner, id); err != nil {
 		return Workspace{}, err
 	}
 	ws.Keep = keep

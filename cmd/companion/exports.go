@@ -42,6 +42,11 @@ func newExporter(f *serverFlags) (*exportrun.Exporter, error) {
 // records of exports that never finished. Neither stops companion: a
 // missing export location is reported when an export is asked for.
 func recoverExports(ctx context.Context, x *exportrun.Exporter, svc *core.Service, log *slog.Logger) error {
+	if svc.SharedStore() {
+		// The export dir is shared too: what looks unfinished may be
+		// another replica's export in progress.
+		return svc.RecoverExports(ctx)
+	}
 	n, err := x.Writer.RemovePartial()
 	if err != nil {
 		log.Warn("could not sweep unfinished exports", "export_dir", x.Writer.Root, "err", err)

@@ -45,6 +45,7 @@ type serverFlags struct {
 	dockerScope       string
 	reconcileInterval time.Duration
 	retentionInterval time.Duration
+	leaseTTL          time.Duration // serve only; matters on PostgreSQL
 	logLevel          string
 	logFormat         string
 	exitOnStdinClose  bool
@@ -90,6 +91,7 @@ func parseServerFlags(m mode, args []string, stderr io.Writer) (*serverFlags, er
 	f.secrets.addFlags(fs)
 	f.database.addFlags(fs)
 	if m == modeServe {
+		fs.DurationVar(&f.leaseTTL, "lease-ttl", 30*time.Second, "on PostgreSQL, how long a replica's leases and journal claims outlive it: another replica takes over its work this long after it stopped (renewed every third of it while alive)")
 		fs.Var(&f.hosts, "allow-host", "extra `host[:port]` the server answers to, e.g. the name your ingress forwards (repeatable)")
 		f.login.addFlags(fs)
 	}
@@ -157,6 +159,9 @@ Flags:
 	}
 	if f.retentionInterval <= 0 {
 		return nil, fmt.Errorf("--retention-interval %s: want a positive duration, e.g. 1m", f.retentionInterval)
+	}
+	if m == modeServe && f.leaseTTL < time.Second {
+		return nil, fmt.Errorf("--lease-ttl %s: want at least 1s, e.g. 30s", f.leaseTTL)
 	}
 	if f.exportBudget <= 0 {
 		return nil, fmt.Errorf("--export-budget must be positive, not %s", f.exportBudget)
@@ -327,7 +332,7 @@ func serve(ctx context.Context, m mode, f *serverFlags, log *slog.Logger, stdout
 	}
 	svc, err := core.NewService(ctx, core.Config{Store: store, Providers: &registry, Secrets: keys, Logger: log, DeferLoad: true,
 		Exporter: exporter, ScheduledDeletion: m == modeServe,
-		ExportLocation: exportLocation, ExportBudget: f.exportBudget, StepHook: hook})
+		ExportLocation: exportLocation, ExportBudget: f.exportBudget, StepHook: hook, LeaseTTL: f.leaseTTL})
 	if err != nil {
 		return err
 	}
