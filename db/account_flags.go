@@ -44,7 +44,7 @@ func (s *Store) SetAccountFlag(ctx context.Context, accountID string, f *core.Ac
 
 // AccountFlags returns the flag of every flagged account, by account id.
 func (s *Store) AccountFlags(ctx context.Context) (map[string]core.AccountFlag, error) {
-	rows, err := s.rs.query(ctx, `SELECT account_id, code, message, since FROM account_flags`)
+	rows, err := s.reads().query(ctx, `SELECT account_id, code, message, since FROM account_flags`)
 	if err != nil {
 		return nil, wrap("list account flags", err)
 	}

@@ -71,7 +71,7 @@ func boolInt(b bool) int {
 
 // UserByID implements auth.Store.
 func (s *Store) UserByID(ctx context.Context, id string) (auth.User, error) {
-	u, err := readUser(s.r.QueryRowContext(ctx, `SELECT `+userCols+` FROM users WHERE id = ?`, id))
+	u, err := readUser(s.reads().queryRow(ctx, `SELECT `+userCols+` FROM users WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return auth.User{}, notFound("user", id)
 	}
@@ -80,7 +80,7 @@ func (s *Store) UserByID(ctx context.Context, id string) (auth.User, error) {
 
 // UserBySubject implements auth.Store.
 func (s *Store) UserBySubject(ctx context.Context, issuer, subject string) (auth.User, error) {
-	u, err := readUser(s.rs.queryRow(ctx, qUserBySubject, issuer, subject))
+	u, err := readUser(s.reads().queryRow(ctx, qUserBySubject, issuer, subject))
 	if errors.Is(err, sql.ErrNoRows) {
 		return auth.User{}, notFound("user", subject)
 	}
@@ -89,7 +89,7 @@ func (s *Store) UserBySubject(ctx context.Context, issuer, subject string) (auth
 
 // ListUsers implements auth.Store: every user, oldest first.
 func (s *Store) ListUsers(ctx context.Context) ([]auth.User, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT `+userCols+` FROM users ORDER BY created_at, id`)
+	rows, err := s.reads().query(ctx, `SELECT `+userCols+` FROM users ORDER BY created_at, id`)
 	if err != nil {
 		return nil, wrap("list users", err)
 	}
@@ -161,7 +161,7 @@ func (s *Store) credentialUser(ctx context.Context, q, key, what string, own ...
 		admin   int64
 		created sql.NullInt64
 	)
-	err := s.rs.queryRow(ctx, q, key).Scan(append(own, scanUser(&u, &admin, &created)...)...)
+	err := s.reads().queryRow(ctx, q, key).Scan(append(own, scanUser(&u, &admin, &created)...)...)
 	if errors.Is(err, sql.ErrNoRows) {
 		return u, notFound(what, "")
 	}
@@ -241,7 +241,7 @@ func (s *Store) TouchToken(ctx context.Context, id string, at time.Time) error {
 
 // ListTokens implements auth.Store.
 func (s *Store) ListTokens(ctx context.Context, userID string) ([]auth.Token, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT id, label, created_at, expires_at, last_used_at FROM api_tokens WHERE user_id = ? ORDER BY created_at, id`, userID)
+	rows, err := s.reads().query(ctx, `SELECT id, label, created_at, expires_at, last_used_at FROM api_tokens WHERE user_id = ? ORDER BY created_at, id`, userID)
 	if err != nil {
 		return nil, wrap("list tokens", err)
 	}

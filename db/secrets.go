@@ -15,7 +15,7 @@ import (
 // SealedSecret returns the key id and sealed bytes stored under key, or a
 // KindNotFound error.
 func (s *Store) SealedSecret(ctx context.Context, key string) (keyID string, sealed []byte, err error) {
-	err = s.rs.queryRow(ctx, `SELECT key_id, sealed FROM secrets WHERE key = ?`, key).Scan(&keyID, &sealed)
+	err = s.reads().queryRow(ctx, `SELECT key_id, sealed FROM secrets WHERE key = ?`, key).Scan(&keyID, &sealed)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", nil, notFound("secret", key)
 	}
@@ -57,7 +57,7 @@ func (s *Store) DeleteSealedSecret(ctx context.Context, key string) error {
 // CountSealedSecrets returns how many sealed secrets are stored.
 func (s *Store) CountSealedSecrets(ctx context.Context) (int, error) {
 	var n int
-	if err := s.rs.queryRow(ctx, `SELECT count(*) FROM secrets`).Scan(&n); err != nil {
+	if err := s.reads().queryRow(ctx, `SELECT count(*) FROM secrets`).Scan(&n); err != nil {
 		return 0, wrap("count secrets", err)
 	}
 	return n, nil

@@ -20,11 +20,11 @@ const (
 	rawCols = `id, owner, name, account_id, provider, state, box_id, box_url, adopted,
 	idle_pause_after, paused_ttl, options, paused_at, last_activity_at,
 	size_bytes, size_source, size_at, keep, delete_after, error,
-	created_at, updated_at, rev, removed_at`
+	created_at, updated_at, rev, removed_at, stop_reason, exit_code`
 	rawList    = `SELECT ` + rawCols + ` FROM workspaces WHERE removed_at IS NULL ORDER BY rev`
 	rawBumpRev = `UPDATE meta SET value = value + 1 WHERE key = 'rev' RETURNING value`
 	rawUpsert  = `INSERT INTO workspaces (` + rawCols + `)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 	ON CONFLICT (id) DO UPDATE SET
 		owner = excluded.owner, name = excluded.name, account_id = excluded.account_id,
 		provider = excluded.provider, state = excluded.state, box_id = excluded.box_id,
@@ -35,6 +35,7 @@ const (
 		size_source = excluded.size_source, size_at = excluded.size_at, keep = excluded.keep,
 		delete_after = excluded.delete_after, error = excluded.error,
 		created_at = excluded.created_at, updated_at = excluded.updated_at, rev = excluded.rev,
+		stop_reason = excluded.stop_reason, exit_code = excluded.exit_code,
 		removed_at = CASE WHEN excluded.removed_at IS NULL THEN NULL
 			ELSE coalesce(workspaces.removed_at, excluded.removed_at) END
 	RETURNING ` + rawCols
@@ -176,18 +177,19 @@ func viaRaw(path string) (list, ups time.Duration, err error) {
 
 type rawRow struct {
 	id, owner, name, account, provider, boxID, boxURL, errText string
+	stopReason                                                 string
 	state, sizeSource, options                                 sql.NullString
 	adopted, keep                                              bool
 	idle, ttl, rev                                             int64
 	sizeBytes, pausedAt, activity, sizeAt, deleteAfter         sql.NullInt64
-	created, updated, removed                                  sql.NullInt64
+	created, updated, removed, exitCode                        sql.NullInt64
 }
 
 func (x *rawRow) dest() []any {
 	return []any{&x.id, &x.owner, &x.name, &x.account, &x.provider, &x.state, &x.boxID, &x.boxURL, &x.adopted,
 		&x.idle, &x.ttl, &x.options, &x.pausedAt, &x.activity,
 		&x.sizeBytes, &x.sizeSource, &x.sizeAt, &x.keep, &x.deleteAfter, &x.errText,
-		&x.created, &x.updated, &x.rev, &x.removed}
+		&x.created, &x.updated, &x.rev, &x.removed, &x.stopReason, &x.exitCode}
 }
 
 func rawScanAll(sel *sql.Stmt) (int, error) {
@@ -225,7 +227,7 @@ func rawSave(w *sql.DB, bump, up *sql.Stmt, i int) error {
 	err = tx.Stmt(up).QueryRow(ws.ID, ws.Owner, ws.Name, ws.AccountID, ws.Provider, string(ws.State), ws.BoxID, ws.BoxURL, ws.Adopted,
 		int64(ws.Lifecycle.IdlePauseAfter), int64(ws.Lifecycle.PausedTTL), `{"image":"ghcr.io/canvasapp/agent-server:latest"}`,
 		ws.PausedAt.UnixNano(), ws.LastActivityAt.UnixNano(), ws.Size.Bytes, string(ws.Size.Source), ws.Size.At.UnixNano(),
-		ws.Keep, nil, ws.Error, ws.CreatedAt.UnixNano(), now, rev, nil).Scan(x.dest()...)
+		ws.Keep, nil, ws.Error, ws.CreatedAt.UnixNano(), now, rev, nil, string(ws.StopReason), nil).Scan(x.dest()...)
 	if err != nil {
 		return err
 	}
