@@ -183,6 +183,14 @@ func (s *Store) setup(ctx context.Context) error {
 	if err := migrate(ctx, s.w, s.path, version); err != nil {
 		return err
 	}
+	// Read first: only a new file needs the write (and a random id).
+	err = s.w.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'instance_id'`).Scan(&s.instance)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return openErr(s.path, err)
+	}
 	id := core.NewID("inst")
 	if _, err := s.w.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES ('instance_id', ?) ON CONFLICT (key) DO NOTHING`, id); err != nil {
 		return openErr(s.path, err)

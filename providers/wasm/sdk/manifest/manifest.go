@@ -155,13 +155,28 @@ func fieldErr(field, format string, args ...any) *Error {
 // repeats make them costly to compile, and a host that imports this
 // package pays init before it can serve, while manifests are read later.
 var (
-	moduleName   = lazyRegexp(`^[a-z][a-z0-9-]{0,30}[a-z0-9]$`)
 	ident        = lazyRegexp(`^[a-z][a-z0-9_]{0,31}$`)
 	configName   = lazyRegexp(`^[a-z][a-z0-9_]{0,63}$`)
 	semver       = lazyRegexp(`^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$`)
 	headerToken  = lazyRegexp("^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,64}$")
 	printableASC = lazyRegexp(`^[\x20-\x7e]*$`)
 )
+
+// isModuleName is ^[a-z][a-z0-9-]{0,30}[a-z0-9]$ written out: a host
+// checks its built-in modules' names while it starts.
+func isModuleName(s string) bool {
+	if len(s) < 2 || len(s) > 32 || s[0] < 'a' || s[0] > 'z' {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		c := s[i]
+		ok := c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' && i < len(s)-1
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
 
 func lazyRegexp(expr string) func() *regexp.Regexp {
 	return sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(expr) })
@@ -544,7 +559,7 @@ func sortedKeys[V any](m map[string]V) []string {
 
 // CheckName reports whether name is a valid module name.
 func CheckName(name string) error {
-	if !moduleName().MatchString(name) {
+	if !isModuleName(name) {
 		return fmt.Errorf("must be 2-32 characters of a-z, 0-9 and '-', starting with a letter (got %q)", name)
 	}
 	return nil
