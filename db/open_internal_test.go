@@ -35,7 +35,11 @@ func TestReadsBeforeWarmRunOnTheWriter(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		list, err := s.ListWorkspaces(ctx)
+		rows, err := s.reads().query(ctx, `SELECT `+workspaceCols+` FROM workspaces WHERE removed_at IS NULL ORDER BY rev`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		list, err := scanWorkspaces(rows)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -61,7 +61,14 @@ func (s *Store) GetWorkspace(ctx context.Context, id string) (core.Workspace, er
 // ListWorkspaces returns every workspace that is not a tombstone, oldest
 // change first.
 func (s *Store) ListWorkspaces(ctx context.Context) ([]core.Workspace, error) {
-	rows, err := s.reads().query(ctx, `SELECT `+workspaceCols+` FROM workspaces WHERE removed_at IS NULL ORDER BY rev`)
+	// A whole list waits for the read pool rather than hold the write
+	// connection for as long as it takes.
+	select {
+	case <-s.warm:
+	case <-ctx.Done():
+		return nil, wrap("list workspaces", ctx.Err())
+	}
+	rows, err := s.rs.query(ctx, `SELECT `+workspaceCols+` FROM workspaces WHERE removed_at IS NULL ORDER BY rev`)
 	if err != nil {
 		return nil, wrap("list workspaces", err)
 	}
