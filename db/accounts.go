@@ -66,7 +66,7 @@ func credentialName(name string) bool {
 
 // GetAccount returns the account with id.
 func (s *Store) GetAccount(ctx context.Context, id string) (core.Account, error) {
-	a, err := scanAccount(s.rs.queryRow(ctx, qGetAccount, id))
+	a, err := scanAccount(s.reads().queryRow(ctx, qGetAccount, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return core.Account{}, notFound("account", id)
 	}
@@ -78,7 +78,7 @@ func (s *Store) GetAccount(ctx context.Context, id string) (core.Account, error)
 
 // ListAccounts returns every account of every owner, oldest first.
 func (s *Store) ListAccounts(ctx context.Context) ([]core.Account, error) {
-	rows, err := s.rs.query(ctx, `SELECT `+accountCols+` FROM accounts ORDER BY created_at, id`)
+	rows, err := s.reads().query(ctx, `SELECT `+accountCols+` FROM accounts ORDER BY created_at, id`)
 	if err != nil {
 		return nil, wrap("list accounts", err)
 	}
@@ -126,10 +126,10 @@ func scanAccount(r scanner) (core.Account, error) {
 		return core.Account{}, err
 	}
 	var err error
-	if a.Config, err = mapOf("config of account "+a.ID, config); err != nil {
+	if a.Config, err = mapOf("config of account", a.ID, config); err != nil {
 		return core.Account{}, err
 	}
-	if a.Credentials, err = listOf("credentials of account "+a.ID, crd); err != nil {
+	if a.Credentials, err = listOf("credentials of account", a.ID, crd); err != nil {
 		return core.Account{}, err
 	}
 	a.CreatedAt, a.Shared = timeOf(created), shared == 1

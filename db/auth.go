@@ -70,7 +70,7 @@ func boolInt(b bool) int {
 
 // UserByID implements auth.Store.
 func (s *Store) UserByID(ctx context.Context, id string) (auth.User, error) {
-	u, err := readUser(s.r.QueryRowContext(ctx, `SELECT `+userCols+` FROM users WHERE id = ?`, id))
+	u, err := readUser(s.reads().queryRow(ctx, `SELECT `+userCols+` FROM users WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return auth.User{}, notFound("user", id)
 	}
@@ -79,7 +79,7 @@ func (s *Store) UserByID(ctx context.Context, id string) (auth.User, error) {
 
 // UserBySubject implements auth.Store.
 func (s *Store) UserBySubject(ctx context.Context, issuer, subject string) (auth.User, error) {
-	u, err := readUser(s.rs.queryRow(ctx, qUserBySubject, issuer, subject))
+	u, err := readUser(s.reads().queryRow(ctx, qUserBySubject, issuer, subject))
 	if errors.Is(err, sql.ErrNoRows) {
 		return auth.User{}, notFound("user", subject)
 	}
@@ -88,7 +88,7 @@ func (s *Store) UserBySubject(ctx context.Context, issuer, subject string) (auth
 
 // ListUsers implements auth.Store: every user, oldest first.
 func (s *Store) ListUsers(ctx context.Context) ([]auth.User, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT `+userCols+` FROM users ORDER BY created_at, id`)
+	rows, err := s.reads().query(ctx, `SELECT `+userCols+` FROM users ORDER BY created_at, id`)
 	if err != nil {
 		return nil, wrap("list users", err)
 	}
@@ -126,7 +126,7 @@ func (s *Store) SetPassword(ctx context.Context, id, hash string) error {
 
 // ListTokens implements auth.Store.
 func (s *Store) ListTokens(ctx context.Context, userID string) ([]auth.Token, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT id, label, created_at, expires_at, last_used_at FROM api_tokens WHERE user_id = ? ORDER BY created_at, id`, userID)
+	rows, err := s.reads().query(ctx, `SELECT id, label, created_at, expires_at, last_used_at FROM api_tokens WHERE user_id = ? ORDER BY created_at, id`, userID)
 	if err != nil {
 		return nil, wrap("list tokens", err)
 	}

@@ -70,7 +70,7 @@ func (s *Store) DeleteOp(ctx context.Context, id int64) error {
 
 // PendingOps returns every open journal entry, oldest (lowest ID) first.
 func (s *Store) PendingOps(ctx context.Context) ([]core.Op, error) {
-	rows, err := s.rs.query(ctx, `SELECT id, workspace_id, kind, step, attempts, last_error, created_at, updated_at, delete_journal
+	rows, err := s.reads().query(ctx, `SELECT id, workspace_id, kind, step, attempts, last_error, created_at, updated_at, delete_journal
 		FROM ops ORDER BY id`)
 	if err != nil {
 		return nil, wrap("read journal", err)

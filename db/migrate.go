@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // applicationID marks a SQLite file as companion's ("Cmpn"); migration
@@ -19,9 +20,10 @@ const applicationID = 0x436d706e
 //go:embed migrations/*.sql
 var migrationFS embed.FS
 
-// migrations are the embedded migrations in order. A build whose files are
-// misnumbered fails every test that opens a store.
-var migrations, migrationsErr = loadMigrations(migrationFS)
+// migrations are the embedded migrations in order, read at the first Open
+// rather than at package init (start-up pays init before it can serve). A
+// build whose files are misnumbered fails every test that opens a store.
+var migrations = sync.OnceValues(func() ([]migration, error) { return loadMigrations(migrationFS) })
 
 // migration is one schema step; applying it sets user_version to version.
 type migration struct {
@@ -69,8 +71,9 @@ func loadMigrationsFrom(fsys fs.FS, glob string) ([]migration, error) {
 // build may use the file: it must be empty or companion's, and not written
 // by a newer build.
 func checkSchema(ctx context.Context, conn *sql.DB, file string) (int, error) {
-	if migrationsErr != nil {
-		return 0, fmt.Errorf("db: embedded migrations: %w", migrationsErr)
+	ms, err := migrations()
+	if err != nil {
+		return 0, fmt.Errorf("db: embedded migrations: %w", err)
 	}
 	version, appID, err := schemaVersion(ctx, conn)
 	if err != nil {
@@ -82,7 +85,7 @@ func checkSchema(ctx context.Context, conn *sql.DB, file string) (int, error) {
 			kind: ErrNotDatabase,
 		}
 	}
-	known := len(migrations)
+	known := len(ms)
 	if version > known {
 		return 0, &openError{
 			msg:  fmt.Sprintf("db: %s was written by a newer companion (schema version %d; this build knows versions up to %d); upgrade companion or point --data-dir elsewhere", file, version, known),
@@ -101,7 +104,8 @@ func checkSchema(ctx context.Context, conn *sql.DB, file string) (int, error) {
 // transaction); a future migration that rebuilds a referenced table must
 // use PRAGMA defer_foreign_keys.
 func migrate(ctx context.Context, conn *sql.DB, file string, version int) error {
-	for _, m := range migrations[version:] {
+	ms, _ := migrations() // checkSchema has checked them
+	for _, m := range ms[version:] {
 		if err := apply(ctx, conn, m); err != nil {
 			return fmt.Errorf("db: apply migration %s to %s: %w", m.name, file, err)
 		}

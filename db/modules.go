@@ -31,7 +31,7 @@ func (s *Store) PutModulePin(ctx context.Context, name, sha256 string, manifest 
 // ModulePin returns the pinned hash and manifest of module name, or a
 // KindNotFound error.
 func (s *Store) ModulePin(ctx context.Context, name string) (sha256 string, manifest []byte, err error) {
-	err = s.rs.queryRow(ctx, `SELECT sha256, manifest FROM module_pins WHERE name = ?`, name).Scan(&sha256, &manifest)
+	err = s.reads().queryRow(ctx, `SELECT sha256, manifest FROM module_pins WHERE name = ?`, name).Scan(&sha256, &manifest)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", nil, notFound("module", name)
 	}
@@ -43,7 +43,7 @@ func (s *Store) ModulePin(ctx context.Context, name string) (sha256 string, mani
 
 // ListModulePins returns the names of the pinned modules, sorted.
 func (s *Store) ListModulePins(ctx context.Context) ([]string, error) {
-	rows, err := s.rs.query(ctx, `SELECT name FROM module_pins ORDER BY name`)
+	rows, err := s.reads().query(ctx, `SELECT name FROM module_pins ORDER BY name`)
 	if err != nil {
 		return nil, wrap("list module pins", err)
 	}

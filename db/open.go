@@ -11,6 +11,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/canvasapp/companion/core"
@@ -51,9 +53,20 @@ type Store struct {
 	path     string
 	w        *sql.DB // exactly one connection; every write goes here
 	r        *sql.DB // read-only pool
-	ws, rs   *stmts  // prepared statements of w and r
 	instance string
 	now      func() time.Time
+
+	// The write statements are prepared at the first write, and the read
+	// pool is opened in the background: each SQLite connection parses the
+	// whole schema when it opens (most of a millisecond), and Open's
+	// callers (companion's start-up) should not wait for what they do not
+	// use yet. Until the read pool is warm, reads run on the write
+	// connection, unprepared.
+	wsMu sync.Mutex
+	ws   atomic.Pointer[stmts] // prepared statements of w, after the first write
+	warm chan struct{}         // closed when rs is set
+	rs   *stmts                // prepared statements of r
+	wr   *stmts                // unprepared reads on w, until warm
 }
 
 // Open opens the store at path, creating the file (mode 0600) and its
@@ -87,24 +100,63 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		w.Close()
 		return nil, err
 	}
-	if s.ws, err = prepare(ctx, w, hotWrites); err != nil {
-		w.Close()
-		return nil, fmt.Errorf("db: %s: %w", abs, err)
-	}
-
+	// sql.Open only parses the DSN; no connection is made here.
 	r, err := sql.Open("sqlite", dsn(abs, true))
 	if err != nil {
-		s.Close()
+		w.Close()
 		return nil, fmt.Errorf("db: open %s: %w", abs, err)
 	}
 	r.SetMaxOpenConns(readConns)
 	r.SetMaxIdleConns(readConns)
 	s.r = r
-	if s.rs, err = prepare(ctx, r, hotReads); err != nil {
-		s.Close()
-		return nil, fmt.Errorf("db: %s: %w", abs, err)
-	}
+	s.wr = &stmts{db: w}
+	s.warm = make(chan struct{})
+	go s.warmReads()
 	return s, nil
+}
+
+// warmReads opens the read pool's first connection and prepares the hot
+// reads on it. Should that fail, reads still use the pool, unprepared:
+// the file opened and migrated on the write connection, so a read
+// connection's error is better reported by the read that meets it.
+func (s *Store) warmReads() {
+	defer close(s.warm)
+	rs, err := prepare(context.Background(), s.r, hotReads)
+	if err != nil {
+		rs = &stmts{db: s.r}
+	}
+	s.rs = rs
+}
+
+// reads returns the statements a read outside a transaction uses: the
+// read pool's once it is warm, the write connection until then.
+func (s *Store) reads() *stmts {
+	select {
+	case <-s.warm:
+		return s.rs
+	default:
+		return s.wr
+	}
+}
+
+// writes returns w's prepared statements, preparing them at the first
+// call (again at the next, should preparing fail). It must be called with
+// w's connection free, not inside write.
+func (s *Store) writes() (*stmts, error) {
+	if ws := s.ws.Load(); ws != nil {
+		return ws, nil
+	}
+	s.wsMu.Lock()
+	defer s.wsMu.Unlock()
+	if ws := s.ws.Load(); ws != nil {
+		return ws, nil
+	}
+	ws, err := prepare(context.Background(), s.w, hotWrites)
+	if err != nil {
+		return nil, fmt.Errorf("db: %s: %w", s.path, err)
+	}
+	s.ws.Store(ws)
+	return ws, nil
 }
 
 // setup checks the file, migrates it and loads the instance id, all on the
@@ -130,6 +182,14 @@ func (s *Store) setup(ctx context.Context) error {
 	}
 	if err := migrate(ctx, s.w, s.path, version); err != nil {
 		return err
+	}
+	// Read first: only a new file needs the write (and a random id).
+	err = s.w.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'instance_id'`).Scan(&s.instance)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return openErr(s.path, err)
 	}
 	id := core.NewID("inst")
 	if _, err := s.w.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES ('instance_id', ?) ON CONFLICT (key) DO NOTHING`, id); err != nil {
@@ -210,12 +270,13 @@ func dsn(path string, readOnly bool) string {
 // into the main file.
 func (s *Store) Close() error {
 	var errs []error
-	if s.rs != nil {
-		s.rs.close()
+	<-s.warm // the read pool is not closed under warmReads
+	s.rs.close()
+	s.wsMu.Lock()
+	if ws := s.ws.Load(); ws != nil {
+		ws.close()
 	}
-	if s.ws != nil {
-		s.ws.close()
-	}
+	s.wsMu.Unlock()
 	if s.r != nil {
 		errs = append(errs, s.r.Close())
 	}
@@ -239,11 +300,15 @@ func (s *Store) InstanceID(ctx context.Context) (string, error) {
 // connection) and commits it. f must not use the store's other methods:
 // the write connection is held until f returns.
 func (s *Store) write(ctx context.Context, what string, f func(t txn) error) error {
+	ws, err := s.writes()
+	if err != nil {
+		return wrap(what, err)
+	}
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return wrap(what, err)
 	}
-	if err := f(txn{ctx, tx, s.ws}); err != nil {
+	if err := f(txn{ctx, tx, ws}); err != nil {
 		tx.Rollback()
 		return wrap(what, err)
 	}
@@ -256,6 +321,7 @@ func (s *Store) write(ctx context.Context, what string, f func(t txn) error) err
 // read runs f in a read transaction, so every query in f sees the same
 // snapshot.
 func (s *Store) read(ctx context.Context, what string, f func(t txn) error) error {
+	<-s.warm
 	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return wrap(what, err)

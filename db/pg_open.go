@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/canvasapp/companion/core"
@@ -37,7 +38,9 @@ var pgMigrationFS embed.FS
 
 // pgMigrations are PostgreSQL's migrations, numbered on their own (the two
 // engines' histories differ: PostgreSQL's starts at SQLite's fifth step).
-var pgMigrations, pgMigrationsErr = loadMigrationsFrom(pgMigrationFS, "postgres/migrations/*.sql")
+var pgMigrations = sync.OnceValues(func() ([]migration, error) {
+	return loadMigrationsFrom(pgMigrationFS, "postgres/migrations/*.sql")
+})
 
 // pgMigrateLock is the advisory lock key replicas take while migrating, so
 // two starting at once apply each step once.
@@ -96,8 +99,8 @@ func OpenPostgres(ctx context.Context, dsn string) (*PGStore, error) {
 // migrate applies the pending migrations, each in its own transaction
 // under an advisory lock, with the version in companion_schema.
 func (s *PGStore) migrate(ctx context.Context) error {
-	if pgMigrationsErr != nil {
-		return fmt.Errorf("db: embedded PostgreSQL migrations: %w", pgMigrationsErr)
+	if _, err := pgMigrations(); err != nil {
+		return fmt.Errorf("db: embedded PostgreSQL migrations: %w", err)
 	}
 	for {
 		done, err := s.migrateOne(ctx)
@@ -135,16 +138,17 @@ func (s *PGStore) migrateOne(ctx context.Context) (done bool, err error) {
 			kind: ErrNotDatabase,
 		}
 	}
-	if version > len(pgMigrations) {
+	ms, _ := pgMigrations() // migrate has checked them
+	if version > len(ms) {
 		return false, &openError{
-			msg:  fmt.Sprintf("db: %s was written by a newer companion (schema version %d, this build knows %d); upgrade companion", s.where, version, len(pgMigrations)),
+			msg:  fmt.Sprintf("db: %s was written by a newer companion (schema version %d, this build knows %d); upgrade companion", s.where, version, len(ms)),
 			kind: ErrSchemaTooNew,
 		}
 	}
-	if version == len(pgMigrations) {
+	if version == len(ms) {
 		return true, nil
 	}
-	m := pgMigrations[version]
+	m := ms[version]
 	if !hasSchema {
 		if _, err := tx.Exec(ctx, `CREATE TABLE companion_schema (
 			one BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (one), version INTEGER NOT NULL);

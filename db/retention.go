@@ -36,7 +36,7 @@ func (s *Store) PutRetentionPolicy(ctx context.Context, p core.RetentionPolicy) 
 
 // RetentionPolicies returns every stored policy.
 func (s *Store) RetentionPolicies(ctx context.Context) ([]core.RetentionPolicy, error) {
-	rows, err := s.rs.query(ctx, `SELECT account_id, enabled, paused_for, warn_before, storage_price_per_gib_month, updated_at
+	rows, err := s.reads().query(ctx, `SELECT account_id, enabled, paused_for, warn_before, storage_price_per_gib_month, updated_at
 		FROM retention_policies ORDER BY account_id`)
 	if err != nil {
 		return nil, wrap("list retention policies", err)
@@ -95,7 +95,7 @@ func (s *Store) RetentionUnwarned(ctx context.Context, accountID string, until t
 }
 
 func (s *Store) candidates(ctx context.Context, what, q, accountID string, at time.Time, limit int) ([]core.RetentionCandidate, error) {
-	rows, err := s.rs.query(ctx, q, accountID, nanos(at), max(limit, 0))
+	rows, err := s.reads().query(ctx, q, accountID, nanos(at), max(limit, 0))
 	if err != nil {
 		return nil, wrap(what, err)
 	}

@@ -65,11 +65,11 @@ func (s *Store) readTx(ctx context.Context, what string, f func(t tx) error) err
 }
 
 func (s *Store) row(ctx context.Context, q string, args ...any) scanner {
-	return s.rs.queryRow(ctx, q, args...)
+	return s.reads().queryRow(ctx, q, args...)
 }
 
 func (s *Store) rowsOf(ctx context.Context, q string, args ...any) (rows, error) {
-	r, err := s.rs.query(ctx, q, args...)
+	r, err := s.reads().query(ctx, q, args...)
 	if err != nil {
 		return nil, err
 	}

@@ -37,6 +37,7 @@ import (
 	"regexp"
 	"runtime"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -136,7 +137,9 @@ type Export struct {
 	names   map[string]bool
 }
 
-var safeName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$`)
+// safeName is compiled on first use: its bounded repeat makes compiling
+// it cost most of a millisecond, which start-up should not pay.
+var safeName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$`) })
 
 // Begin creates the staging directory for an export of workspace (on box)
 // at the writer's current time.
@@ -144,7 +147,7 @@ func (w *Writer) Begin(workspaceID, boxID string) (*Export, error) {
 	if w.Root == "" {
 		return nil, errors.New("export: no export root set")
 	}
-	if !safeName.MatchString(workspaceID) {
+	if !safeName().MatchString(workspaceID) {
 		return nil, fmt.Errorf("export: workspace id %q is not a safe directory name", workspaceID)
 	}
 	now := time.Now
@@ -189,7 +192,7 @@ func (e *Export) Add(f File, r io.Reader) (File, error) {
 	if e.done {
 		return f, errors.New("export: already finished")
 	}
-	if !safeName.MatchString(f.Name) || f.Name == ManifestName || e.names[f.Name] {
+	if !safeName().MatchString(f.Name) || f.Name == ManifestName || e.names[f.Name] {
 		e.Abort()
 		return f, fmt.Errorf("export: file name %q is unsafe, reserved or used twice", f.Name)
 	}

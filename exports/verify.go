@@ -28,7 +28,7 @@ func VerifyDir(dir string) (Manifest, error) {
 	}
 	e := &Export{w: &Writer{}, staging: dir}
 	for _, f := range m.Files {
-		if !safeName.MatchString(f.Name) || f.Name == ManifestName {
+		if !safeName().MatchString(f.Name) || f.Name == ManifestName {
 			return m, fmt.Errorf("export %s: manifest lists unsafe file name %q", dir, f.Name)
 		}
 		if err := e.verify(f.Name, f.Bytes, f.SHA256); err != nil {

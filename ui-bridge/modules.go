@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"regexp"
+	"sync"
 	"time"
 
 	"github.com/canvasapp/companion/core"
@@ -37,7 +38,8 @@ const maxModuleBytes = 32 << 20
 // (Config.ModuleJobs) before it is answered 503 with Retry-After.
 const moduleJobWait = 5 * time.Second
 
-var sha256Hex = regexp.MustCompile(`^[0-9a-f]{64}$`)
+// sha256Hex is compiled on first use, not during start-up.
+var sha256Hex = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9a-f]{64}$`) })
 
 func (s *Server) inspectModule(w http.ResponseWriter, r *http.Request) {
 	bin, done, ok := s.readModule(w, r)
@@ -55,7 +57,7 @@ func (s *Server) inspectModule(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) installModule(w http.ResponseWriter, r *http.Request) {
 	sha := r.URL.Query().Get("sha256")
-	if !sha256Hex.MatchString(sha) {
+	if !sha256Hex().MatchString(sha) {
 		writeErrorCode(w, http.StatusBadRequest, "invalid", "pass ?sha256=<the module's SHA-256, lower-case hex> as shown by POST /v1/providers/inspect, to confirm what you install")
 		return
 	}

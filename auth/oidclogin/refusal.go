@@ -8,6 +8,7 @@ import (
 	"html/template"
 	"net/http"
 	"strings"
+	"sync"
 )
 
 // Refusal is an answer the callback gives instead of signing someone in.
@@ -47,11 +48,16 @@ func wantsJSON(r *http.Request) bool {
 	return strings.Contains(accept, "application/json") && !strings.Contains(accept, "text/html")
 }
 
-var page = template.Must(template.New("refusal").Parse(`<!doctype html>
+// page is parsed on first use, not during start-up.
+var page = sync.OnceValue(func() *template.Template {
+	return template.Must(template.New("refusal").Parse(refusalPage))
+})
+
+const refusalPage = `<!doctype html>
 <html><head><meta charset="utf-8"><title>Sign-in failed</title></head>
 <body><h1>Sign-in failed</h1><p>{{.Message}}</p><p><small>{{.Code}}</small></p>
 <p><a href="{{.Start}}">Sign in again</a></p></body></html>
-`))
+`
 
 func (l *Login) writeRefusal(w http.ResponseWriter, r *http.Request, f *Refusal) {
 	h := w.Header()
@@ -66,7 +72,7 @@ func (l *Login) writeRefusal(w http.ResponseWriter, r *http.Request, f *Refusal)
 	h.Set("Content-Type", "text/html; charset=utf-8")
 	h.Set("Content-Security-Policy", "default-src 'none'")
 	w.WriteHeader(f.Status)
-	_ = page.Execute(w, map[string]string{"Message": f.Message, "Code": f.Code, "Start": l.cfg.BasePath + StartPath})
+	_ = page().Execute(w, map[string]string{"Message": f.Message, "Code": f.Code, "Start": l.cfg.BasePath + StartPath})
 }
 
 // internal answers an unexpected failure with a reference that matches the

@@ -60,8 +60,13 @@ func lockDataDir(ctx context.Context, dir string, wait time.Duration) (release f
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	f.Truncate(0)
-	f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	// Overwrite in place and truncate only when the old pid was longer:
+	// a truncate costs a file system journal entry on every start.
+	pid := []byte(strconv.Itoa(os.Getpid()) + "\n")
+	f.WriteAt(pid, 0)
+	if st, err := f.Stat(); err != nil || st.Size() != int64(len(pid)) {
+		f.Truncate(int64(len(pid)))
+	}
 	return func() {
 		l.unlock()
 		f.Close()

@@ -5,6 +5,7 @@ package main
 func groups(startupRuns, rounds int) []group {
 	return []group{
 		{"startup", func() error { return measureStartup(startupRuns) }},
+		{"startup-heap", benchIdleHeap},
 		{"store", benchStore},
 		{"store-vs-sqlite", benchStoreVsSQLite},
 		{"store-engines", benchEngines},
@@ -158,5 +159,37 @@ func benchStream() error {
 		Ratio: p99 / 50, Goal: "value <= 50 ms (ratio is value/goal)", Met: met(p99 <= 50)})
 	emit(figure{Name: "stream.memory_per_idle_client", Value: mem, Unit: "bytes",
 		Ratio: mem / 65536, Goal: "value <= 64 KiB (ratio is value/goal)", Met: met(mem <= 65536)})
+	return nil
+}
+
+// benchIdleHeap: the heap companion holds once 10,000 workspaces are
+// loaded and no client is connected, against the heap of the same
+// workspaces as db lists them (the least any process holding them needs).
+func benchIdleHeap() error {
+	res, err := goBench("./cmd/companion", "IdleHeap", "1x")
+	if err != nil {
+		return err
+	}
+	const per = "BenchmarkIdleHeap/workspaces="
+	empty, err := metric(res, per+"0", "companion-heap-MiB")
+	if err != nil {
+		return err
+	}
+	full, err := metric(res, per+"10000", "companion-heap-MiB")
+	if err != nil {
+		return err
+	}
+	list, err := metric(res, per+"10000", "list-heap-MiB")
+	if err != nil {
+		return err
+	}
+	// companion holds the feed's copy of every workspace, the stream's
+	// encoded copy and fixed buffers: three lists' worth at most.
+	emit(figure{Name: "startup.idle_heap_10k_workspaces", Value: full, Unit: "MiB",
+		Baseline: "startup.heap_of_10k_workspaces_as_listed", BaselineValue: list, Ratio: full / list,
+		Goal: "ratio <= 3 (no client connected, after a GC)", Met: met(full/list <= 3)})
+	emit(figure{Name: "startup.heap_of_10k_workspaces_as_listed", Value: list, Unit: "MiB"})
+	emit(figure{Name: "startup.idle_heap_0_workspaces", Value: empty, Unit: "MiB",
+		Baseline: "startup.idle_heap_10k_workspaces", BaselineValue: full, Ratio: empty / full})
 	return nil
 }

@@ -292,7 +292,8 @@ func parseTime(s string) time.Time {
 	return t.UTC()
 }
 
-var workspaceIDRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}$`)
+// workspaceIDRE is compiled on first use, not during start-up.
+var workspaceIDRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}$`) })
 
 // Create makes and starts the box of spec.WorkspaceID. If that workspace's
 // container already exists (a retried create), it is returned, and started
@@ -301,7 +302,7 @@ func (p *Provider) Create(ctx context.Context, acct core.Account, spec core.Crea
 	if p.setup != nil {
 		return core.Box{}, p.setup
 	}
-	if !workspaceIDRE.MatchString(spec.WorkspaceID) {
+	if !workspaceIDRE().MatchString(spec.WorkspaceID) {
 		return core.Box{}, core.Errorf(core.KindInvalid, "workspace id %q cannot name a container: use letters, digits, '_', '.', '-'", spec.WorkspaceID)
 	}
 	image := p.cfg.Image

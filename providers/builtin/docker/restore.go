@@ -99,7 +99,7 @@ func (p *Provider) Restore(ctx context.Context, acct core.Account, spec core.Res
 	if p.setup != nil {
 		return core.Box{}, p.setup
 	}
-	if !workspaceIDRE.MatchString(spec.WorkspaceID) {
+	if !workspaceIDRE().MatchString(spec.WorkspaceID) {
 		return core.Box{}, core.Errorf(core.KindInvalid, "workspace id %q cannot name a container", spec.WorkspaceID)
 	}
 	report := spec.Progress

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"regexp"
 	"strings"
 )
 
@@ -29,7 +28,7 @@ type EndpointRule struct {
 // one the manifest declares.
 var ErrEndpointHost = errors.New("agent-server URL host is not declared in the module's manifest (endpoint.hosts)")
 
-var hostLabel = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+var hostLabel = lazyRegexp(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 
 // checkHostPattern validates one pattern: a DNS name, optionally "*."
 // followed by a name with at least one dot or "localhost", or an IP literal.
@@ -51,7 +50,7 @@ func checkHostPattern(p string) error {
 		return errors.New("is longer than 253 characters")
 	}
 	for _, l := range strings.Split(rest, ".") {
-		if !hostLabel.MatchString(l) {
+		if !hostLabel().MatchString(l) {
 			return fmt.Errorf("is not a host name or \"*.domain\" pattern (got %q)", p)
 		}
 	}

@@ -19,6 +19,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 )
@@ -150,14 +151,36 @@ func fieldErr(field, format string, args ...any) *Error {
 	return &Error{Field: field, Msg: fmt.Sprintf(format, args...)}
 }
 
+// The patterns are compiled on first use, not at package init: bounded
+// repeats make them costly to compile, and a host that imports this
+// package pays init before it can serve, while manifests are read later.
 var (
-	moduleName   = regexp.MustCompile(`^[a-z][a-z0-9-]{0,30}[a-z0-9]$`)
-	ident        = regexp.MustCompile(`^[a-z][a-z0-9_]{0,31}$`)
-	configName   = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
-	semver       = regexp.MustCompile(`^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$`)
-	headerToken  = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,64}$")
-	printableASC = regexp.MustCompile(`^[\x20-\x7e]*$`)
+	ident        = lazyRegexp(`^[a-z][a-z0-9_]{0,31}$`)
+	configName   = lazyRegexp(`^[a-z][a-z0-9_]{0,63}$`)
+	semver       = lazyRegexp(`^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$`)
+	headerToken  = lazyRegexp("^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,64}$")
+	printableASC = lazyRegexp(`^[\x20-\x7e]*$`)
 )
+
+// isModuleName is ^[a-z][a-z0-9-]{0,30}[a-z0-9]$ written out: a host
+// checks its built-in modules' names while it starts.
+func isModuleName(s string) bool {
+	if len(s) < 2 || len(s) > 32 || s[0] < 'a' || s[0] > 'z' {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		c := s[i]
+		ok := c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' && i < len(s)-1
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+func lazyRegexp(expr string) func() *regexp.Regexp {
+	return sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(expr) })
+}
 
 // Parse decodes and validates a manifest, filling in default limits.
 func Parse(data []byte) (*Manifest, error) {
@@ -223,7 +246,7 @@ func (m *Manifest) Validate() error {
 	if err := CheckName(m.Name); err != nil {
 		return fieldErr("name", "%v", err)
 	}
-	if !semver.MatchString(m.Version) || len(m.Version) > 64 {
+	if !semver().MatchString(m.Version) || len(m.Version) > 64 {
 		return fieldErr("version", "must be a semantic version such as 1.2.0 (got %q)", m.Version)
 	}
 	switch {
@@ -296,7 +319,7 @@ func validateFields(field string, fields []ConfigField) error {
 	seen := map[string]bool{}
 	for i, f := range fields {
 		p := fmt.Sprintf("%s[%d]", field, i)
-		if !configName.MatchString(f.Name) {
+		if !configName().MatchString(f.Name) {
 			return fieldErr(p+".name", "must be 1-64 characters of a-z, 0-9 and '_', starting with a letter (got %q)", f.Name)
 		}
 		if seen[f.Name] {
@@ -320,7 +343,7 @@ func (m *Manifest) validateUpstreams() error {
 	for _, name := range sortedKeys(m.Upstreams) {
 		u := m.Upstreams[name]
 		p := "upstreams." + name
-		if !ident.MatchString(name) {
+		if !ident().MatchString(name) {
 			return fieldErr(p, "name must be 1-32 characters of a-z, 0-9 and '_', starting with a letter")
 		}
 		if _, err := ParseBaseURL(u.BaseURL, false); err != nil {
@@ -405,7 +428,7 @@ func (m *Manifest) validateCredentials() error {
 	for i := range m.Credentials {
 		c := &m.Credentials[i]
 		p := fmt.Sprintf("credentials[%d]", i)
-		if !ident.MatchString(c.Name) {
+		if !ident().MatchString(c.Name) {
 			return fieldErr(p+".name", "must be 1-32 characters of a-z, 0-9 and '_', starting with a letter (got %q)", c.Name)
 		}
 		if seen[c.Name] {
@@ -418,7 +441,7 @@ func (m *Manifest) validateCredentials() error {
 		if err := text(p+".description", c.Description, true, 300); err != nil {
 			return err
 		}
-		if !headerToken.MatchString(c.Header) {
+		if !headerToken().MatchString(c.Header) {
 			return fieldErr(p+".header", "must be an HTTP header name (got %q)", c.Header)
 		}
 		lh := strings.ToLower(c.Header)
@@ -428,7 +451,7 @@ func (m *Manifest) validateCredentials() error {
 		if c.Format == "" {
 			c.Format = "{token}"
 		}
-		if len(c.Format) > 256 || !printableASC.MatchString(c.Format) {
+		if len(c.Format) > 256 || !printableASC().MatchString(c.Format) {
 			return fieldErr(p+".format", "must be at most 256 printable ASCII characters")
 		}
 		if strings.Count(c.Format, "{token}") != 1 {
@@ -536,7 +559,7 @@ func sortedKeys[V any](m map[string]V) []string {
 
 // CheckName reports whether name is a valid module name.
 func CheckName(name string) error {
-	if !moduleName.MatchString(name) {
+	if !isModuleName(name) {
 		return fmt.Errorf("must be 2-32 characters of a-z, 0-9 and '-', starting with a letter (got %q)", name)
 	}
 	return nil
