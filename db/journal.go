@@ -70,35 +70,47 @@ func (s *Store) DeleteOp(ctx context.Context, id int64) error {
 
 // PendingOps returns every open journal entry, oldest (lowest ID) first.
 func (s *Store) PendingOps(ctx context.Context) ([]core.Op, error) {
-	rows, err := s.reads().query(ctx, `SELECT id, workspace_id, kind, step, attempts, last_error, created_at, updated_at, delete_journal
-		FROM ops ORDER BY id`)
+	return pendingOps(ctx, s)
+}
+
+// PendingOps: see Store.PendingOps.
+func (s *PGStore) PendingOps(ctx context.Context) ([]core.Op, error) {
+	return pendingOps(ctx, s)
+}
+
+func pendingOps(ctx context.Context, e engine) ([]core.Op, error) {
+	r, err := e.rowsOf(ctx, `SELECT `+opCols+` FROM ops ORDER BY id`)
 	if err != nil {
-		return nil, wrap("read journal", err)
+		return nil, e.wrapErr("read journal", err)
 	}
-	defer rows.Close()
-	var ops []core.Op
-	for rows.Next() {
-		var (
-			op               core.Op
-			kind             string
-			created, updated sql.NullInt64
-			dj               sql.NullString
-		)
-		if err := rows.Scan(&op.ID, &op.WorkspaceID, &kind, &op.Step, &op.Attempts, &op.LastError, &created, &updated, &dj); err != nil {
-			return nil, wrap("read journal", err)
-		}
-		if dj.Valid {
-			op.Delete = new(core.DeleteJournal)
-			if err := json.Unmarshal([]byte(dj.String), op.Delete); err != nil {
-				return nil, wrap(fmt.Sprintf("read journal entry %d", op.ID), fmt.Errorf("decode delete_journal: %w", err))
-			}
-		}
-		op.Kind = core.OpKind(kind)
-		op.CreatedAt, op.UpdatedAt = timeOf(created), timeOf(updated)
-		ops = append(ops, op)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, wrap("read journal", err)
+	ops, err := scanRows(r, scanOp)
+	if err != nil {
+		return nil, e.wrapErr("read journal", err)
 	}
 	return ops, nil
+}
+
+// opCols are a journal entry's columns, in scanOp's order.
+const opCols = `id, workspace_id, kind, step, attempts, last_error, created_at, updated_at, delete_journal`
+
+// scanOp reads one journal entry in opCols' order.
+func scanOp(r scanner) (core.Op, error) {
+	var (
+		op               core.Op
+		kind             string
+		created, updated sql.NullInt64
+		dj               sql.NullString
+	)
+	if err := r.Scan(&op.ID, &op.WorkspaceID, &kind, &op.Step, &op.Attempts, &op.LastError, &created, &updated, &dj); err != nil {
+		return op, err
+	}
+	if dj.Valid {
+		op.Delete = new(core.DeleteJournal)
+		if err := json.Unmarshal([]byte(dj.String), op.Delete); err != nil {
+			return op, fmt.Errorf("journal entry %d: decode delete_journal: %w", op.ID, err)
+		}
+	}
+	op.Kind = core.OpKind(kind)
+	op.CreatedAt, op.UpdatedAt = timeOf(created), timeOf(updated)
+	return op, nil
 }

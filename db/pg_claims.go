@@ -3,8 +3,6 @@ package db
 import (
 	"cmp"
 	"context"
-	"database/sql"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -46,8 +44,6 @@ func (s *PGStore) ReleaseAccountLease(ctx context.Context, accountID, holder str
 		return err
 	})
 }
-
-const opCols = `id, workspace_id, kind, step, attempts, last_error, created_at, updated_at, delete_journal`
 
 // ClaimOp takes (or renews) holder's claim of journal entry id for ttl.
 func (s *PGStore) ClaimOp(ctx context.Context, id int64, holder string, ttl time.Duration) (bool, error) {
@@ -127,28 +123,6 @@ func (s *PGStore) OpsOfWorkspace(ctx context.Context, workspaceID string) ([]cor
 		return nil, s.wrap("read journal of workspace "+workspaceID, err)
 	}
 	return ops, nil
-}
-
-// scanOp reads one journal entry in opCols' order.
-func scanOp(r scanner) (core.Op, error) {
-	var (
-		op               core.Op
-		kind             string
-		created, updated sql.NullInt64
-		dj               sql.NullString
-	)
-	if err := r.Scan(&op.ID, &op.WorkspaceID, &kind, &op.Step, &op.Attempts, &op.LastError, &created, &updated, &dj); err != nil {
-		return op, err
-	}
-	if dj.Valid {
-		op.Delete = new(core.DeleteJournal)
-		if err := json.Unmarshal([]byte(dj.String), op.Delete); err != nil {
-			return op, fmt.Errorf("journal entry %d: decode delete_journal: %w", op.ID, err)
-		}
-	}
-	op.Kind = core.OpKind(kind)
-	op.CreatedAt, op.UpdatedAt = timeOf(created), timeOf(updated)
-	return op, nil
 }
 
 // sortOps orders entries oldest first (UPDATE … RETURNING has no order).

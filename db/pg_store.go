@@ -3,7 +3,6 @@ package db
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -254,39 +253,6 @@ func (s *PGStore) PutOp(ctx context.Context, op core.Op) (core.Op, error) {
 func (s *PGStore) DeleteOp(ctx context.Context, id int64) error {
 	return s.execOne(ctx, fmt.Sprintf("delete journal entry %d", id),
 		core.Errorf(core.KindNotFound, "journal entry %d not found", id), `DELETE FROM ops WHERE id = $1`, id)
-}
-
-// PendingOps returns every open journal entry, oldest first.
-func (s *PGStore) PendingOps(ctx context.Context) ([]core.Op, error) {
-	rows, err := s.pool.Query(ctx, `SELECT id, workspace_id, kind, step, attempts, last_error, created_at, updated_at, delete_journal
-		FROM ops ORDER BY id`)
-	if err != nil {
-		return nil, s.wrap("read journal", err)
-	}
-	ops, err := pgScanAll(rows, func(r scanner) (core.Op, error) {
-		var (
-			op               core.Op
-			kind             string
-			created, updated sql.NullInt64
-			dj               sql.NullString
-		)
-		if err := r.Scan(&op.ID, &op.WorkspaceID, &kind, &op.Step, &op.Attempts, &op.LastError, &created, &updated, &dj); err != nil {
-			return op, err
-		}
-		if dj.Valid {
-			op.Delete = new(core.DeleteJournal)
-			if err := json.Unmarshal([]byte(dj.String), op.Delete); err != nil {
-				return op, fmt.Errorf("journal entry %d: decode delete_journal: %w", op.ID, err)
-			}
-		}
-		op.Kind = core.OpKind(kind)
-		op.CreatedAt, op.UpdatedAt = timeOf(created), timeOf(updated)
-		return op, nil
-	})
-	if err != nil {
-		return nil, s.wrap("read journal", err)
-	}
-	return ops, nil
 }
 
 // pgScanAll reads every row with scan and closes rows (see scanRows).
