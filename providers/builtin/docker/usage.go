@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"strings"
 	"time"
-
 )
 
 // usage is one /system/df answer, reduced to what sizes need.
