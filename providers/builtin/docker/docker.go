@@ -46,6 +46,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"os"
 	"sync"
 	"time"
 
@@ -183,11 +184,14 @@ func New(cfg Config) (*Provider, error) {
 	if err != nil {
 		p.host = cfg.Host
 		if p.host == "" {
-			p.host = "DOCKER_HOST"
+			p.host = os.Getenv("DOCKER_HOST")
+		}
+		if p.host == "" {
+			p.host = engine.DefaultHost
 		}
 		p.setup = &core.Error{
 			Kind:    core.KindUnavailable,
-			Message: "Docker Engine address " + p.host + " is not usable (" + err.Error() + "): set DOCKER_HOST to e.g. unix:///var/run/docker.sock",
+			Message: "Docker Engine address " + p.host + " is not usable (" + err.Error() + "): set DOCKER_HOST to e.g. unix:///var/run/docker.sock (and DOCKER_CERT_PATH, DOCKER_API_VERSION only if needed)",
 			Err:     err,
 		}
 		p.log.Warn("docker provider unavailable", "err", p.setup)

@@ -236,6 +236,15 @@ func TestWrap(t *testing.T) {
 			t.Errorf("wrap(%v) lost its cause", tc.err)
 		}
 	}
+	for cause, want := range map[string]string{
+		"dial unix /var/run/docker.sock: connect: permission denied": "add the user to the docker group",
+		"dial unix /var/run/docker.sock: connect: no such file":      "start Docker or set DOCKER_HOST",
+	} {
+		got := p.wrap(&engine.ConnError{Host: "unix:///var/run/docker.sock", Err: errors.New(cause)}, "list boxes", "")
+		if core.KindOf(got) != core.KindUnavailable || !strings.Contains(got.Error(), want) {
+			t.Errorf("connection failure %q: %v", cause, got)
+		}
+	}
 	if got := p.wrap(context.DeadlineExceeded, "stop", "box1"); !strings.Contains(got.Error(), "did not answer in time") {
 		t.Errorf("timeout message: %v", got)
 	}
@@ -251,5 +260,31 @@ func TestWrap(t *testing.T) {
 	}
 	if p.wrap(nil, "x", "") != nil {
 		t.Error("wrap(nil) must be nil")
+	}
+}
+
+// TestUnusableHost: a host the client cannot speak to makes the provider
+// unavailable with the fix, not a failed New.
+func TestUnusableHost(t *testing.T) {
+	t.Setenv("DOCKER_API_VERSION", "")
+	t.Setenv("DOCKER_CERT_PATH", "")
+	t.Setenv("DOCKER_TLS_VERIFY", "")
+	p := testProvider(t, Config{Host: "ssh://me@box"})
+	err := p.Ping(context.Background())
+	if core.KindOf(err) != core.KindUnavailable || !strings.Contains(err.Error(), "ssh://me@box is not usable") || !strings.Contains(err.Error(), "DOCKER_HOST") {
+		t.Errorf("ping: %v", err)
+	}
+	if _, err := p.List(context.Background(), core.Account{}); core.KindOf(err) != core.KindUnavailable {
+		t.Errorf("list: %v", err)
+	}
+}
+
+// TestMissingSocket: nothing at the socket is "not reachable", with
+// what to do.
+func TestMissingSocket(t *testing.T) {
+	p := testProvider(t, Config{Host: "unix://" + t.TempDir() + "/none.sock"})
+	err := p.Ping(context.Background())
+	if core.KindOf(err) != core.KindUnavailable || !strings.Contains(err.Error(), "not reachable") || !strings.Contains(err.Error(), "start Docker") {
+		t.Errorf("ping: %v", err)
 	}
 }
