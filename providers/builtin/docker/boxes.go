@@ -13,13 +13,8 @@ import (
 	"sync"
 	"time"
 
-	cerrdefs "github.com/containerd/errdefs"
-	"github.com/moby/moby/api/types/container"
-	"github.com/moby/moby/api/types/mount"
-	"github.com/moby/moby/api/types/network"
-	"github.com/moby/moby/client"
-
 	"github.com/canvasapp/companion/core"
+	"github.com/canvasapp/companion/providers/builtin/docker/internal/engine"
 )
 
 // List returns every box of this provider's scope, with state, URL, key,
@@ -29,39 +24,36 @@ func (p *Provider) List(ctx context.Context, acct core.Account) ([]core.Box, err
 		return nil, p.setup
 	}
 	lctx, cancel := context.WithTimeout(ctx, metaTimeout)
-	res, err := p.cli.ContainerList(lctx, client.ContainerListOptions{
-		All:     true,
-		Filters: p.scopeFilter(),
-	})
+	res, err := p.cli.ContainerList(lctx, true, p.scopeFilter())
 	cancel()
 	if err != nil {
 		return nil, p.wrap(err, "list boxes", "")
 	}
-	if len(res.Items) == 0 {
+	if len(res) == 0 {
 		return []core.Box{}, nil
 	}
 	duc := p.startDiskUsage(ctx)
 
-	boxes := make([]described, len(res.Items))
-	found := make([]bool, len(res.Items))
-	errs := make([]error, len(res.Items))
+	boxes := make([]described, len(res))
+	found := make([]bool, len(res))
+	errs := make([]error, len(res))
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 8)
-	for i, c := range res.Items {
+	for i, c := range res {
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			ictx, cancel := context.WithTimeout(ctx, metaTimeout)
-			ins, err := p.cli.ContainerInspect(ictx, c.ID, client.ContainerInspectOptions{})
+			ins, err := p.cli.ContainerInspect(ictx, c.ID)
 			cancel()
-			if cerrdefs.IsNotFound(err) {
+			if engine.IsNotFound(err) {
 				return // removed since it was listed
 			}
 			if err != nil {
 				errs[i] = p.wrap(err, "inspect", c.ID)
 				return
 			}
-			boxes[i] = p.describe(ctx, ins.Container, true)
+			boxes[i] = p.describe(ctx, ins, true)
 			found[i] = true
 		})
 	}
@@ -119,29 +111,29 @@ func (p *Provider) startDiskUsage(ctx context.Context) <-chan *usage {
 }
 
 // inspect returns the container boxID if it is a box of this scope.
-func (p *Provider) inspect(ctx context.Context, boxID string) (container.InspectResponse, error) {
+func (p *Provider) inspect(ctx context.Context, boxID string) (engine.Inspect, error) {
 	if boxID == "" {
-		return container.InspectResponse{}, core.Errorf(core.KindNotFound, "empty box id")
+		return engine.Inspect{}, core.Errorf(core.KindNotFound, "empty box id")
 	}
 	ictx, cancel := context.WithTimeout(ctx, metaTimeout)
 	defer cancel()
-	res, err := p.cli.ContainerInspect(ictx, boxID, client.ContainerInspectOptions{})
+	res, err := p.cli.ContainerInspect(ictx, boxID)
 	if err != nil {
-		return container.InspectResponse{}, p.wrap(err, "inspect", boxID)
+		return engine.Inspect{}, p.wrap(err, "inspect", boxID)
 	}
-	if !p.owns(res.Container.Config) {
+	if !p.owns(res.Config) {
 		// Someone else's container: as far as this provider goes, no box.
-		return container.InspectResponse{}, core.Errorf(core.KindNotFound, "box %s not found at the Docker Engine (that container is not a companion box of scope %q)", boxID, p.cfg.Scope)
+		return engine.Inspect{}, core.Errorf(core.KindNotFound, "box %s not found at the Docker Engine (that container is not a companion box of scope %q)", boxID, p.cfg.Scope)
 	}
-	return res.Container, nil
+	return res, nil
 }
 
-func (p *Provider) owns(cfg *container.Config) bool {
+func (p *Provider) owns(cfg *engine.Config) bool {
 	return cfg != nil && cfg.Labels[LabelBox] == "1" && cfg.Labels[LabelScope] == p.cfg.Scope
 }
 
-func (p *Provider) scopeFilter() client.Filters {
-	return make(client.Filters).Add("label", LabelBox+"=1", LabelScope+"="+p.cfg.Scope)
+func (p *Provider) scopeFilter() engine.Filters {
+	return engine.Filters{"label": {LabelBox + "=1", LabelScope + "=" + p.cfg.Scope}}
 }
 
 // described is a box and the name of its /workspace volume.
@@ -152,7 +144,7 @@ type described struct {
 
 // describe reads a box from a container. probe allows asking a running
 // box's agent-server for its idle clock.
-func (p *Provider) describe(ctx context.Context, ins container.InspectResponse, probe bool) described {
+func (p *Provider) describe(ctx context.Context, ins engine.Inspect, probe bool) described {
 	var labels map[string]string
 	var env []string
 	if ins.Config != nil {
@@ -181,16 +173,16 @@ func (p *Provider) describe(ctx context.Context, ins container.InspectResponse, 
 	if st := ins.State; st != nil {
 		b.State = mapState(st)
 		switch st.Status {
-		case container.StateExited:
+		case engine.StateExited:
 			p.classifyStop(ctx, &b, ins.ID, st)
-		case container.StatePaused:
+		case engine.StatePaused:
 			b.StopReason = core.StopOutside // frozen by `docker pause`; companion never freezes
-		case container.StateRunning:
+		case engine.StateRunning:
 			if st.Paused {
 				b.StopReason = core.StopOutside
 			}
 		}
-		if st.Status == container.StateRunning && !st.Paused {
+		if st.Status == engine.StateRunning && !st.Paused {
 			b.URL = publishedURL(ins.NetworkSettings)
 		}
 	}
@@ -207,7 +199,7 @@ func (p *Provider) describe(ctx context.Context, ins container.InspectResponse, 
 	}
 	d := described{Box: b}
 	for _, m := range ins.Mounts {
-		if m.Type == mount.TypeVolume && m.Destination == workspaceDir {
+		if m.Type == engine.MountVolume && m.Destination == workspaceDir {
 			d.volume = m.Name
 		}
 	}
@@ -237,9 +229,9 @@ func (d *described) setSize(du *usage) {
 // mapState maps the engine's container state to a box state. A container
 // that was created but never started counts as paused: it holds no running
 // process, Resume starts it and Delete removes it, like a stopped one.
-func mapState(st *container.State) core.State {
+func mapState(st *engine.State) core.State {
 	switch st.Status {
-	case container.StateRunning:
+	case engine.StateRunning:
 		switch {
 		case st.Paused:
 			return core.StatePaused
@@ -247,15 +239,15 @@ func mapState(st *container.State) core.State {
 			return core.StateResuming
 		}
 		return core.StateRunning
-	case container.StatePaused:
+	case engine.StatePaused:
 		return core.StatePaused // frozen by `docker pause`
-	case container.StateExited, container.StateCreated:
+	case engine.StateExited, engine.StateCreated:
 		return core.StatePaused
-	case container.StateRestarting:
+	case engine.StateRestarting:
 		return core.StateResuming
-	case container.StateRemoving:
+	case engine.StateRemoving:
 		return core.StateDeleting
-	case container.StateDead:
+	case engine.StateDead:
 		return core.StateError
 	}
 	return core.StateUnknown
@@ -263,21 +255,17 @@ func mapState(st *container.State) core.State {
 
 // publishedURL is the agent-server's URL on the host, from the port the
 // engine bound for 8000/tcp.
-func publishedURL(ns *container.NetworkSettings) string {
+func publishedURL(ns *engine.NetworkSettings) string {
 	if ns == nil {
 		return ""
 	}
-	port, err := network.ParsePort(agentPort)
-	if err != nil {
-		return ""
-	}
-	for _, b := range ns.Ports[port] {
+	for _, b := range ns.Ports[agentPort] {
 		if b.HostPort == "" {
 			continue
 		}
 		host := "127.0.0.1"
-		if b.HostIP.IsValid() && !b.HostIP.IsUnspecified() {
-			host = b.HostIP.String()
+		if ip, err := netip.ParseAddr(b.HostIP); err == nil && !ip.IsUnspecified() {
+			host = ip.String()
 		}
 		return "http://" + net.JoinHostPort(host, b.HostPort)
 	}
@@ -337,33 +325,30 @@ func (p *Provider) Create(ctx context.Context, acct core.Account, spec core.Crea
 	if spec.Owner != "" {
 		labels[core.LabelOwner] = spec.Owner
 	}
-	port := network.MustParsePort(agentPort)
 	cctx, cancel := context.WithTimeout(ctx, createTimeout)
-	created, err := p.cli.ContainerCreate(cctx, client.ContainerCreateOptions{
-		Name: name,
-		Config: &container.Config{
+	createdID, err := p.cli.ContainerCreate(cctx, name,
+		&engine.Config{
 			Image:        image,
 			Env:          []string{keyEnv + "=" + key},
 			Labels:       labels,
-			ExposedPorts: network.PortSet{port: {}},
+			ExposedPorts: map[string]struct{}{agentPort: {}},
 		},
-		HostConfig: &container.HostConfig{
+		&engine.HostConfig{
 			// Loopback only, on a port the engine picks.
-			PortBindings: network.PortMap{port: {{HostIP: netip.AddrFrom4([4]byte{127, 0, 0, 1})}}},
+			PortBindings: map[string][]engine.PortBinding{agentPort: {{HostIP: "127.0.0.1"}}},
 			// No Source: the engine makes the volume with the container
 			// and removes it with the container (RemoveVolumes).
-			Mounts: []mount.Mount{{
-				Type:          mount.TypeVolume,
+			Mounts: []engine.Mount{{
+				Type:          engine.MountVolume,
 				Target:        workspaceDir,
-				VolumeOptions: &mount.VolumeOptions{Labels: labels},
+				VolumeOptions: &engine.VolumeOptions{Labels: labels},
 			}},
-		},
-	})
+		})
 	cancel()
 	switch {
-	case cerrdefs.IsConflict(err):
+	case engine.IsConflict(err):
 		return p.adoptExisting(ctx, name, spec.WorkspaceID)
-	case cerrdefs.IsNotFound(err):
+	case engine.IsNotFound(err):
 		// It was there a moment ago (ensureImage): removed since.
 		return core.Box{}, &core.Error{
 			Kind:    core.KindUnavailable,
@@ -373,36 +358,35 @@ func (p *Provider) Create(ctx context.Context, acct core.Account, spec core.Crea
 	case err != nil:
 		return core.Box{}, p.wrapSecret(err, "create box for workspace "+spec.WorkspaceID, "", key)
 	}
-	p.log.Info("box created", "box", created.ID, "workspace", spec.WorkspaceID, "image", image)
-	if err := p.start(ctx, created.ID); err != nil {
+	p.log.Info("box created", "box", createdID, "workspace", spec.WorkspaceID, "image", image)
+	if err := p.start(ctx, createdID); err != nil {
 		if ctx.Err() == nil {
 			// A box that cannot start (its port, its image) is removed, so
 			// that a retry starts from scratch.
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-			if _, rerr := p.cli.ContainerRemove(rctx, created.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); rerr != nil {
-				p.log.Warn("could not remove a box that failed to start", "box", created.ID, "err", rerr)
+			if rerr := p.cli.ContainerRemove(rctx, createdID, true, true); rerr != nil {
+				p.log.Warn("could not remove a box that failed to start", "box", createdID, "err", rerr)
 			}
 			cancel()
 		}
 		return core.Box{}, err
 	}
-	return p.get(ctx, created.ID, true)
+	return p.get(ctx, createdID, true)
 }
 
 // adoptExisting resolves a name conflict on create: the container is this
 // workspace's box from an earlier attempt, or someone else's.
 func (p *Provider) adoptExisting(ctx context.Context, name, workspaceID string) (core.Box, error) {
 	ictx, cancel := context.WithTimeout(ctx, metaTimeout)
-	res, err := p.cli.ContainerInspect(ictx, name, client.ContainerInspectOptions{})
+	ins, err := p.cli.ContainerInspect(ictx, name)
 	cancel()
 	if err != nil {
 		return core.Box{}, p.wrap(err, "inspect existing container "+name+" for", workspaceID)
 	}
-	ins := res.Container
 	if !p.owns(ins.Config) || ins.Config.Labels[core.LabelWorkspace] != workspaceID {
 		return core.Box{}, core.Errorf(core.KindConflict, "a container named %s already exists and is not the box of workspace %s in scope %q: remove or rename it", name, workspaceID, p.cfg.Scope)
 	}
-	if ins.State != nil && ins.State.Status == container.StateCreated {
+	if ins.State != nil && ins.State.Status == engine.StateCreated {
 		// An earlier create got as far as making the container.
 		if err := p.start(ctx, ins.ID); err != nil {
 			return core.Box{}, err
@@ -415,7 +399,7 @@ func (p *Provider) adoptExisting(ctx context.Context, name, workspaceID string) 
 func (p *Provider) start(ctx context.Context, id string) error {
 	ctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
-	if _, err := p.cli.ContainerStart(ctx, id, client.ContainerStartOptions{}); err != nil {
+	if err := p.cli.ContainerStart(ctx, id); err != nil {
 		return p.wrap(err, "start", id)
 	}
 	return nil
@@ -440,7 +424,7 @@ func (p *Provider) Suspend(ctx context.Context, acct core.Account, boxID string)
 
 // stop ends a box's processes if it has any, unfreezing it first if it was
 // paused with `docker pause` (a frozen process cannot handle SIGTERM).
-func (p *Provider) stop(ctx context.Context, ins container.InspectResponse) error {
+func (p *Provider) stop(ctx context.Context, ins engine.Inspect) error {
 	st := ins.State
 	if st == nil || (!st.Running && !st.Restarting) {
 		return nil
@@ -453,7 +437,7 @@ func (p *Provider) stop(ctx context.Context, ins container.InspectResponse) erro
 	secs := int((p.cfg.StopTimeout + time.Second - 1) / time.Second)
 	sctx, cancel := context.WithTimeout(ctx, time.Duration(secs)*time.Second+stopSlack)
 	defer cancel()
-	if _, err := p.cli.ContainerStop(sctx, ins.ID, client.ContainerStopOptions{Timeout: &secs}); err != nil {
+	if err := p.cli.ContainerStop(sctx, ins.ID, secs); err != nil {
 		return p.wrap(err, "stop", ins.ID)
 	}
 	return nil
@@ -474,9 +458,9 @@ func (p *Provider) Resume(ctx context.Context, acct core.Account, boxID string) 
 	switch {
 	case st == nil:
 		return core.Box{}, core.Errorf(core.KindInternal, "box %s: the engine reported no state", boxID)
-	case st.Status == container.StateRemoving:
+	case st.Status == engine.StateRemoving:
 		return core.Box{}, &core.Error{Kind: core.KindConflict, Message: "box " + boxID + " is being removed", State: core.StateDeleting}
-	case st.Status == container.StateDead:
+	case st.Status == engine.StateDead:
 		return core.Box{}, &core.Error{Kind: core.KindConflict, Message: "box " + boxID + " is dead (the engine failed to remove it): delete it", State: core.StateError}
 	case st.Paused:
 		if err := p.unpause(ctx, ins.ID); err != nil {
@@ -515,12 +499,12 @@ func (p *Provider) Delete(ctx context.Context, acct core.Account, boxID string) 
 		return err
 	}
 	rctx, cancel := context.WithTimeout(ctx, removeTimeout)
-	_, err = p.cli.ContainerRemove(rctx, ins.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+	err = p.cli.ContainerRemove(rctx, ins.ID, true, true)
 	cancel()
 	switch {
-	case cerrdefs.IsNotFound(err):
+	case engine.IsNotFound(err):
 		// Removed by someone else since the inspect; its volume may remain.
-	case cerrdefs.IsConflict(err) && strings.Contains(err.Error(), "already in progress"):
+	case engine.IsConflict(err) && strings.Contains(err.Error(), "already in progress"):
 		// The engine is removing it already; a retry will find it gone.
 		return &core.Error{Kind: core.KindUnavailable, Message: "box " + ins.ID + " is being removed; try again shortly", Err: err}
 	case err != nil:
@@ -529,11 +513,11 @@ func (p *Provider) Delete(ctx context.Context, acct core.Account, boxID string) 
 	// The engine removes the anonymous volume with the container; a volume
 	// left over (a named one, say) is removed here.
 	for _, m := range ins.Mounts {
-		if m.Type == mount.TypeVolume && m.Destination == workspaceDir && m.Name != "" {
+		if m.Type == engine.MountVolume && m.Destination == workspaceDir && m.Name != "" {
 			vctx, cancel := context.WithTimeout(ctx, removeTimeout)
-			_, err := p.cli.VolumeRemove(vctx, m.Name, client.VolumeRemoveOptions{})
+			err := p.cli.VolumeRemove(vctx, m.Name)
 			cancel()
-			if err != nil && !cerrdefs.IsNotFound(err) {
+			if err != nil && !engine.IsNotFound(err) {
 				return p.wrap(err, "remove the volume of", ins.ID)
 			}
 		}
@@ -545,7 +529,7 @@ func (p *Provider) Delete(ctx context.Context, acct core.Account, boxID string) 
 func (p *Provider) unpause(ctx context.Context, id string) error {
 	ctx, cancel := context.WithTimeout(ctx, metaTimeout)
 	defer cancel()
-	if _, err := p.cli.ContainerUnpause(ctx, id, client.ContainerUnpauseOptions{}); err != nil {
+	if err := p.cli.ContainerUnpause(ctx, id); err != nil {
 		return p.wrap(err, "unpause", id)
 	}
 	return nil

@@ -1,6 +1,6 @@
 // Package docker is companion's built-in provider for the local Docker
-// Engine, spoken to through github.com/moby/moby/client with the API version
-// negotiated on first use (Engine 20.10 / API 1.41 and newer).
+// Engine, spoken to through its own small API client (internal/engine) with
+// the API version negotiated on first use (Engine 20.10 / API 1.41 and newer).
 //
 // A box is one container, labelled companion.box=1 and companion.scope=<Scope>
 // plus core.LabelWorkspace, named companion-<workspace id> so that creating
@@ -50,9 +50,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/moby/moby/client"
-
 	"github.com/canvasapp/companion/core"
+	"github.com/canvasapp/companion/providers/builtin/docker/internal/engine"
 )
 
 // Labels and names companion puts on what it creates.
@@ -106,7 +105,7 @@ type Config struct {
 type Provider struct {
 	cfg   Config
 	log   *slog.Logger
-	cli   *client.Client
+	cli   *engine.Client
 	host  string
 	setup error // why the client could not be made; every call returns it
 	probe *http.Client
@@ -181,27 +180,25 @@ func New(cfg Config) (*Provider, error) {
 			Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 2, IdleConnTimeout: 30 * time.Second},
 		},
 	}
-	opts := []client.Opt{client.FromEnv}
-	p.host = os.Getenv("DOCKER_HOST")
-	if cfg.Host != "" {
-		opts = append(opts, client.WithHost(cfg.Host))
-		p.host = cfg.Host
-	}
-	if p.host == "" {
-		p.host = client.DefaultDockerHost
-	}
-	cli, err := client.New(opts...)
+	cli, err := engine.New(cfg.Host)
 	if err != nil {
+		p.host = cfg.Host
+		if p.host == "" {
+			p.host = os.Getenv("DOCKER_HOST")
+		}
+		if p.host == "" {
+			p.host = engine.DefaultHost
+		}
 		p.setup = &core.Error{
 			Kind:    core.KindUnavailable,
-			Message: "Docker Engine address " + p.host + " is not usable (" + err.Error() + "): set DOCKER_HOST to e.g. unix:///var/run/docker.sock",
+			Message: "Docker Engine address " + p.host + " is not usable (" + err.Error() + "): set DOCKER_HOST to e.g. unix:///var/run/docker.sock (and DOCKER_CERT_PATH, DOCKER_API_VERSION only if needed)",
 			Err:     err,
 		}
 		p.log.Warn("docker provider unavailable", "err", p.setup)
 		return p, nil
 	}
 	p.cli = cli
-	p.host = cli.DaemonHost()
+	p.host = cli.Host()
 	return p, nil
 }
 
@@ -257,7 +254,7 @@ func (p *Provider) pingEngine(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, pingTimeout)
 	defer cancel()
-	_, err := p.cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true})
+	_, err := p.cli.Ping(ctx)
 	err = p.wrap(err, "ping", "")
 	if core.IsKind(err, core.KindInvalid) {
 		// The only invalid answer to a ping is an API version this client

@@ -8,10 +8,8 @@ import (
 	"strings"
 	"syscall"
 
-	cerrdefs "github.com/containerd/errdefs"
-	"github.com/moby/moby/client"
-
 	"github.com/canvasapp/companion/core"
+	"github.com/canvasapp/companion/providers/builtin/docker/internal/engine"
 )
 
 // wrap turns an engine error into a *core.Error whose message says what
@@ -40,10 +38,10 @@ func (p *Provider) wrapSecret(err error, op, boxID, secret string) error {
 	e := &core.Error{Err: err}
 	var nerr net.Error
 	switch {
-	case client.IsErrConnectionFailed(err) && strings.Contains(msg, "permission denied"):
+	case engine.IsConnectionFailed(err) && strings.Contains(msg, "permission denied"):
 		e.Kind = core.KindUnavailable
 		e.Message = "Docker Engine at " + p.host + " refused this user (permission denied): add the user to the docker group or set DOCKER_HOST"
-	case client.IsErrConnectionFailed(err):
+	case engine.IsConnectionFailed(err):
 		e.Kind = core.KindUnavailable
 		e.Message = "Docker Engine is not reachable at " + p.host + ": start Docker or set DOCKER_HOST"
 	case errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &nerr) && nerr.Timeout()):
@@ -57,22 +55,22 @@ func (p *Provider) wrapSecret(err error, op, boxID, secret string) error {
 	case errors.Is(err, context.Canceled):
 		e.Kind = core.KindUnavailable
 		e.Message = op + " " + subject + ": canceled"
-	case cerrdefs.IsNotFound(err):
+	case engine.IsNotFound(err):
 		e.Kind = core.KindNotFound
 		e.Message = subject + " not found at the Docker Engine"
 		if boxID == "" {
 			e.Message = op + ": " + msg
 		}
-	case cerrdefs.IsConflict(err):
+	case engine.IsConflict(err):
 		e.Kind = core.KindConflict
 		e.Message = op + " " + subject + ": " + msg
-	case cerrdefs.IsInvalidArgument(err):
+	case engine.IsInvalid(err):
 		e.Kind = core.KindInvalid
 		e.Message = op + " " + subject + ": " + msg
-	case cerrdefs.IsUnavailable(err):
+	case engine.IsUnavailable(err):
 		e.Kind = core.KindUnavailable
 		e.Message = op + " " + subject + ": Docker Engine unavailable: " + msg
-	case cerrdefs.IsPermissionDenied(err) || cerrdefs.IsUnauthorized(err):
+	case engine.IsPermission(err):
 		e.Kind = core.KindUnauthorized
 		e.Message = op + " " + subject + ": " + msg
 	default:

@@ -9,12 +9,9 @@ import (
 	"sync"
 	"time"
 
-	cerrdefs "github.com/containerd/errdefs"
-	"github.com/moby/moby/api/types/jsonstream"
-	"github.com/moby/moby/client"
-
 	"github.com/canvasapp/companion/core"
 	"github.com/canvasapp/companion/internal/units"
+	"github.com/canvasapp/companion/providers/builtin/docker/internal/engine"
 )
 
 // DefaultImage is the published OpenHands agent-server image (see
@@ -102,7 +99,7 @@ func (p *Provider) imagePresent(ctx context.Context, image string) (bool, error)
 	switch {
 	case err == nil:
 		return true, nil
-	case cerrdefs.IsNotFound(err):
+	case engine.IsNotFound(err):
 		return false, nil
 	}
 	return false, p.wrap(err, "inspect image "+image+" at", "")
@@ -185,28 +182,22 @@ func (p *Provider) doPull(pl *pull, log *slog.Logger) error {
 		cancel(fmt.Errorf("the pull reported nothing for %v", pullIdleTimeout))
 	})
 	defer idle.Stop()
-	res, err := p.cli.ImagePull(ctx, pl.image, client.ImagePullOptions{})
+	res, err := p.cli.ImagePull(ctx, pl.image)
 	if err != nil {
 		return p.pullError(pl.image, err, context.Cause(ctx))
 	}
 	defer res.Close()
 	layers := map[string]*layerProgress{}
 	var lastLog time.Time
-	for m, err := range res.JSONMessages(ctx) {
-		if err != nil {
-			return p.pullError(pl.image, err, context.Cause(ctx))
-		}
+	err = engine.DecodePull(res, func(m engine.PullMessage) error {
 		idle.Reset(pullIdleTimeout)
-		if m.Error != nil {
-			return p.pullError(pl.image, errors.New(m.Error.Message), nil)
-		}
 		if m.ID != "" && layerStatus[m.Status] {
 			lp := layers[m.ID]
 			if lp == nil {
 				lp = &layerProgress{}
 				layers[m.ID] = lp
 			}
-			lp.update(m.Status, m.Progress)
+			lp.update(m.Status, m.ProgressDetail)
 		}
 		line := pullLine(pl.image, layers)
 		pl.setStatus(line)
@@ -214,6 +205,15 @@ func (p *Provider) doPull(pl *pull, log *slog.Logger) error {
 			lastLog = now
 			log.Info(line)
 		}
+		return nil
+	})
+	var streamErr *engine.Error
+	if errors.As(err, &streamErr) {
+		// The engine reported the failure in the stream.
+		return p.pullError(pl.image, errors.New(streamErr.Message), nil)
+	}
+	if err != nil {
+		return p.pullError(pl.image, err, context.Cause(ctx))
 	}
 	return nil
 }
@@ -224,7 +224,7 @@ func (p *Provider) pullError(image string, err, cause error) error {
 	if cause != nil {
 		err = cause
 	}
-	if client.IsErrConnectionFailed(err) {
+	if engine.IsConnectionFailed(err) {
 		return p.wrap(err, "pull image "+image+" through", "")
 	}
 	return &core.Error{
@@ -249,7 +249,7 @@ type layerProgress struct {
 	done           bool
 }
 
-func (lp *layerProgress) update(status string, pr *jsonstream.Progress) {
+func (lp *layerProgress) update(status string, pr *engine.Progress) {
 	switch status {
 	case "Download complete", "Pull complete", "Already exists", "Verifying Checksum", "Extracting":
 		lp.done = true
@@ -305,7 +305,7 @@ func (p *Provider) createImageError(err error, image string, fromOption bool) er
 		return &core.Error{Kind: core.KindUnavailable, Message: sp.Error() + "; the create goes on when it is done", Err: err}
 	}
 	var ce *core.Error
-	if fromOption && errors.As(err, &ce) && ce.Kind == core.KindUnavailable && ce.Err != nil && !client.IsErrConnectionFailed(ce.Err) {
+	if fromOption && errors.As(err, &ce) && ce.Kind == core.KindUnavailable && ce.Err != nil && !engine.IsConnectionFailed(ce.Err) {
 		return &core.Error{Kind: core.KindInvalid, Err: err, Message: fmt.Sprintf(
 			"options.%s: Docker image %s is not at the Docker Engine and could not be pulled (%s): pull or build it, or name another image",
 			OptionImage, image, engineMessage(ce.Err))}

@@ -9,18 +9,13 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/netip"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	cerrdefs "github.com/containerd/errdefs"
-	"github.com/moby/moby/api/types/container"
-	"github.com/moby/moby/api/types/mount"
-	"github.com/moby/moby/api/types/network"
-
 	"github.com/canvasapp/companion/core"
+	"github.com/canvasapp/companion/providers/builtin/docker/internal/engine"
 )
 
 var fixedNow = time.Date(2026, 9, 1, 12, 0, 0, 0, time.UTC)
@@ -42,18 +37,18 @@ func testProvider(t *testing.T, cfg Config) *Provider {
 
 func TestMapState(t *testing.T) {
 	cases := []struct {
-		st   container.State
+		st   engine.State
 		want core.State
 	}{
-		{container.State{Status: container.StateRunning, Running: true}, core.StateRunning},
-		{container.State{Status: container.StatePaused, Running: true, Paused: true}, core.StatePaused},
-		{container.State{Status: container.StateRunning, Running: true, Paused: true}, core.StatePaused},
-		{container.State{Status: container.StateExited}, core.StatePaused},
-		{container.State{Status: container.StateCreated}, core.StatePaused},
-		{container.State{Status: container.StateRestarting, Restarting: true}, core.StateResuming},
-		{container.State{Status: container.StateRemoving}, core.StateDeleting},
-		{container.State{Status: container.StateDead, Dead: true}, core.StateError},
-		{container.State{Status: "something-new"}, core.StateUnknown},
+		{engine.State{Status: engine.StateRunning, Running: true}, core.StateRunning},
+		{engine.State{Status: engine.StatePaused, Running: true, Paused: true}, core.StatePaused},
+		{engine.State{Status: engine.StateRunning, Running: true, Paused: true}, core.StatePaused},
+		{engine.State{Status: engine.StateExited}, core.StatePaused},
+		{engine.State{Status: engine.StateCreated}, core.StatePaused},
+		{engine.State{Status: engine.StateRestarting, Restarting: true}, core.StateResuming},
+		{engine.State{Status: engine.StateRemoving}, core.StateDeleting},
+		{engine.State{Status: engine.StateDead, Dead: true}, core.StateError},
+		{engine.State{Status: "something-new"}, core.StateUnknown},
 	}
 	for _, tc := range cases {
 		if got := mapState(&tc.st); got != tc.want {
@@ -63,19 +58,20 @@ func TestMapState(t *testing.T) {
 }
 
 func TestPublishedURL(t *testing.T) {
-	port := network.MustParsePort(agentPort)
 	cases := []struct {
-		b    []network.PortBinding
+		b    []engine.PortBinding
 		want string
 	}{
-		{[]network.PortBinding{{HostIP: netip.MustParseAddr("127.0.0.1"), HostPort: "49153"}}, "http://127.0.0.1:49153"},
-		{[]network.PortBinding{{HostIP: netip.MustParseAddr("0.0.0.0"), HostPort: "5"}}, "http://127.0.0.1:5"},
-		{[]network.PortBinding{{HostIP: netip.MustParseAddr("::1"), HostPort: "6"}}, "http://[::1]:6"},
-		{[]network.PortBinding{{HostPort: ""}}, ""},
+		{[]engine.PortBinding{{HostIP: "127.0.0.1", HostPort: "49153"}}, "http://127.0.0.1:49153"},
+		{[]engine.PortBinding{{HostIP: "0.0.0.0", HostPort: "5"}}, "http://127.0.0.1:5"},
+		{[]engine.PortBinding{{HostIP: "::", HostPort: "7"}}, "http://127.0.0.1:7"},
+		{[]engine.PortBinding{{HostIP: "", HostPort: "8"}}, "http://127.0.0.1:8"},
+		{[]engine.PortBinding{{HostIP: "::1", HostPort: "6"}}, "http://[::1]:6"},
+		{[]engine.PortBinding{{HostPort: ""}}, ""},
 		{nil, ""},
 	}
 	for _, tc := range cases {
-		ns := &container.NetworkSettings{Ports: network.PortMap{port: tc.b}}
+		ns := &engine.NetworkSettings{Ports: map[string][]engine.PortBinding{agentPort: tc.b}}
 		if got := publishedURL(ns); got != tc.want {
 			t.Errorf("publishedURL(%v) = %q, want %q", tc.b, got, tc.want)
 		}
@@ -95,26 +91,25 @@ func TestParseTime(t *testing.T) {
 	}
 }
 
-func inspectFixture(status container.ContainerState, started, finished string) container.InspectResponse {
-	port := network.MustParsePort(agentPort)
-	return container.InspectResponse{
+func inspectFixture(status, started, finished string) engine.Inspect {
+	return engine.Inspect{
 		ID:      "abc123",
 		Name:    "/companion-ws_1",
 		Created: "2026-09-01T10:00:00Z",
-		State: &container.State{
-			Status: status, Running: status == container.StateRunning,
+		State: &engine.State{
+			Status: status, Running: status == engine.StateRunning,
 			StartedAt: started, FinishedAt: finished,
 		},
-		Config: &container.Config{
+		Config: &engine.Config{
 			Env: []string{"PATH=/bin", keyEnv + "=the-key"},
 			Labels: map[string]string{
 				LabelBox: "1", LabelScope: "s", core.LabelWorkspace: "ws_1", LabelName: "My box", "other": "x",
 			},
 		},
-		NetworkSettings: &container.NetworkSettings{Ports: network.PortMap{
-			port: {{HostIP: netip.MustParseAddr("127.0.0.1"), HostPort: "40000"}},
+		NetworkSettings: &engine.NetworkSettings{Ports: map[string][]engine.PortBinding{
+			agentPort: {{HostIP: "127.0.0.1", HostPort: "40000"}},
 		}},
-		Mounts: []container.MountPoint{{Type: mount.TypeVolume, Name: "vol1", Destination: workspaceDir}},
+		Mounts: []engine.MountPoint{{Type: engine.MountVolume, Name: "vol1", Destination: workspaceDir}},
 	}
 }
 
@@ -122,7 +117,7 @@ func TestDescribeContainer(t *testing.T) {
 	p := testProvider(t, Config{})
 	ctx := context.Background()
 
-	d := p.describe(ctx, inspectFixture(container.StateRunning, "2026-09-01T10:00:01Z", "0001-01-01T00:00:00Z"), false)
+	d := p.describe(ctx, inspectFixture(engine.StateRunning, "2026-09-01T10:00:01Z", "0001-01-01T00:00:00Z"), false)
 	if d.ID != "abc123" || d.Name != "My box" || d.Key != "the-key" || d.URL != "http://127.0.0.1:40000" ||
 		d.State != core.StateRunning || !d.PausedAt.IsZero() || d.volume != "vol1" ||
 		!d.CreatedAt.Equal(time.Date(2026, 9, 1, 10, 0, 0, 0, time.UTC)) {
@@ -133,18 +128,18 @@ func TestDescribeContainer(t *testing.T) {
 	}
 
 	// Stopped: no URL, paused_at from FinishedAt.
-	d = p.describe(ctx, inspectFixture(container.StateExited, "2026-09-01T10:00:01Z", "2026-09-01T11:00:00Z"), true)
+	d = p.describe(ctx, inspectFixture(engine.StateExited, "2026-09-01T10:00:01Z", "2026-09-01T11:00:00Z"), true)
 	if d.State != core.StatePaused || d.URL != "" || !d.PausedAt.Equal(time.Date(2026, 9, 1, 11, 0, 0, 0, time.UTC)) {
 		t.Errorf("stopped: %+v", d)
 	}
 	// Never started: paused, paused_at unknown.
-	d = p.describe(ctx, inspectFixture(container.StateCreated, "0001-01-01T00:00:00Z", "0001-01-01T00:00:00Z"), true)
+	d = p.describe(ctx, inspectFixture(engine.StateCreated, "0001-01-01T00:00:00Z", "0001-01-01T00:00:00Z"), true)
 	if d.State != core.StatePaused || !d.PausedAt.IsZero() {
 		t.Errorf("created: %+v", d)
 	}
 	// Frozen (docker pause) after an earlier stop: FinishedAt predates the
 	// current run and is no pause time.
-	ins := inspectFixture(container.StatePaused, "2026-09-01T11:30:00Z", "2026-09-01T11:00:00Z")
+	ins := inspectFixture(engine.StatePaused, "2026-09-01T11:30:00Z", "2026-09-01T11:00:00Z")
 	ins.State.Running, ins.State.Paused = true, true
 	d = p.describe(ctx, ins, true)
 	if d.State != core.StatePaused || !d.PausedAt.IsZero() || d.URL != "" {
@@ -218,11 +213,14 @@ func TestWrap(t *testing.T) {
 		err  error
 		want core.ErrorKind
 	}{
-		{cerrdefs.ErrNotFound.WithMessage("No such container: x"), core.KindNotFound},
-		{cerrdefs.ErrConflict.WithMessage("name in use"), core.KindConflict},
-		{cerrdefs.ErrInvalidArgument.WithMessage("bad"), core.KindInvalid},
-		{cerrdefs.ErrUnavailable.WithMessage("down"), core.KindUnavailable},
-		{cerrdefs.ErrPermissionDenied.WithMessage("no"), core.KindUnauthorized},
+		{&engine.Error{StatusCode: 404, Message: "No such container: x"}, core.KindNotFound},
+		{&engine.Error{StatusCode: 409, Message: "name in use"}, core.KindConflict},
+		{&engine.Error{StatusCode: 400, Message: "bad"}, core.KindInvalid},
+		{&engine.Error{StatusCode: 503, Message: "down"}, core.KindUnavailable},
+		{&engine.Error{StatusCode: 403, Message: "no"}, core.KindUnauthorized},
+		{&engine.Error{StatusCode: 401, Message: "who"}, core.KindUnauthorized},
+		{&engine.Error{StatusCode: 500, Message: "boom"}, core.KindInternal},
+		{&engine.ConnError{Host: "unix:///x.sock", Err: errors.New("dial unix /x.sock: connect: no such file or directory")}, core.KindUnavailable},
 		{context.DeadlineExceeded, core.KindUnavailable},
 		{fmt.Errorf("op: %w", context.Canceled), core.KindUnavailable},
 		{fmt.Errorf("read: %w", io.ErrUnexpectedEOF), core.KindUnavailable},
@@ -238,11 +236,20 @@ func TestWrap(t *testing.T) {
 			t.Errorf("wrap(%v) lost its cause", tc.err)
 		}
 	}
+	for cause, want := range map[string]string{
+		"dial unix /var/run/docker.sock: connect: permission denied": "add the user to the docker group",
+		"dial unix /var/run/docker.sock: connect: no such file":      "start Docker or set DOCKER_HOST",
+	} {
+		got := p.wrap(&engine.ConnError{Host: "unix:///var/run/docker.sock", Err: errors.New(cause)}, "list boxes", "")
+		if core.KindOf(got) != core.KindUnavailable || !strings.Contains(got.Error(), want) {
+			t.Errorf("connection failure %q: %v", cause, got)
+		}
+	}
 	if got := p.wrap(context.DeadlineExceeded, "stop", "box1"); !strings.Contains(got.Error(), "did not answer in time") {
 		t.Errorf("timeout message: %v", got)
 	}
 	// A secret the engine echoes is cut from message and cause.
-	leak := cerrdefs.ErrInvalidArgument.WithMessage("invalid env OH_SESSION_API_KEYS_0=s3cr3t-key")
+	leak := &engine.Error{StatusCode: 400, Message: "invalid env OH_SESSION_API_KEYS_0=s3cr3t-key"}
 	got := p.wrapSecret(leak, "create", "", "s3cr3t-key")
 	var ce *core.Error
 	if !errors.As(got, &ce) || strings.Contains(ce.Message, "s3cr3t-key") || strings.Contains(ce.Err.Error(), "s3cr3t-key") {
@@ -253,5 +260,31 @@ func TestWrap(t *testing.T) {
 	}
 	if p.wrap(nil, "x", "") != nil {
 		t.Error("wrap(nil) must be nil")
+	}
+}
+
+// TestUnusableHost: a host the client cannot speak to makes the provider
+// unavailable with the fix, not a failed New.
+func TestUnusableHost(t *testing.T) {
+	t.Setenv("DOCKER_API_VERSION", "")
+	t.Setenv("DOCKER_CERT_PATH", "")
+	t.Setenv("DOCKER_TLS_VERIFY", "")
+	p := testProvider(t, Config{Host: "ssh://me@box"})
+	err := p.Ping(context.Background())
+	if core.KindOf(err) != core.KindUnavailable || !strings.Contains(err.Error(), "ssh://me@box is not usable") || !strings.Contains(err.Error(), "DOCKER_HOST") {
+		t.Errorf("ping: %v", err)
+	}
+	if _, err := p.List(context.Background(), core.Account{}); core.KindOf(err) != core.KindUnavailable {
+		t.Errorf("list: %v", err)
+	}
+}
+
+// TestMissingSocket: nothing at the socket is "not reachable", with
+// what to do.
+func TestMissingSocket(t *testing.T) {
+	p := testProvider(t, Config{Host: "unix://" + t.TempDir() + "/none.sock"})
+	err := p.Ping(context.Background())
+	if core.KindOf(err) != core.KindUnavailable || !strings.Contains(err.Error(), "not reachable") || !strings.Contains(err.Error(), "start Docker") {
+		t.Errorf("ping: %v", err)
 	}
 }

@@ -5,17 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/netip"
 	"path"
 	"strings"
 
-	cerrdefs "github.com/containerd/errdefs"
-	"github.com/moby/moby/api/types/container"
-	"github.com/moby/moby/api/types/mount"
-	"github.com/moby/moby/api/types/network"
-	"github.com/moby/moby/client"
-
 	"github.com/canvasapp/companion/core"
+	"github.com/canvasapp/companion/providers/builtin/docker/internal/engine"
 )
 
 // readMeta reads and checks docker.json from src.
@@ -138,23 +132,22 @@ func (p *Provider) Restore(ctx context.Context, acct core.Account, spec core.Res
 		}
 	}
 	env = append(env, keyEnv+"="+key)
-	agent := network.MustParsePort(agentPort)
-	exposed := network.PortSet{agent: {}}
+	exposed := map[string]struct{}{agentPort: {}}
 	for _, s := range m.ExposedPorts {
-		if pt, err := network.ParsePort(s); err == nil {
+		if pt, err := engine.ParsePort(s); err == nil {
 			exposed[pt] = struct{}{}
 		}
 	}
 	// Each captured volume gets a new anonymous volume at its place:
 	// made and removed with the container, like a created box's.
-	var mounts []mount.Mount
+	var mounts []engine.Mount
 	for _, mt := range m.Mounts {
 		if mt.File != "" {
-			mounts = append(mounts, mount.Mount{Type: mount.TypeVolume, Target: mt.Destination, ReadOnly: mt.ReadOnly,
-				VolumeOptions: &mount.VolumeOptions{Labels: map[string]string{LabelBox: "1", LabelScope: p.cfg.Scope, core.LabelWorkspace: spec.WorkspaceID}}})
+			mounts = append(mounts, engine.Mount{Type: engine.MountVolume, Target: mt.Destination, ReadOnly: mt.ReadOnly,
+				VolumeOptions: &engine.VolumeOptions{Labels: map[string]string{LabelBox: "1", LabelScope: p.cfg.Scope, core.LabelWorkspace: spec.WorkspaceID}}})
 		}
 	}
-	cfg := &container.Config{Image: image, Env: env, Labels: labels, ExposedPorts: exposed, WorkingDir: m.WorkingDir, User: m.User}
+	cfg := &engine.Config{Image: image, Env: env, Labels: labels, ExposedPorts: exposed, WorkingDir: m.WorkingDir, User: m.User}
 	if len(m.Cmd) > 0 {
 		cfg.Cmd = m.Cmd
 	}
@@ -162,54 +155,52 @@ func (p *Provider) Restore(ctx context.Context, acct core.Account, spec core.Res
 		cfg.Entrypoint = m.Entrypoint
 	}
 	cctx, cancel := context.WithTimeout(ctx, createTimeout)
-	created, err := p.cli.ContainerCreate(cctx, client.ContainerCreateOptions{Name: name, Config: cfg,
-		HostConfig: &container.HostConfig{
-			PortBindings: network.PortMap{agent: {{HostIP: netip.AddrFrom4([4]byte{127, 0, 0, 1})}}},
-			Mounts:       mounts,
-		}})
+	createdID, err := p.cli.ContainerCreate(cctx, name, cfg, &engine.HostConfig{
+		PortBindings: map[string][]engine.PortBinding{agentPort: {{HostIP: "127.0.0.1"}}},
+		Mounts:       mounts,
+	})
 	cancel()
 	if err != nil {
 		return core.Box{}, p.wrapSecret(err, "create the restored box of workspace "+spec.WorkspaceID, "", key)
 	}
-	p.log.Info("restored box created; uploading its files", "box", created.ID, "workspace", spec.WorkspaceID, "image", image)
-	if err := p.upload(ctx, created.ID, m, src, report); err != nil {
-		p.removeQuietly(ctx, created.ID)
+	p.log.Info("restored box created; uploading its files", "box", createdID, "workspace", spec.WorkspaceID, "image", image)
+	if err := p.upload(ctx, createdID, m, src, report); err != nil {
+		p.removeQuietly(ctx, createdID)
 		return core.Box{}, err
 	}
 	report("restore: starting the box")
-	if err := p.start(ctx, created.ID); err != nil {
-		p.removeQuietly(ctx, created.ID)
+	if err := p.start(ctx, createdID); err != nil {
+		p.removeQuietly(ctx, createdID)
 		return core.Box{}, err
 	}
 	if len(m.Layer.Deleted) > 0 {
 		p.log.Warn("the snapshotted box had deleted image files; the archive API cannot delete, so the restored box has them again",
-			"box", created.ID, "paths", len(m.Layer.Deleted))
+			"box", createdID, "paths", len(m.Layer.Deleted))
 	}
-	return p.get(ctx, created.ID, true)
+	return p.get(ctx, createdID, true)
 }
 
 // earlierRestore looks for the container an interrupted restore of this
 // workspace left. done means it was started and is the answer.
 func (p *Provider) earlierRestore(ctx context.Context, name, workspaceID string) (core.Box, bool, error) {
 	ictx, cancel := context.WithTimeout(ctx, metaTimeout)
-	res, err := p.cli.ContainerInspect(ictx, name, client.ContainerInspectOptions{})
+	ins, err := p.cli.ContainerInspect(ictx, name)
 	cancel()
-	if cerrdefs.IsNotFound(err) {
+	if engine.IsNotFound(err) {
 		return core.Box{}, false, nil
 	}
 	if err != nil {
 		return core.Box{}, false, p.wrap(err, "inspect existing container "+name+" for", workspaceID)
 	}
-	ins := res.Container
 	if !p.owns(ins.Config) || ins.Config.Labels[core.LabelWorkspace] != workspaceID {
 		return core.Box{}, false, core.Errorf(core.KindConflict, "a container named %s already exists and is not the box of workspace %s in scope %q: remove or rename it", name, workspaceID, p.cfg.Scope)
 	}
-	if ins.State != nil && ins.State.Status == container.StateCreated {
+	if ins.State != nil && ins.State.Status == engine.StateCreated {
 		p.log.Info("an interrupted restore left a box that never started; making it again", "box", ins.ID, "workspace", workspaceID)
 		rctx, cancel := context.WithTimeout(ctx, removeTimeout)
-		_, err := p.cli.ContainerRemove(rctx, ins.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+		err := p.cli.ContainerRemove(rctx, ins.ID, true, true)
 		cancel()
-		if err != nil && !cerrdefs.IsNotFound(err) {
+		if err != nil && !engine.IsNotFound(err) {
 			return core.Box{}, false, p.wrap(err, "remove the unfinished restored box", ins.ID)
 		}
 		return core.Box{}, false, nil
@@ -259,7 +250,7 @@ func (p *Provider) upload(ctx context.Context, id string, m SnapshotMeta, src co
 		})
 		report(fmt.Sprintf("restore: uploading %s, %d of %d bytes", pt.file, sent, total))
 		actx, cancel := context.WithTimeout(ctx, archiveTimeout)
-		_, err = p.cli.CopyToContainer(actx, id, client.CopyToContainerOptions{DestinationPath: pt.dest, Content: counted, CopyUIDGID: true})
+		err = p.cli.CopyToContainer(actx, id, pt.dest, counted, true)
 		cancel()
 		// The source's own error (a hash mismatch) says more than the
 		// engine's view of a cut upload.
@@ -288,7 +279,7 @@ func sourceErr(r io.ReadCloser) error {
 func (p *Provider) removeQuietly(ctx context.Context, id string) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout)
 	defer cancel()
-	if _, err := p.cli.ContainerRemove(rctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
+	if err := p.cli.ContainerRemove(rctx, id, true, true); err != nil && !engine.IsNotFound(err) {
 		p.log.Warn("could not remove an unfinished restored box", "box", id, "err", err)
 	}
 }

@@ -12,12 +12,8 @@ import (
 	"strings"
 	"time"
 
-	cerrdefs "github.com/containerd/errdefs"
-	"github.com/moby/moby/api/types/container"
-	"github.com/moby/moby/api/types/mount"
-
 	"github.com/canvasapp/companion/core"
-	"github.com/moby/moby/client"
+	"github.com/canvasapp/companion/providers/builtin/docker/internal/engine"
 )
 
 // Snapshot files. A snapshot is captured through the Engine API only (no
@@ -142,27 +138,27 @@ func (p *Provider) Snapshot(ctx context.Context, acct core.Account, boxID string
 		meta.Cmd = append(meta.Cmd, c.Cmd...)
 		meta.Entrypoint = append(meta.Entrypoint, c.Entrypoint...)
 		for port := range c.ExposedPorts {
-			meta.ExposedPorts = append(meta.ExposedPorts, port.String())
+			meta.ExposedPorts = append(meta.ExposedPorts, port)
 		}
 		sort.Strings(meta.ExposedPorts)
 	}
 	var mounts []string
 	for _, m := range ins.Mounts {
 		mounts = append(mounts, m.Destination)
-		sm := SnapshotMount{Type: string(m.Type), Destination: m.Destination, Name: m.Name, ReadOnly: !m.RW}
-		if m.Type == mount.TypeVolume {
+		sm := SnapshotMount{Type: m.Type, Destination: m.Destination, Name: m.Name, ReadOnly: !m.RW}
+		if m.Type == engine.MountVolume {
 			sm.File = fmt.Sprintf("docker-volume-%d.tar", len(meta.Mounts))
 		}
 		meta.Mounts = append(meta.Mounts, sm)
 	}
 
 	dctx, cancel := context.WithTimeout(ctx, metaTimeout)
-	diff, err := p.cli.ContainerDiff(dctx, ins.ID, client.ContainerDiffOptions{})
+	diff, err := p.cli.ContainerChanges(dctx, ins.ID)
 	cancel()
 	if err != nil {
 		return p.wrap(err, "list the filesystem changes of", ins.ID)
 	}
-	meta.Layer = planLayer(diff.Changes, mounts)
+	meta.Layer = planLayer(diff, mounts)
 	meta.Layer.File = SnapshotLayerName
 	if err := p.streamInto(sink, SnapshotLayerName, "tar", func(w io.Writer) error {
 		return p.writeLayer(ctx, ins.ID, meta.Layer.Paths, w)
@@ -191,7 +187,7 @@ func (p *Provider) Snapshot(ctx context.Context, acct core.Account, boxID string
 // modified path that is not a directory whose changes are listed below
 // it. Paths the engine manages and mount points (read separately, as
 // volumes) are left out.
-func planLayer(changes []container.FilesystemChange, mounts []string) SnapshotLayer {
+func planLayer(changes []engine.FilesystemChange, mounts []string) SnapshotLayer {
 	l := SnapshotLayer{Paths: []string{}, Deleted: []string{}}
 	all := make([]string, 0, len(changes))
 	for _, c := range changes {
@@ -210,7 +206,7 @@ func planLayer(changes []container.FilesystemChange, mounts []string) SnapshotLa
 		}
 		return false
 	}
-	sorted := append([]container.FilesystemChange(nil), changes...)
+	sorted := append([]engine.FilesystemChange(nil), changes...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Path < sorted[j].Path })
 	var added []string
 	under := func(p string) bool {
@@ -227,12 +223,12 @@ func planLayer(changes []container.FilesystemChange, mounts []string) SnapshotLa
 			continue
 		}
 		switch c.Kind {
-		case container.ChangeDelete:
+		case engine.ChangeDelete:
 			l.Deleted = append(l.Deleted, p)
-		case container.ChangeAdd:
+		case engine.ChangeAdd:
 			added = append(added, p)
 			l.Paths = append(l.Paths, p)
-		case container.ChangeModify:
+		case engine.ChangeModify:
 			if !hasBelow(p) {
 				l.Paths = append(l.Paths, p)
 			}
@@ -274,15 +270,15 @@ func (p *Provider) writeLayer(ctx context.Context, id string, paths []string, w 
 func (p *Provider) appendArchive(ctx context.Context, id, src string, tw *tar.Writer) error {
 	actx, cancel := context.WithTimeout(ctx, archiveTimeout)
 	defer cancel()
-	res, err := p.cli.CopyFromContainer(actx, id, client.CopyFromContainerOptions{SourcePath: src})
-	if cerrdefs.IsNotFound(err) {
+	res, err := p.cli.CopyFromContainer(actx, id, src)
+	if engine.IsNotFound(err) {
 		p.log.Debug("changed path gone before it was read", "box", id, "path", src)
 		return nil
 	}
 	if err != nil {
 		return p.wrap(err, "read "+src+" of", id)
 	}
-	defer res.Content.Close()
+	defer res.Close()
 	// The archive's entries start at src's base name; its parent is
 	// where they belong.
 	parent := strings.TrimPrefix(path.Dir(src), "/")
@@ -292,7 +288,7 @@ func (p *Provider) appendArchive(ctx context.Context, id, src string, tw *tar.Wr
 		}
 		return path.Join(parent, n)
 	}
-	tr := tar.NewReader(res.Content)
+	tr := tar.NewReader(res)
 	for {
 		h, err := tr.Next()
 		if err == io.EOF {
@@ -318,12 +314,12 @@ func (p *Provider) appendArchive(ctx context.Context, id, src string, tw *tar.Wr
 func (p *Provider) copyArchive(ctx context.Context, id, src string, w io.Writer) error {
 	actx, cancel := context.WithTimeout(ctx, archiveTimeout)
 	defer cancel()
-	res, err := p.cli.CopyFromContainer(actx, id, client.CopyFromContainerOptions{SourcePath: src})
+	res, err := p.cli.CopyFromContainer(actx, id, src)
 	if err != nil {
 		return p.wrap(err, "read "+src+" of", id)
 	}
-	defer res.Content.Close()
-	if _, err := io.Copy(w, res.Content); err != nil {
+	defer res.Close()
+	if _, err := io.Copy(w, res); err != nil {
 		return fmt.Errorf("read %s of box %s: %w", src, shortID(id), err)
 	}
 	return nil

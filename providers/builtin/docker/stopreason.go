@@ -6,11 +6,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/moby/moby/api/types/container"
-	"github.com/moby/moby/api/types/events"
-	"github.com/moby/moby/client"
-
 	"github.com/canvasapp/companion/core"
+	"github.com/canvasapp/companion/providers/builtin/docker/internal/engine"
 )
 
 // Why a container stopped. The engine's inspect answer does not say
@@ -59,7 +56,7 @@ func (c *stopCache) put(k string, v stopVerdict) {
 
 // classifyStop fills the state, stop reason, exit code and paused time of
 // an exited container.
-func (p *Provider) classifyStop(ctx context.Context, b *core.Box, id string, st *container.State) {
+func (p *Provider) classifyStop(ctx context.Context, b *core.Box, id string, st *engine.State) {
 	started, finished := parseTime(st.StartedAt), parseTime(st.FinishedAt)
 	if finished.IsZero() || finished.Before(started) {
 		return // created, never started: paused, nobody stopped it
@@ -84,7 +81,7 @@ func (p *Provider) classifyStop(ctx context.Context, b *core.Box, id string, st 
 // stopFromEvents reads the container's events between its start and just
 // after its stop. known is false when the events were not available (the
 // window passed them, or the query failed) and the exit code decided.
-func (p *Provider) stopFromEvents(ctx context.Context, id string, started, finished time.Time, st *container.State) (v stopVerdict, known bool) {
+func (p *Provider) stopFromEvents(ctx context.Context, id string, started, finished time.Time, st *engine.State) (v stopVerdict, known bool) {
 	byCode := verdictByCode(st)
 	ectx, cancel := context.WithTimeout(ctx, metaTimeout)
 	defer cancel()
@@ -94,29 +91,20 @@ func (p *Provider) stopFromEvents(ctx context.Context, id string, started, finis
 		// this early is reported but not remembered.
 		until, settled = now, false
 	}
-	res := p.cli.Events(ectx, client.EventsListOptions{
-		Since:   unixArg(started),
-		Until:   unixArg(until),
-		Filters: make(client.Filters).Add("type", string(events.ContainerEventType)).Add("container", id).Add("event", "die", "stop"),
-	})
+	evs, err := p.cli.Events(ectx, unixArg(started), unixArg(until),
+		engine.Filters{"type": {"container"}, "container": {id}, "event": {"die", "stop"}})
+	if err != nil {
+		p.log.Warn("could not read the engine's events to tell why a box stopped", "box", id, "err", err)
+		return byCode, false
+	}
 	sawDie, sawStop := false, false
-	for {
-		select {
-		case m := <-res.Messages:
-			switch m.Action {
-			case events.ActionDie:
-				sawDie = true
-			case events.ActionStop:
-				sawStop = true
-			}
-			continue
-		case err := <-res.Err:
-			if err != nil && ectx.Err() != nil {
-				p.log.Warn("could not read the engine's events to tell why a box stopped", "box", id, "err", err)
-				return byCode, false
-			}
+	for _, m := range evs {
+		switch m.Action {
+		case "die":
+			sawDie = true
+		case "stop":
+			sawStop = true
 		}
-		break
 	}
 	switch {
 	case sawStop:
@@ -129,14 +117,14 @@ func (p *Provider) stopFromEvents(ctx context.Context, id string, started, finis
 	return byCode, settled
 }
 
-func crashVerdict(st *container.State) stopVerdict {
+func crashVerdict(st *engine.State) stopVerdict {
 	if st.ExitCode == 0 && !st.OOMKilled {
 		return stopVerdict{core.StateStopped, core.StopExited}
 	}
 	return stopVerdict{core.StateStopped, core.StopCrashed}
 }
 
-func verdictByCode(st *container.State) stopVerdict {
+func verdictByCode(st *engine.State) stopVerdict {
 	if !st.OOMKilled && (st.ExitCode == 0 || st.ExitCode == 143) {
 		return stopVerdict{core.StatePaused, core.StopNone}
 	}

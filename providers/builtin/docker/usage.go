@@ -8,8 +8,6 @@ import (
 	"net/http"
 	"strings"
 	"time"
-
-	"github.com/moby/moby/client"
 )
 
 // usage is one /system/df answer, reduced to what sizes need.
@@ -59,9 +57,7 @@ func (p *Provider) diskUsage(ctx context.Context) (*usage, error) {
 
 func (p *Provider) fetchDiskUsage(ctx context.Context) (*usage, error) {
 	for attempt := 0; ; attempt++ {
-		// The type filter (API 1.42+) spares images and build cache; older
-		// engines ignore it. Verbose asks 1.52+ engines for the items.
-		du, err := p.cli.DiskUsage(ctx, client.DiskUsageOptions{Containers: true, Volumes: true, Verbose: true})
+		du, err := p.cli.DiskUsage(ctx)
 		if err != nil {
 			if strings.Contains(err.Error(), "already running") && attempt < 10 {
 				select {
@@ -73,10 +69,10 @@ func (p *Provider) fetchDiskUsage(ctx context.Context) (*usage, error) {
 			return nil, p.wrap(err, "measure disk usage", "")
 		}
 		u := &usage{at: p.cfg.Now(), containers: map[string]int64{}, volumes: map[string]int64{}}
-		for _, c := range du.Containers.Items {
+		for _, c := range du.Containers {
 			u.containers[c.ID] = c.SizeRw
 		}
-		for _, v := range du.Volumes.Items {
+		for _, v := range du.Volumes {
 			// -1 means the engine could not tell.
 			if v.UsageData != nil && v.UsageData.Size >= 0 {
 				u.volumes[v.Name] = v.UsageData.Size
