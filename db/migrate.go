@@ -96,19 +96,21 @@ func checkSchema(ctx context.Context, conn *sql.DB, file string) (int, error) {
 }
 
 // migrate brings the database from version up to the newest embedded
-// schema. Each migration runs in its own transaction together with the
-// user_version bump, so a crash leaves the file at one version or the
-// next, never between.
+// schema, in one transaction that also bumps user_version after each
+// step, so a crash leaves the file at its old version or the newest, never
+// between. One transaction, not one per migration: a first start creates
+// the whole schema with one commit.
 //
 // Migrations run with foreign keys on (the pragma cannot change inside a
 // transaction); a future migration that rebuilds a referenced table must
 // use PRAGMA defer_foreign_keys.
 func migrate(ctx context.Context, conn *sql.DB, file string, version int) error {
 	ms, _ := migrations() // checkSchema has checked them
-	for _, m := range ms[version:] {
-		if err := apply(ctx, conn, m); err != nil {
-			return fmt.Errorf("db: apply migration %s to %s: %w", m.name, file, err)
-		}
+	if version >= len(ms) {
+		return nil
+	}
+	if err := apply(ctx, conn, ms[version:]); err != nil {
+		return fmt.Errorf("db: migrate %s: %w", file, err)
 	}
 	return nil
 }
@@ -123,30 +125,34 @@ func schemaVersion(ctx context.Context, q *sql.DB) (version, appID int, err erro
 	return version, appID, nil
 }
 
-func apply(ctx context.Context, conn *sql.DB, m migration) error {
+// apply runs ms, consecutive migrations, in one transaction. Those the
+// file already has (another process may have applied them while this one
+// waited for the write lock) are skipped.
+func apply(ctx context.Context, conn *sql.DB, ms []migration) error {
 	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback()
-	// Another process may have applied it while this one waited for the
-	// write lock.
 	var cur int
 	if err := tx.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&cur); err != nil {
 		return err
 	}
-	if cur >= m.version {
-		return nil
-	}
-	if cur != m.version-1 {
-		return fmt.Errorf("database is at schema version %d, expected %d", cur, m.version-1)
-	}
-	if _, err := tx.ExecContext(ctx, m.sql); err != nil {
-		return err
-	}
-	// PRAGMA takes no bound parameters; version is an int we parsed.
-	if _, err := tx.ExecContext(ctx, fmt.Sprintf(`PRAGMA user_version = %d`, m.version)); err != nil {
-		return err
+	for _, m := range ms {
+		if cur >= m.version {
+			continue
+		}
+		if cur != m.version-1 {
+			return fmt.Errorf("database is at schema version %d, expected %d", cur, m.version-1)
+		}
+		if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+			return fmt.Errorf("migration %s: %w", m.name, err)
+		}
+		// PRAGMA takes no bound parameters; version is an int we parsed.
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf(`PRAGMA user_version = %d`, m.version)); err != nil {
+			return fmt.Errorf("migration %s: %w", m.name, err)
+		}
+		cur = m.version
 	}
 	return tx.Commit()
 }

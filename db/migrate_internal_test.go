@@ -84,7 +84,7 @@ func TestFailedMigrationLeavesNoTrace(t *testing.T) {
 	defer conn.Close()
 	conn.SetMaxOpenConns(1)
 	bad := migration{version: 1, name: "0001_bad.sql", sql: `CREATE TABLE a (x INTEGER); INSERT INTO a VALUES (1); CREATE TABLE a (y INTEGER);`}
-	if err := apply(ctx, conn, bad); err == nil {
+	if err := apply(ctx, conn, []migration{bad}); err == nil {
 		t.Fatal("a failing migration was applied")
 	}
 	var v, tables int
@@ -94,16 +94,28 @@ func TestFailedMigrationLeavesNoTrace(t *testing.T) {
 		t.Fatalf("after a failed migration: user_version %d, table a exists %v", v, tables == 1)
 	}
 	good := migration{version: 1, name: "0001_good.sql", sql: `CREATE TABLE a (x INTEGER); INSERT INTO a VALUES (1);`}
-	if err := apply(ctx, conn, good); err != nil {
+	if err := apply(ctx, conn, []migration{good}); err != nil {
 		t.Fatal(err)
 	}
 	// Applying it again (another process got there first) is a no-op.
-	if err := apply(ctx, conn, good); err != nil {
+	if err := apply(ctx, conn, []migration{good}); err != nil {
 		t.Fatal(err)
 	}
 	conn.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&v)
 	conn.QueryRowContext(ctx, `SELECT count(*) FROM a`).Scan(&tables)
 	if v != 1 || tables != 1 {
 		t.Fatalf("user_version %d, %d rows; want 1, 1", v, tables)
+	}
+	// Pending migrations run as one: a failure in the last undoes the
+	// ones before it too.
+	two := migration{version: 2, name: "0002_b.sql", sql: `CREATE TABLE b (x INTEGER);`}
+	three := migration{version: 3, name: "0003_bad.sql", sql: `CREATE TABLE a (y INTEGER);`}
+	if err := apply(ctx, conn, []migration{two, three}); err == nil || !strings.Contains(err.Error(), "0003_bad.sql") {
+		t.Fatalf("a batch with a failing migration: %v, want its name in an error", err)
+	}
+	conn.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&v)
+	conn.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema WHERE name = 'b'`).Scan(&tables)
+	if v != 1 || tables != 0 {
+		t.Fatalf("after a failed batch: user_version %d, table b exists %v; want 1, no", v, tables == 1)
 	}
 }
