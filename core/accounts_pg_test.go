@@ -1,0 +1,78 @@
+package core_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/canvasapp/companion/core"
+	"github.com/canvasapp/companion/internal/testsupport"
+)
+
+// passLog counts a reconciler's passes by account.
+type passLog struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (p *passLog) after(id string, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err == nil {
+		p.n[id]++
+	}
+}
+
+func (p *passLog) of(id string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.n[id]
+}
+
+// TestReconcilerFollowsAccountsChangedElsewhere: on one PostgreSQL
+// database, an account added through replica A is listed by replica B's
+// running reconciler (A's does not run), and B's status for it becomes
+// ok; once A removes it, B stops listing it, without being told in
+// process either time.
+func TestReconcilerFollowsAccountsChangedElsewhere(t *testing.T) {
+	rp := newReplicaPair(t, time.Second, nil)
+	a, b := rp.svcs[0], rp.svcs[1]
+	passes := &passLog{n: map[string]int{}}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		b.RunReconciler(ctx, core.ReconcileConfig{Interval: 100 * time.Millisecond, AfterPass: passes.after})
+	}()
+	t.Cleanup(func() { stop(); <-done })
+	testsupport.Until(t, 30*time.Second, "B's first pass over the account it started with", func() bool {
+		return passes.of(rp.acct.ID) >= 1
+	})
+
+	added, err := a.AddAccount(context.Background(), "", core.AddAccountRequest{Provider: "remu", Label: "added on A"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testsupport.Until(t, 30*time.Second, "B lists the account added through A", func() bool {
+		return passes.of(added.ID) >= 2 && b.AccountStatusOf(added.ID).State == core.AccountOK
+	})
+	if n := rp.emu.count(func() int { return rp.emu.lists["A"] }); n != 0 {
+		t.Fatalf("A listed %d times; its reconciler does not run", n)
+	}
+
+	if err := a.RemoveAccount(context.Background(), "", added.ID); err != nil {
+		t.Fatal(err)
+	}
+	// A pass that started before the removal may still end; three passes
+	// over the other account later (three intervals) B has read the list
+	// again, and from then on the removed account is never listed.
+	base := passes.of(rp.acct.ID)
+	testsupport.Until(t, 30*time.Second, "three more passes of B", func() bool { return passes.of(rp.acct.ID) >= base+3 })
+	seen := passes.of(added.ID)
+	base = passes.of(rp.acct.ID)
+	testsupport.Until(t, 30*time.Second, "three more passes of B", func() bool { return passes.of(rp.acct.ID) >= base+3 })
+	if n := passes.of(added.ID); n != seen {
+		t.Fatalf("B listed the account A removed %d more times", n-seen)
+	}
+}
