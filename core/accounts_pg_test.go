@@ -76,3 +76,42 @@ func TestReconcilerFollowsAccountsChangedElsewhere(t *testing.T) {
 		t.Fatalf("B listed the account A removed %d more times", n-seen)
 	}
 }
+
+// TestRemoveAccountRespectsAnotherReplicasLease: removing an account
+// forgets its workspaces, so it must not run while another replica acts
+// on one of them: while that replica holds the workspace's lease the
+// removal is refused and changes nothing; once released, it goes through.
+func TestRemoveAccountRespectsAnotherReplicasLease(t *testing.T) {
+	ctx := context.Background()
+	rp := newReplicaPair(t, time.Second, nil)
+	a, otherStore := rp.svcs[0], rp.stores[1]
+	ws, err := a.Feed().Save(ctx, core.Workspace{ID: "ws_leased", Name: "leased", AccountID: rp.acct.ID, Provider: "remu",
+		State: core.StateRunning, BoxID: "b1", CreatedAt: time.Now().UTC()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := otherStore.TryLeaseWorkspace(ctx, ws.ID, "replica-B", time.Hour); !ok || err != nil {
+		t.Fatalf("lease the workspace for replica B: %v %v", ok, err)
+	}
+	if err := a.RemoveAccount(ctx, "", rp.acct.ID); !core.IsKind(err, core.KindConflict) {
+		t.Fatalf("remove while replica B holds a lease: %v, want a conflict", err)
+	}
+	if _, err := otherStore.GetAccount(ctx, rp.acct.ID); err != nil {
+		t.Fatalf("the refused removal removed the account: %v", err)
+	}
+	if _, err := a.Workspace("", ws.ID); err != nil {
+		t.Fatalf("the refused removal forgot the workspace: %v", err)
+	}
+	if err := otherStore.ReleaseWorkspaceLease(ctx, ws.ID, "replica-B"); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.RemoveAccount(ctx, "", rp.acct.ID); err != nil {
+		t.Fatalf("remove once the lease was released: %v", err)
+	}
+	if _, err := otherStore.GetAccount(ctx, rp.acct.ID); !core.IsKind(err, core.KindNotFound) {
+		t.Fatalf("account after the removal: %v, want not found", err)
+	}
+	if _, err := a.Workspace("", ws.ID); !core.IsKind(err, core.KindNotFound) {
+		t.Fatalf("workspace after the removal: %v, want not found", err)
+	}
+}
