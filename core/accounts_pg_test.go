@@ -115,3 +115,31 @@ func TestRemoveAccountRespectsAnotherReplicasLease(t *testing.T) {
 		t.Fatalf("workspace after the removal: %v, want not found", err)
 	}
 }
+
+// TestAccountStatusSharedByReplicas: only the replica holding an account's
+// lease lists it, yet both report it ok with the time of the last good
+// list, rather than the other one saying "checking" for ever.
+func TestAccountStatusSharedByReplicas(t *testing.T) {
+	rp := newReplicaPair(t, time.Second, nil)
+	rp.emu.boxes["b1"] = core.Box{ID: "b1", Name: "b1", State: core.StateRunning}
+	for _, svc := range rp.svcs {
+		ctx, stop := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			svc.RunReconciler(ctx, core.ReconcileConfig{Interval: 100 * time.Millisecond})
+		}()
+		t.Cleanup(func() { stop(); <-done })
+	}
+	lists := func(r string) int { return rp.emu.count(func() int { return rp.emu.lists[r] }) }
+	testsupport.Until(t, 30*time.Second, "five lists of the account", func() bool { return lists("A")+lists("B") >= 5 })
+	if lists("A") > 0 && lists("B") > 0 {
+		t.Fatalf("both replicas listed the account: A %d, B %d", lists("A"), lists("B"))
+	}
+	for _, svc := range rp.svcs {
+		testsupport.Until(t, 30*time.Second, "the account ok on both replicas", func() bool {
+			st := svc.AccountStatusOf(rp.acct.ID)
+			return st.State == core.AccountOK && !st.LastOKAt.IsZero()
+		})
+	}
+}

@@ -233,6 +233,7 @@ func (s *Service) pass(ctx context.Context, acct Account, slot chan struct{}, le
 		return fmt.Errorf("lease account %s: %w", acct.ID, err)
 	}
 	if !ok {
+		s.followStatus(ctx, acct)
 		return errLeased
 	}
 	defer s.renewAccountLease(acct.ID, leaseTTL)()
@@ -248,7 +249,11 @@ func (s *Service) pass(ctx context.Context, acct Account, slot chan struct{}, le
 		}
 		acct = fresh
 	}
-	return s.reconcileAccount(ctx, acct)
+	err = s.reconcileAccount(ctx, acct)
+	if err == nil {
+		s.shareStatus(ctx, acct.ID) // a failure is shared once recorded (passFailed)
+	}
+	return err
 }
 
 // passFailed records a failed pass on the account's status.
@@ -261,6 +266,7 @@ func (s *Service) passFailed(id string, err error, next time.Time) {
 	s.setStatus(acct, func(st *AccountStatus) {
 		st.State, st.Kind, st.Message, st.NextAttemptAt = AccountFailing, KindOf(err), accountProblem(acct.Provider, err), next.UTC()
 	})
+	s.shareStatus(s.bg, id)
 }
 
 // passBackoff is how long an account waits after its failures-th failed

@@ -15,9 +15,9 @@ import (
 
 // TestReplicasFollowAccountsAddedElsewhere: a running replica's reconciler
 // picks up accounts it was never told of in process. An account added
-// through replica A is listed by replica B once A is gone (a box made in
-// the provider's console shows up adopted on B, and B reports the account
-// ok), and so is one added with `companion accounts add --database-file`
+// through replica A is reported ok by replica B while A lists it, and
+// listed by B once A is gone (a box made in the provider's console shows
+// up adopted on B), and so is one added with `companion accounts add --database-file`
 // while B runs. `accounts remove --database-file` then respects the
 // workspace lease another replica holds: refused while it is held, done
 // once it is released.
@@ -31,8 +31,10 @@ func TestReplicasFollowAccountsAddedElsewhere(t *testing.T) {
 	var added struct{ Account struct{ ID string } }
 	onA.must(201, "POST", "/v1/accounts", map[string]any{"provider": "daytona", "label": "added on A",
 		"config": map[string]string{"api_url": apiA}, "credentials": map[string]string{"token": sealedToken}}, &added)
-	// A crashes: only B's reconciler is left, and nothing told it of the
-	// account but the database.
+	// A lists the account (it holds the account's lease); B, told of the
+	// account by nothing but the database, reports the status A found.
+	waitAccountOK(t, onB, added.Account.ID)
+	// A crashes: only B's reconciler is left to list the account.
 	rs.kill(0)
 	foreign := dtA.Seed(daytona.SeedSandbox{Name: "made-in-the-console"}).ID
 	adopted := waitAdopted(t, onB, added.Account.ID, foreign)
