@@ -81,8 +81,19 @@ func (s *Service) followStatus(ctx context.Context, acct Account) {
 	if err != nil || !ok {
 		return
 	}
+	// The holder may have raised or cleared the flag since this process
+	// read the flags at start; it also gates adoption here on a takeover.
+	flags, err := s.cfg.Store.AccountFlags(ctx)
+	if err != nil {
+		return
+	}
+	var flag *AccountFlag
+	if f, ok := flags[acct.ID]; ok {
+		flag = &f
+	}
 	s.setStatus(acct, func(st *AccountStatus) {
 		st.State, st.Kind, st.Message, st.LastOKAt, st.NextAttemptAt = got.State, got.Kind, got.Message, got.LastOKAt, got.NextAttemptAt
+		st.Flag = flag
 	})
 }
 

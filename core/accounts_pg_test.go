@@ -118,7 +118,8 @@ func TestRemoveAccountRespectsAnotherReplicasLease(t *testing.T) {
 
 // TestAccountStatusSharedByReplicas: only the replica holding an account's
 // lease lists it, yet both report it ok with the time of the last good
-// list, rather than the other one saying "checking" for ever.
+// list, rather than the other one saying "checking" for ever, and both
+// show a flag raised after they started.
 func TestAccountStatusSharedByReplicas(t *testing.T) {
 	rp := newReplicaPair(t, time.Second, nil)
 	rp.emu.boxes["b1"] = core.Box{ID: "b1", Name: "b1", State: core.StateRunning}
@@ -142,4 +143,18 @@ func TestAccountStatusSharedByReplicas(t *testing.T) {
 			return st.State == core.AccountOK && !st.LastOKAt.IsZero()
 		})
 	}
+	// A flag raised after both started (as the lister raises one) shows on
+	// the replica that does not list the account too.
+	other := rp.svcs[0]
+	if lists("A") > 0 {
+		other = rp.svcs[1]
+	}
+	flag := &core.AccountFlag{Code: core.FlagInventingBoxes, Message: "many new boxes", Since: time.Now().UTC()}
+	if err := rp.stores[0].SetAccountFlag(context.Background(), rp.acct.ID, flag); err != nil {
+		t.Fatal(err)
+	}
+	testsupport.Until(t, 30*time.Second, "the flag on the replica that does not list the account", func() bool {
+		f := other.AccountStatusOf(rp.acct.ID).Flag
+		return f != nil && f.Code == core.FlagInventingBoxes
+	})
 }
