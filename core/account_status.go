@@ -48,6 +48,55 @@ type AccountStatus struct {
 	Flag          *AccountFlag
 }
 
+// SharedAccountStatus keeps each account's status in a store shared by
+// several replicas: only the replica holding an account's lease lists it,
+// and the others show what it found. The PostgreSQL store implements it.
+// Flag is not part of it (flags have their own table).
+type SharedAccountStatus interface {
+	PutAccountStatus(ctx context.Context, accountID string, st AccountStatus) error
+	// AccountStatusShared reports false when no replica recorded one.
+	AccountStatusShared(ctx context.Context, accountID string) (AccountStatus, bool, error)
+}
+
+// shareStatus records this process's status of an account for the other
+// replicas, after a pass over it.
+func (s *Service) shareStatus(ctx context.Context, id string) {
+	sh := s.rep.statuses
+	if sh == nil {
+		return
+	}
+	if err := sh.PutAccountStatus(ctx, id, s.status.get(id)); err != nil && ctx.Err() == nil {
+		s.log.Warn("could not share an account's status with the other replicas", "account", id, "err", err)
+	}
+}
+
+// followStatus takes over the status another replica recorded for an
+// account it lists, telling this process's subscribers of a change.
+func (s *Service) followStatus(ctx context.Context, acct Account) {
+	sh := s.rep.statuses
+	if sh == nil {
+		return
+	}
+	got, ok, err := sh.AccountStatusShared(ctx, acct.ID)
+	if err != nil || !ok {
+		return
+	}
+	// The holder may have raised or cleared the flag since this process
+	// read the flags at start; it also gates adoption here on a takeover.
+	flags, err := s.cfg.Store.AccountFlags(ctx)
+	if err != nil {
+		return
+	}
+	var flag *AccountFlag
+	if f, ok := flags[acct.ID]; ok {
+		flag = &f
+	}
+	s.setStatus(acct, func(st *AccountStatus) {
+		st.State, st.Kind, st.Message, st.LastOKAt, st.NextAttemptAt = got.State, got.Kind, got.Message, got.LastOKAt, got.NextAttemptAt
+		st.Flag = flag
+	})
+}
+
 // AccountEvent tells subscribers that an account's status changed.
 type AccountEvent struct {
 	Account Account

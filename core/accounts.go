@@ -327,7 +327,11 @@ func (s *Service) RemoveAccount(ctx context.Context, owner, id string) error {
 			return &Error{Kind: KindConflict, Message: "an action is running on workspace " + ws.ID + "; try again when it finishes", State: ws.State}
 		}
 		unlocks = append(unlocks, unlock)
-		mine = append(mine, ws)
+		// On a shared store, taking the lease brought the feed up to date:
+		// save the current copy, not the one read before the lock.
+		if cur, ok := s.feed.Get(ws.ID); ok {
+			mine = append(mine, cur)
+		}
 	}
 	for _, ws := range mine {
 		ws.Removed = true

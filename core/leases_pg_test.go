@@ -5,12 +5,12 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/canvasapp/companion/core"
 	"github.com/canvasapp/companion/db"
-	"github.com/canvasapp/companion/internal/testsupport"
 	"github.com/canvasapp/companion/internal/testsupport/dockertest"
 	"github.com/canvasapp/companion/internal/testsupport/pgtest"
 	"github.com/canvasapp/companion/providers/builtin/docker"
@@ -34,7 +34,8 @@ func TestActionWaitsForAnotherProcesssLease(t *testing.T) {
 		t.Cleanup(func() { s.Close() })
 		return s
 	}
-	st, replicaB := open(), open()
+	replicaB := open()
+	st := &releaseSignals{PGStore: open(), released: map[string]int{}, changed: make(chan struct{}, 1)}
 	prov, err := docker.New(docker.Config{Image: dockertest.BoxImage(t), Scope: dockertest.Scope(t), StopTimeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -63,6 +64,9 @@ func TestActionWaitsForAnotherProcesssLease(t *testing.T) {
 	}
 	ws = e.waitState(ws.ID, core.StateRunning)
 	t.Cleanup(func() { prov.Delete(context.Background(), acct, ws.BoxID) })
+	// "running" is published just before the create lets go of its lease:
+	// wait for that release, or replica B could find the lease still held.
+	st.waitRelease(t, ws.ID, 1)
 
 	if ok, err := replicaB.TryLeaseWorkspace(ctx, ws.ID, "replica-B", time.Hour); !ok || err != nil {
 		t.Fatalf("replica B could not take the lease of an idle workspace: %v, %v", ok, err)
@@ -82,8 +86,49 @@ func TestActionWaitsForAnotherProcesssLease(t *testing.T) {
 	e.waitState(ws.ID, core.StatePaused)
 	// The action releases its lease just after publishing its outcome:
 	// replica B gets it then.
-	testsupport.Until(t, 30*time.Second, "replica B takes the lease the finished pause released", func() bool {
-		ok, err := replicaB.TryLeaseWorkspace(ctx, ws.ID, "replica-B", time.Hour)
-		return ok && err == nil
-	})
+	st.waitRelease(t, ws.ID, 2)
+	if ok, err := replicaB.TryLeaseWorkspace(ctx, ws.ID, "replica-B", time.Hour); !ok || err != nil {
+		t.Fatalf("replica B could not take the lease the finished pause released: %v, %v", ok, err)
+	}
+}
+
+// releaseSignals is the service's PostgreSQL store, counting the
+// service's releases of workspace leases so the test can wait for one.
+type releaseSignals struct {
+	*db.PGStore
+	mu       sync.Mutex
+	released map[string]int
+	changed  chan struct{} // a token per release
+}
+
+func (r *releaseSignals) ReleaseWorkspaceLease(ctx context.Context, id, holder string) error {
+	err := r.PGStore.ReleaseWorkspaceLease(ctx, id, holder)
+	r.mu.Lock()
+	r.released[id]++
+	r.mu.Unlock()
+	select {
+	case r.changed <- struct{}{}:
+	default:
+	}
+	return err
+}
+
+// waitRelease waits until the service has released id's lease n times.
+func (r *releaseSignals) waitRelease(t *testing.T, id string, n int) {
+	t.Helper()
+	timeout := time.NewTimer(30 * time.Second)
+	defer timeout.Stop()
+	for {
+		r.mu.Lock()
+		got := r.released[id]
+		r.mu.Unlock()
+		if got >= n {
+			return
+		}
+		select {
+		case <-r.changed:
+		case <-timeout.C:
+			t.Fatalf("the service released the lease of %s %d times, want %d", id, got, n)
+		}
+	}
 }

@@ -81,8 +81,12 @@ func (s *Service) RunReconciler(ctx context.Context, cfg ReconcileConfig) {
 	var pruned time.Time
 	// The account list is read at start and again only when it changed
 	// (accountsChanged, or a kick for an account not known yet): between
-	// due times the loop sleeps and touches nothing.
+	// due times the loop sleeps and touches nothing. On a shared store
+	// another replica or the CLI adds and removes accounts without telling
+	// this process, so the list is also read again every interval (one
+	// cheap query per replica).
 	var accts []Account
+	var listedAt time.Time
 	reload := true
 	for {
 		now := s.now()
@@ -91,11 +95,14 @@ func (s *Service) RunReconciler(ctx context.Context, cfg ReconcileConfig) {
 			pruned = now
 		}
 		next := pruned.Add(pruneEvery)
+		if s.shared() && !now.Before(listedAt.Add(cfg.Interval)) {
+			reload = true
+		}
 		if reload {
 			list, err := s.cfg.Store.ListAccounts(ctx)
 			switch {
 			case err == nil:
-				accts, reload = list, false
+				accts, reload, listedAt = list, false, now
 			case ctx.Err() == nil:
 				s.log.Error("reconciler: cannot list accounts", "err", err)
 				next = minTime(next, now.Add(cfg.Interval)) // try again
@@ -138,6 +145,9 @@ func (s *Service) RunReconciler(ctx context.Context, cfg ReconcileConfig) {
 				s.status.forget(id)
 			}
 		}
+		if s.shared() && !reload {
+			next = minTime(next, listedAt.Add(cfg.Interval))
+		}
 
 		wake := s.cfg.Clock.NewTimer(next.Sub(now))
 		if cfg.AfterPass != nil {
@@ -165,6 +175,10 @@ func (s *Service) RunReconciler(ctx context.Context, cfg ReconcileConfig) {
 				break
 			}
 			d.running = false
+			if errors.Is(r.err, errAccountGone) {
+				reload = true // and the next list drops it
+				break
+			}
 			switch {
 			case errors.Is(r.err, errBusy), errors.Is(r.err, errLeased):
 				// The new account's first list is running, or another
@@ -197,6 +211,10 @@ var errBusy = errors.New("a pass over this account is already running")
 // errLeased: another replica holds the account's lease and lists it.
 var errLeased = errors.New("another replica lists this account")
 
+// errAccountGone: the account was removed from the shared store since the
+// loop read the list (by another replica, or the CLI).
+var errAccountGone = errors.New("the account was removed")
+
 // pass waits for a slot of the account's provider and reconciles it, if
 // this process holds (or can take) the account's lease, for leaseTTL.
 func (s *Service) pass(ctx context.Context, acct Account, slot chan struct{}, leaseTTL time.Duration) error {
@@ -215,10 +233,27 @@ func (s *Service) pass(ctx context.Context, acct Account, slot chan struct{}, le
 		return fmt.Errorf("lease account %s: %w", acct.ID, err)
 	}
 	if !ok {
+		s.followStatus(ctx, acct)
 		return errLeased
 	}
 	defer s.renewAccountLease(acct.ID, leaseTTL)()
-	return s.reconcileAccount(ctx, acct)
+	if s.shared() {
+		// The loop's copy may be up to an interval old: another replica
+		// may have removed the account or changed its settings since.
+		fresh, err := s.cfg.Store.GetAccount(ctx, acct.ID)
+		if IsKind(err, KindNotFound) {
+			return errAccountGone
+		}
+		if err != nil {
+			return err
+		}
+		acct = fresh
+	}
+	err = s.reconcileAccount(ctx, acct)
+	if err == nil {
+		s.shareStatus(ctx, acct.ID) // a failure is shared once recorded (passFailed)
+	}
+	return err
 }
 
 // passFailed records a failed pass on the account's status.
@@ -231,6 +266,7 @@ func (s *Service) passFailed(id string, err error, next time.Time) {
 	s.setStatus(acct, func(st *AccountStatus) {
 		st.State, st.Kind, st.Message, st.NextAttemptAt = AccountFailing, KindOf(err), accountProblem(acct.Provider, err), next.UTC()
 	})
+	s.shareStatus(s.bg, id)
 }
 
 // passBackoff is how long an account waits after its failures-th failed

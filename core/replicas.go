@@ -55,6 +55,7 @@ type replication struct {
 	ttl      time.Duration
 	accounts AccountLeases
 	claims   OpClaims
+	statuses SharedAccountStatus
 
 	mu sync.Mutex
 	// claimed are the journal entries this process runs, each with the
@@ -68,6 +69,7 @@ func newReplication(st Store, ttl time.Duration) *replication {
 	r := &replication{holder: NewID("lease"), ttl: ttl, claimed: map[int64]context.CancelFunc{}, leased: map[string]struct{}{}}
 	r.accounts, _ = st.(AccountLeases)
 	r.claims, _ = st.(OpClaims)
+	r.statuses, _ = st.(SharedAccountStatus)
 	return r
 }
 

@@ -39,10 +39,10 @@ func (s *PGStore) TryLeaseAccount(ctx context.Context, accountID, holder string,
 // ReleaseAccountLease drops holder's lease of an account; one taken over
 // by another holder is left alone.
 func (s *PGStore) ReleaseAccountLease(ctx context.Context, accountID, holder string) error {
-	return s.write(ctx, "release lease of account "+accountID, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `DELETE FROM account_leases WHERE account_id = $1 AND holder = $2`, accountID, holder)
-		return err
-	})
+	if _, err := s.pool.Exec(ctx, `DELETE FROM account_leases WHERE account_id = $1 AND holder = $2`, accountID, holder); err != nil {
+		return s.wrap("release lease of account "+accountID, err)
+	}
+	return nil
 }
 
 // ClaimOp takes (or renews) holder's claim of journal entry id for ttl.

@@ -5,8 +5,6 @@ import (
 	"time"
 
 	"github.com/canvasapp/companion/core"
-
-	"github.com/jackc/pgx/v5"
 )
 
 var _ core.WorkspaceLeases = (*PGStore)(nil)
@@ -34,8 +32,10 @@ func (s *PGStore) TryLeaseWorkspace(ctx context.Context, id, holder string, ttl 
 // ReleaseWorkspaceLease drops holder's lease of id; a lease that lapsed
 // and was taken by another holder is left alone.
 func (s *PGStore) ReleaseWorkspaceLease(ctx context.Context, id, holder string) error {
-	return s.write(ctx, "release lease of workspace "+id, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `DELETE FROM workspace_leases WHERE workspace_id = $1 AND holder = $2`, id, holder)
-		return err
-	})
+	// One autocommitted statement: a transaction around it would add two
+	// round trips to every action.
+	if _, err := s.pool.Exec(ctx, `DELETE FROM workspace_leases WHERE workspace_id = $1 AND holder = $2`, id, holder); err != nil {
+		return s.wrap("release lease of workspace "+id, err)
+	}
+	return nil
 }
