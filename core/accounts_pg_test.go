@@ -90,7 +90,7 @@ func TestRemoveAccountRespectsAnotherReplicasLease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := otherStore.TryLeaseWorkspace(ctx, ws.ID, "replica-B", time.Hour); !ok || err != nil {
+	if ok, _, err := otherStore.TryLeaseWorkspace(ctx, ws.ID, "replica-B", time.Hour); !ok || err != nil {
 		t.Fatalf("lease the workspace for replica B: %v %v", ok, err)
 	}
 	if err := a.RemoveAccount(ctx, "", rp.acct.ID); !core.IsKind(err, core.KindConflict) {

@@ -130,6 +130,20 @@ func (f *Feed) Sync(ctx context.Context) error {
 	return f.catchUpLocked(ctx, 1<<62)
 }
 
+// SyncTo is Sync unless the feed already holds revision rev (rev 0
+// means unknown: it syncs).
+func (f *Feed) SyncTo(ctx context.Context, rev int64) error {
+	if err := f.waitLoaded(ctx); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if rev > 0 && rev <= f.rev {
+		return nil
+	}
+	return f.catchUpLocked(ctx, 1<<62)
+}
+
 // catchUpLocked applies the store's changes after f.rev and below `below`,
 // in revision order. When the store can no longer account for f.rev, the
 // live set is reloaded and every subscription ends with ErrFeedReset.

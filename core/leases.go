@@ -13,8 +13,12 @@ import (
 // in-process lock is enough and the store does not.
 type WorkspaceLeases interface {
 	// TryLeaseWorkspace takes (or, for the same holder, renews) id's lease
-	// for ttl and reports whether holder has it.
-	TryLeaseWorkspace(ctx context.Context, id, holder string, ttl time.Duration) (bool, error)
+	// for ttl and reports whether holder has it. When it does, rev is the
+	// store's revision as of taking it: every change committed before is
+	// at or below rev (0 when the store cannot tell). It comes in the same
+	// round trip, so a holder whose feed is already there reads nothing
+	// more.
+	TryLeaseWorkspace(ctx context.Context, id, holder string, ttl time.Duration) (held bool, rev int64, err error)
 	// ReleaseWorkspaceLease drops holder's lease of id.
 	ReleaseWorkspaceLease(ctx context.Context, id, holder string) error
 }
@@ -34,9 +38,10 @@ type sharedLocks struct {
 	leases WorkspaceLeases
 	holder string // this process
 	// sync, when set, brings this process's view of the workspaces up
-	// to date once a lease is taken: the previous holder may have been
-	// another process whose last writes are still on their way here.
-	sync func(ctx context.Context) error
+	// to revision rev (the store's when the lease was taken) once a lease
+	// is taken: the previous holder may have been another process whose
+	// last writes are still on their way here.
+	sync func(ctx context.Context, rev int64) error
 	ttl  time.Duration
 }
 
@@ -50,7 +55,7 @@ func (l *locks) tryAll(id string) (unlock func(), released <-chan struct{}, ok b
 		return local, released, ok
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), leaseTimeout)
-	got, err := l.shared.leases.TryLeaseWorkspace(ctx, id, l.shared.holder, l.shared.ttl)
+	got, rev, err := l.shared.leases.TryLeaseWorkspace(ctx, id, l.shared.holder, l.shared.ttl)
 	cancel()
 	if err != nil || !got {
 		local()
@@ -58,7 +63,7 @@ func (l *locks) tryAll(id string) (unlock func(), released <-chan struct{}, ok b
 	}
 	if l.shared.sync != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), leaseTimeout)
-		l.shared.sync(ctx) // on failure the action meets the store's error itself
+		l.shared.sync(ctx, rev) // on failure the action meets the store's error itself
 		cancel()
 	}
 	stop := l.renew(id)

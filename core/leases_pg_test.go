@@ -68,7 +68,7 @@ func TestActionWaitsForAnotherProcesssLease(t *testing.T) {
 	// wait for that release, or replica B could find the lease still held.
 	st.waitRelease(t, ws.ID, 1)
 
-	if ok, err := replicaB.TryLeaseWorkspace(ctx, ws.ID, "replica-B", time.Hour); !ok || err != nil {
+	if ok, _, err := replicaB.TryLeaseWorkspace(ctx, ws.ID, "replica-B", time.Hour); !ok || err != nil {
 		t.Fatalf("replica B could not take the lease of an idle workspace: %v, %v", ok, err)
 	}
 	if _, err := svc.Pause(ctx, "", ws.ID); !core.IsKind(err, core.KindConflict) {
@@ -87,7 +87,7 @@ func TestActionWaitsForAnotherProcesssLease(t *testing.T) {
 	// The action releases its lease just after publishing its outcome:
 	// replica B gets it then.
 	st.waitRelease(t, ws.ID, 2)
-	if ok, err := replicaB.TryLeaseWorkspace(ctx, ws.ID, "replica-B", time.Hour); !ok || err != nil {
+	if ok, _, err := replicaB.TryLeaseWorkspace(ctx, ws.ID, "replica-B", time.Hour); !ok || err != nil {
 		t.Fatalf("replica B could not take the lease the finished pause released: %v, %v", ok, err)
 	}
 }

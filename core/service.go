@@ -197,7 +197,7 @@ func NewService(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	s.rep = newReplication(cfg.Store, cfg.LeaseTTL)
 	if wl, ok := cfg.Store.(WorkspaceLeases); ok {
-		s.locks.shared = &sharedLocks{leases: wl, holder: s.rep.holder, ttl: cfg.LeaseTTL, sync: feed.Sync}
+		s.locks.shared = &sharedLocks{leases: wl, holder: s.rep.holder, ttl: cfg.LeaseTTL, sync: feed.SyncTo}
 	}
 	if err := s.loadFlags(ctx); err != nil {
 		cancel()

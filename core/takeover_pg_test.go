@@ -259,7 +259,7 @@ func TestJournalEntryResumedByOneReplica(t *testing.T) {
 		if ok, err := st.ClaimOp(ctx, op.ID, "dead-replica", ttl); !ok || err != nil {
 			t.Fatalf("claim as the dead replica: %v %v", ok, err)
 		}
-		if ok, err := st.TryLeaseWorkspace(ctx, ws.ID, "dead-replica", ttl); !ok || err != nil {
+		if ok, _, err := st.TryLeaseWorkspace(ctx, ws.ID, "dead-replica", ttl); !ok || err != nil {
 			t.Fatalf("lease as the dead replica: %v %v", ok, err)
 		}
 	})

@@ -88,7 +88,7 @@ func TestClaimLapsedOpsOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := a.TryLeaseWorkspace(ctx, "leased", "runner", time.Hour); !ok || err != nil {
+	if ok, _, err := a.TryLeaseWorkspace(ctx, "leased", "runner", time.Hour); !ok || err != nil {
 		t.Fatalf("lease: %v %v", ok, err)
 	}
 

@@ -12,21 +12,25 @@ var _ core.WorkspaceLeases = (*PGStore)(nil)
 // TryLeaseWorkspace takes the lease of workspace id for holder until ttl
 // from now (database time), if no other holder has an unexpired one; the
 // same holder taking it again renews it. It reports whether holder has the
-// lease now.
-func (s *PGStore) TryLeaseWorkspace(ctx context.Context, id, holder string, ttl time.Duration) (bool, error) {
-	var got string
+// lease now and, when it does, the feed revision as of taking it (read in
+// the same statement, so every change committed before it is at or below).
+func (s *PGStore) TryLeaseWorkspace(ctx context.Context, id, holder string, ttl time.Duration) (bool, int64, error) {
+	var (
+		got string
+		rev int64
+	)
 	err := s.pool.QueryRow(ctx, `INSERT INTO workspace_leases (workspace_id, holder, expires_at)
 		VALUES ($1, $2, clock_timestamp() + make_interval(secs => $3))
 		ON CONFLICT (workspace_id) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
 		WHERE workspace_leases.expires_at <= clock_timestamp() OR workspace_leases.holder = excluded.holder
-		RETURNING holder`, id, holder, ttl.Seconds()).Scan(&got)
+		RETURNING holder, (SELECT value FROM meta WHERE key = 'rev')`, id, holder, ttl.Seconds()).Scan(&got, &rev)
 	if isNoRows(err) {
-		return false, nil
+		return false, 0, nil
 	}
 	if err != nil {
-		return false, s.wrap("lease workspace "+id, err)
+		return false, 0, s.wrap("lease workspace "+id, err)
 	}
-	return got == holder, nil
+	return got == holder, rev, nil
 }
 
 // ReleaseWorkspaceLease drops holder's lease of id; a lease that lapsed

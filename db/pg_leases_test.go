@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/canvasapp/companion/core"
 	"github.com/canvasapp/companion/db"
 	"github.com/canvasapp/companion/internal/testsupport/pgtest"
 )
@@ -26,7 +27,7 @@ func TestWorkspaceLeases(t *testing.T) {
 	a, b := open(), open()
 	try := func(s *db.PGStore, id, holder string, ttl time.Duration) bool {
 		t.Helper()
-		ok, err := s.TryLeaseWorkspace(ctx, id, holder, ttl)
+		ok, _, err := s.TryLeaseWorkspace(ctx, id, holder, ttl)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -59,5 +60,44 @@ func TestWorkspaceLeases(t *testing.T) {
 	// B's lease had no time left: as if B died, A takes it over.
 	if !try(a, "w1", "A", time.Hour) {
 		t.Fatal("a lapsed lease was not taken over")
+	}
+}
+
+// TestWorkspaceLeaseTellsTheRevision: taking a lease reports the store's
+// revision, so a replica whose feed is behind another's save catches up
+// (and one that is not reads nothing more).
+func TestWorkspaceLeaseTellsTheRevision(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.NewDatabase(t)
+	a, err := db.OpenPostgres(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := db.OpenPostgres(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	saved, err := a.SaveWorkspace(ctx, core.Workspace{ID: "ws_rev", Name: "n", Provider: "docker", AccountID: "acc", State: core.StateRunning})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok, rev, err := b.TryLeaseWorkspace(ctx, "ws_rev", "B", time.Hour)
+	if err != nil || !ok || rev != saved.Rev {
+		t.Fatalf("lease after a save at rev %d: held %v, rev %d, %v", saved.Rev, ok, rev, err)
+	}
+	if err := b.ReleaseWorkspaceLease(ctx, "ws_rev", "B"); err != nil {
+		t.Fatal(err)
+	}
+	again, err := a.SaveWorkspace(ctx, saved)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, rev, err := b.TryLeaseWorkspace(ctx, "ws_rev", "B", time.Hour); err != nil || !ok || rev != again.Rev {
+		t.Fatalf("lease after a second save at rev %d: held %v, rev %d, %v", again.Rev, ok, rev, err)
+	}
+	if ok, rev, err := a.TryLeaseWorkspace(ctx, "ws_rev", "A", time.Hour); err != nil || ok || rev != 0 {
+		t.Fatalf("a refused lease: held %v, rev %d, %v; want false, 0", ok, rev, err)
 	}
 }

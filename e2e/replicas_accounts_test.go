@@ -66,7 +66,7 @@ func TestReplicasFollowAccountsAddedElsewhere(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	if ok, err := st.TryLeaseWorkspace(ctx, adopted, "replica-elsewhere", time.Hour); !ok || err != nil {
+	if ok, _, err := st.TryLeaseWorkspace(ctx, adopted, "replica-elsewhere", time.Hour); !ok || err != nil {
 		t.Fatalf("lease the adopted workspace: %v %v", ok, err)
 	}
 	remove := func() (string, string, int) {
