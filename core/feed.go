@@ -235,9 +235,9 @@ func (f *Feed) Rev() int64 {
 // subscriber falls behind by more than its buffer, the subscription ends: C
 // is closed and Err says why.
 type Subscription struct {
-	C <-chan Change
+	C <-chan *Change
 
-	c    chan Change
+	c    chan *Change
 	feed *Feed
 	err  error
 }
@@ -269,7 +269,7 @@ func (f *Feed) subscribeLocked(buffer int) *Subscription {
 	if buffer < 1 {
 		buffer = 1
 	}
-	c := make(chan Change, buffer)
+	c := make(chan *Change, buffer)
 	s := &Subscription{C: c, c: c, feed: f}
 	f.subs[s] = struct{}{}
 	return s

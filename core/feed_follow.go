@@ -201,7 +201,7 @@ func (f *Feed) applyLocked(ws Workspace, saved func(before, after Workspace)) {
 	} else {
 		f.putLocked(ws)
 	}
-	ch := Change{Rev: ws.Rev, Workspace: ws}
+	ch := &Change{Rev: ws.Rev, Workspace: ws}
 	for s := range f.subs {
 		select {
 		case s.c <- ch:

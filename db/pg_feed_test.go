@@ -61,7 +61,7 @@ func next(t *testing.T, sub *core.Subscription) core.Change {
 		if !ok {
 			t.Fatalf("subscription ended: %v", sub.Err())
 		}
-		return ch
+		return *ch
 	case <-time.After(20 * time.Second):
 		t.Fatal("no change arrived")
 	}

@@ -121,7 +121,7 @@ func (h *hub) run(sub *core.Subscription) {
 			return
 		case ch, ok := <-sub.C:
 			if ok {
-				h.apply(ch)
+				h.apply(*ch)
 				continue
 			}
 			h.log.Warn("stream fell behind the change feed; resubscribing", "rev", h.currentRev(), "err", sub.Err())
