@@ -26,14 +26,7 @@ func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 func TestActionWaitsForAnotherProcesssLease(t *testing.T) {
 	ctx := context.Background()
 	url := pgtest.NewDatabase(t)
-	open := func() *db.PGStore {
-		s, err := db.OpenPostgres(ctx, url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s
-	}
+	open := func() *db.PGStore { return openPG(t, url) }
 	replicaB := open()
 	st := &releaseSignals{PGStore: open(), released: map[string]int{}, changed: make(chan struct{}, 1)}
 	prov, err := docker.New(docker.Config{Image: dockertest.BoxImage(t), Scope: dockertest.Scope(t), StopTimeout: 2 * time.Second})
@@ -131,4 +124,16 @@ func (r *releaseSignals) waitRelease(t *testing.T, id string, n int) {
 			t.Fatalf("the service released the lease of %s %d times, want %d", id, got, n)
 		}
 	}
+}
+
+// openPG opens a store on the database at url, closed when the test ends:
+// one replica's view of a shared database.
+func openPG(t *testing.T, url string) *db.PGStore {
+	t.Helper()
+	s, err := db.OpenPostgres(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }

@@ -39,14 +39,7 @@ func TestReplicaActsOnWhatThePreviousLeaseHolderWrote(t *testing.T) {
 		})
 		return svc
 	}
-	open := func() *db.PGStore {
-		s, err := db.OpenPostgres(ctx, url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s
-	}
+	open := func() *db.PGStore { return openPG(t, url) }
 	a := service(open())
 	bs := open()
 	b := service(deafStore{bs, bs})

@@ -6,24 +6,13 @@ import (
 	"time"
 
 	"github.com/canvasapp/companion/core"
-	"github.com/canvasapp/companion/db"
-	"github.com/canvasapp/companion/internal/testsupport/pgtest"
 )
 
 // TestSharedAccountStatus: a status one replica records is what another
 // reads, replaced by the next; none is kept for an account that is gone.
 func TestSharedAccountStatus(t *testing.T) {
 	ctx := context.Background()
-	url := pgtest.NewDatabase(t)
-	open := func() *db.PGStore {
-		s, err := db.OpenPostgres(ctx, url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s
-	}
-	a, b := open(), open()
+	a, b := openPGPair(t)
 	acct := core.Account{ID: "acc-1", Provider: "remu", Label: "one", CreatedAt: time.Now().UTC()}
 	if err := a.PutAccount(ctx, acct); err != nil {
 		t.Fatal(err)

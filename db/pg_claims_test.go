@@ -12,6 +12,7 @@ import (
 	"github.com/canvasapp/companion/internal/testsupport/pgtest"
 )
 
+// openPGPair opens two stores on one fresh database: two replicas.
 func openPGPair(t *testing.T) (*db.PGStore, *db.PGStore) {
 	t.Helper()
 	ctx := context.Background()

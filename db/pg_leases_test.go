@@ -7,7 +7,6 @@ import (
 
 	"github.com/canvasapp/companion/core"
 	"github.com/canvasapp/companion/db"
-	"github.com/canvasapp/companion/internal/testsupport/pgtest"
 )
 
 // TestWorkspaceLeases: a lease is exclusive across stores on one database,
@@ -15,16 +14,7 @@ import (
 // once it lapsed (a replica that died holding it).
 func TestWorkspaceLeases(t *testing.T) {
 	ctx := context.Background()
-	url := pgtest.NewDatabase(t)
-	open := func() *db.PGStore {
-		s, err := db.OpenPostgres(ctx, url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s
-	}
-	a, b := open(), open()
+	a, b := openPGPair(t)
 	try := func(s *db.PGStore, id, holder string, ttl time.Duration) bool {
 		t.Helper()
 		ok, _, err := s.TryLeaseWorkspace(ctx, id, holder, ttl)
@@ -68,17 +58,7 @@ func TestWorkspaceLeases(t *testing.T) {
 // (and one that is not reads nothing more).
 func TestWorkspaceLeaseTellsTheRevision(t *testing.T) {
 	ctx := context.Background()
-	url := pgtest.NewDatabase(t)
-	a, err := db.OpenPostgres(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	b, err := db.OpenPostgres(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	a, b := openPGPair(t)
 	saved, err := a.SaveWorkspace(ctx, core.Workspace{ID: "ws_rev", Name: "n", Provider: "docker", AccountID: "acc", State: core.StateRunning})
 	if err != nil {
 		t.Fatal(err)

@@ -14,10 +14,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/moby/moby/client"
 
 	"github.com/canvasapp/companion/internal/testsupport"
-	"github.com/canvasapp/companion/providers/builtin/docker"
 )
 
 // replicaLease is the lease TTL the replica tests run with: a killed
@@ -277,51 +275,6 @@ func countOf(codes []int, code int) int {
 	return n
 }
 
-// destroyTimes records when Docker destroyed each container of a scope.
-type destroyTimes struct {
-	mu sync.Mutex
-	at map[string][]time.Time
-}
-
-func watchDestroys(t *testing.T, scope string) *destroyTimes {
-	t.Helper()
-	cli, err := client.New(client.FromEnv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	res := cli.Events(ctx, client.EventsListOptions{Filters: client.Filters{}.
-		Add("type", "container").Add("event", "destroy").Add("label", docker.LabelScope+"="+scope)})
-	d := &destroyTimes{at: map[string][]time.Time{}}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			select {
-			case m := <-res.Messages:
-				d.mu.Lock()
-				d.at[m.Actor.ID] = append(d.at[m.Actor.ID], time.Unix(0, m.TimeNano))
-				d.mu.Unlock()
-			case <-res.Err:
-				return
-			}
-		}
-	}()
-	t.Cleanup(func() { cancel(); <-done; cli.Close() })
-	return d
-}
-
-func (d *destroyTimes) of(box string) []time.Time {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for id, ts := range d.at {
-		if strings.HasPrefix(id, box) {
-			return slices.Clone(ts)
-		}
-	}
-	return nil
-}
-
 // deleteCrashing asks replica p for a preview and confirms it; p is armed
 // to die at a step of the delete, maybe before it answers.
 func (rs *replicaSet) deleteCrashing(p *proc, id string) {
@@ -353,7 +306,7 @@ func (rs *replicaSet) deleteCrashing(p *proc, id string) {
 // at every crash before the provider delete.
 func TestReplicaKilledMidDeleteIsTakenOver(t *testing.T) {
 	rs := startReplicas(t, 2, replicaOpts{Args: []string{"--lease-ttl", replicaLease}})
-	destroys := watchDestroys(t, rs.Scope)
+	destroys := watchDocker(t, rs.Scope)
 	other := rs.client(rs.Replicas[1].ready.URL)
 	for _, step := range []string{"lock", "recheck", "wake", "export", "verify", "provider_delete", "mark_deleted"} {
 		t.Run(step, func(t *testing.T) {
@@ -370,7 +323,7 @@ func TestReplicaKilledMidDeleteIsTakenOver(t *testing.T) {
 				t.Fatalf("replica 0 ended with %v, want SIGKILL at the crash point", victim.exit)
 			}
 			rs.kill(0) // already dead: forget it
-			if step != "mark_deleted" && len(destroys.of(box)) > 0 {
+			if step != "mark_deleted" && len(destroys.times(box, "destroy")) > 0 {
 				t.Fatalf("crash at %s: the box was already destroyed", step)
 			}
 
@@ -378,11 +331,11 @@ func TestReplicaKilledMidDeleteIsTakenOver(t *testing.T) {
 			if w := rs.waitSettled(id, 3*time.Minute); !w.Removed {
 				t.Fatalf("after the takeover the workspace is %+v, want removed", w)
 			}
-			testsupport.Until(t, 15*time.Second, "docker reports the destroy", func() bool { return len(destroys.of(box)) > 0 })
-			if n := len(destroys.of(box)); n != 1 {
+			testsupport.Until(t, 15*time.Second, "docker reports the destroy", func() bool { return len(destroys.times(box, "destroy")) > 0 })
+			if n := len(destroys.times(box, "destroy")); n != 1 {
 				t.Fatalf("the box was destroyed %d times", n)
 			}
-			destroyed := destroys.of(box)[0]
+			destroyed := destroys.times(box, "destroy")[0]
 			exps := rs.verifiedExportsVia(other, id)
 			if len(exps) == 0 {
 				t.Fatalf("deleted without a verified export listed")

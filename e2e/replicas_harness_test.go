@@ -219,9 +219,9 @@ http://127.0.0.1:%s {
 // dockerEvents records the Docker Engine's container events for one
 // scope, as the provider sees them: the count of calls that took effect.
 type dockerEvents struct {
-	mu     sync.Mutex
-	counts map[string]int // containerID + " " + action
-	all    []string
+	mu  sync.Mutex
+	at  map[string][]time.Time // containerID + " " + action → when each happened
+	all []string
 }
 
 // watchDocker follows /events for the containers labelled with scope
@@ -235,7 +235,7 @@ func watchDocker(t *testing.T, scope string) *dockerEvents {
 	ctx, cancel := context.WithCancel(context.Background())
 	res := cli.Events(ctx, client.EventsListOptions{Filters: client.Filters{}.
 		Add("type", "container").Add("label", docker.LabelScope+"="+scope)})
-	d := &dockerEvents{counts: map[string]int{}}
+	d := &dockerEvents{at: map[string][]time.Time{}}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -243,7 +243,8 @@ func watchDocker(t *testing.T, scope string) *dockerEvents {
 			select {
 			case m := <-res.Messages:
 				d.mu.Lock()
-				d.counts[m.Actor.ID+" "+string(m.Action)]++
+				k := m.Actor.ID + " " + string(m.Action)
+				d.at[k] = append(d.at[k], time.Unix(0, m.TimeNano))
 				d.all = append(d.all, fmt.Sprintf("%s %s", shortID(m.Actor.ID), m.Action))
 				d.mu.Unlock()
 			case <-res.Err:
@@ -265,16 +266,21 @@ func watchDocker(t *testing.T, scope string) *dockerEvents {
 // count is how often action ("pause", "unpause", "destroy", "create",
 // "start", …) happened to the container.
 func (d *dockerEvents) count(containerID, action string) int {
+	return len(d.times(containerID, action))
+}
+
+// times is when action happened to the container (an id or its prefix).
+func (d *dockerEvents) times(containerID, action string) []time.Time {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	n := 0
-	for k, v := range d.counts {
+	var out []time.Time
+	for k, ts := range d.at {
 		id, a, _ := strings.Cut(k, " ")
 		if a == action && strings.HasPrefix(id, containerID) {
-			n += v
+			out = append(out, ts...)
 		}
 	}
-	return n
+	return out
 }
 
 func (d *dockerEvents) String() string {
