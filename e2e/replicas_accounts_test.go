@@ -40,20 +40,8 @@ func TestReplicasFollowAccountsAddedElsewhere(t *testing.T) {
 	adopted := waitAdopted(t, onB, added.Account.ID, foreign)
 	waitAccountOK(t, onB, added.Account.ID)
 
-	key := ""
-	for i, a := range rs.args[1] {
-		if a == "--secret-key-file" {
-			key = rs.args[1][i+1]
-		}
-	}
 	data := t.TempDir()
-	stdout, errs, code := runCLI(t, noKeyring, sealedToken+"\n", "accounts", "add", "daytona", "--label", "added with the CLI",
-		"--config", "api_url="+apiCLI, "--user", "alice", "--database-file", rs.dbFile, "--data-dir", data,
-		"--secrets", "sealed", "--secret-key-file", key)
-	if code != 0 {
-		t.Fatalf("accounts add --database-file: exit %d\n%s%s", code, stdout, errs)
-	}
-	cliAcct := addedID(t, stdout)
+	cliAcct := rs.addAccountCLI(data, "added with the CLI", apiCLI)
 	foreign2 := dtCLI.Seed(daytona.SeedSandbox{Name: "also-from-the-console"}).ID
 	waitAdopted(t, onB, cliAcct, foreign2)
 	waitAccountOK(t, onB, cliAcct)
@@ -71,9 +59,9 @@ func TestReplicasFollowAccountsAddedElsewhere(t *testing.T) {
 	}
 	remove := func() (string, string, int) {
 		return runCLI(t, noKeyring, "", "accounts", "remove", added.Account.ID, "--user", "alice", "--database-file", rs.dbFile,
-			"--data-dir", data, "--secrets", "sealed", "--secret-key-file", key)
+			"--data-dir", data, "--secrets", "sealed", "--secret-key-file", rs.SecretKey)
 	}
-	stdout, errs, code = remove()
+	stdout, errs, code := remove()
 	if code == 0 || !strings.Contains(errs, "an action is running on workspace "+adopted) {
 		t.Fatalf("accounts remove while another replica holds a lease: exit %d: %s%s", code, stdout, errs)
 	}

@@ -39,6 +39,8 @@ type replicaSet struct {
 	Token string
 	// Scope labels the Docker containers the replicas share.
 	Scope string
+	// SecretKey is the sealed store's key file every replica uses.
+	SecretKey string
 
 	ports []string // each replica's fixed listen port, so Caddy finds it again after a restart
 	args  [][]string
@@ -74,6 +76,7 @@ func startReplicas(t *testing.T, n int, o replicaOpts) *replicaSet {
 		t.Fatal(err)
 	}
 	key := genKey(t, dir, "secret-key")
+	rs.SecretKey = key
 	userData := t.TempDir()
 	addUser(t, userData, "alice", "alice-password-1", "--database-file", rs.dbFile)
 	rs.Token = strings.TrimSpace(cli(t, "", "tokens", "create", "--user", "alice", "--database-file", rs.dbFile))
@@ -135,6 +138,20 @@ func (rs *replicaSet) dial(base string, since int64) *stream {
 		rs.t.Fatalf("stream at %s: handshake status %d", base, code)
 	}
 	return s
+}
+
+// addAccountCLI adds a Daytona account for alice with
+// `companion accounts add --database-file` (data as its --data-dir), sealed
+// with the replicas' key, while they run; it returns the account's id.
+func (rs *replicaSet) addAccountCLI(data, label, apiURL string) string {
+	rs.t.Helper()
+	stdout, errs, code := runCLI(rs.t, noKeyring, sealedToken+"\n", "accounts", "add", "daytona", "--label", label,
+		"--config", "api_url="+apiURL, "--user", "alice", "--database-file", rs.dbFile, "--data-dir", data,
+		"--secrets", "sealed", "--secret-key-file", rs.SecretKey)
+	if code != 0 {
+		rs.t.Fatalf("accounts add --database-file: exit %d\n%s%s", code, stdout, errs)
+	}
+	return addedID(rs.t, stdout)
 }
 
 // freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
@@ -308,20 +325,7 @@ func TestReplicaHarness(t *testing.T) {
 	for _, c := range []*webClient{a, b, via} {
 		c.must(200, "GET", "/v1/workspaces", nil, nil)
 	}
-	var created struct{ Workspace workspace }
-	a.must(202, "POST", "/v1/workspaces", map[string]any{"account_id": "local-docker", "name": "on-a"}, &created)
-	id := created.Workspace.ID
-	var got struct{ Workspace workspace }
-	testsupport.Poll(t, 90*time.Second, func() error {
-		a.must(200, "GET", "/v1/workspaces/"+id, nil, &got)
-		return pgStateIs(got.Workspace, "running")
-	})
-	box := got.Workspace.BoxID
-	t.Cleanup(func() {
-		if containerExists(t, box) {
-			removeContainer(t, box)
-		}
-	})
+	_, box := rs.createOn(a, "on-a")
 	testsupport.Until(t, 10*time.Second, "docker reports the box's creation", func() bool { return ev.count(box, "create") > 0 })
 	if n := ev.count(box, "create"); n != 1 {
 		t.Fatalf("the box was created %d times at Docker, want 1 (%s)", n, ev)

@@ -86,22 +86,10 @@ func TestReplicasShareLoginState(t *testing.T) {
 func TestAccountsCLIOnPostgres(t *testing.T) {
 	_, apiURL := daytonaAPI(t)
 	rs := startReplicas(t, 2, replicaOpts{})
-	key := ""
-	for i, a := range rs.args[0] {
-		if a == "--secret-key-file" {
-			key = rs.args[0][i+1]
-		}
-	}
 	data := t.TempDir()
-	stdout, errs, code := runCLI(t, noKeyring, sealedToken+"\n", "accounts", "add", "daytona", "--label", "team",
-		"--config", "api_url="+apiURL, "--user", "alice", "--database-file", rs.dbFile, "--data-dir", data,
-		"--secrets", "sealed", "--secret-key-file", key)
-	if code != 0 {
-		t.Fatalf("accounts add --database-file: exit %d\n%s%s", code, stdout, errs)
-	}
-	acct := addedID(t, stdout)
+	acct := rs.addAccountCLI(data, "team", apiURL)
 
-	stdout, errs, code = runCLI(t, noKeyring, "", "accounts", "list", "--json", "--database-file", rs.dbFile, "--data-dir", data)
+	stdout, errs, code := runCLI(t, noKeyring, "", "accounts", "list", "--json", "--database-file", rs.dbFile, "--data-dir", data)
 	if code != 0 || !strings.Contains(stdout, acct) {
 		t.Fatalf("accounts list --database-file: exit %d: %s%s", code, stdout, errs)
 	}
@@ -136,7 +124,7 @@ func TestAccountsCLIOnPostgres(t *testing.T) {
 	})
 
 	stdout, errs, code = runCLI(t, noKeyring, "", "accounts", "remove", acct, "--user", "alice", "--database-file", rs.dbFile,
-		"--data-dir", data, "--secrets", "sealed", "--secret-key-file", key)
+		"--data-dir", data, "--secrets", "sealed", "--secret-key-file", rs.SecretKey)
 	if code != 0 || !strings.Contains(stdout, "Removed account "+acct) {
 		t.Fatalf("accounts remove --database-file: exit %d: %s%s", code, stdout, errs)
 	}
