@@ -121,14 +121,7 @@ func (f *Feed) Follow(ctx context.Context, n ChangeNotifier, clock Clock, every 
 
 // Sync applies and publishes every change the store holds beyond the
 // feed's revision: those another process sharing the store wrote.
-func (f *Feed) Sync(ctx context.Context) error {
-	if err := f.waitLoaded(ctx); err != nil {
-		return err
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.catchUpLocked(ctx, 1<<62)
-}
+func (f *Feed) Sync(ctx context.Context) error { return f.SyncTo(ctx, 0) }
 
 // SyncTo is Sync unless the feed already holds revision rev (rev 0
 // means unknown: it syncs).
