@@ -112,6 +112,42 @@ func (rs *replicaSet) auditOf(c *webClient, id string) []auditEntry {
 	return out
 }
 
+// auditWhen polls alice's audit entries of a workspace until ok accepts
+// them: an action's outcome is audited just after its last change is
+// published, so a test that saw the change may read the trail too early.
+func (rs *replicaSet) auditWhen(c *webClient, id string, ok func([]auditEntry) error) []auditEntry {
+	rs.t.Helper()
+	var audit []auditEntry
+	testsupport.Poll(rs.t, 30*time.Second, func() error {
+		audit = rs.auditOf(c, id)
+		return ok(audit)
+	})
+	return audit
+}
+
+// outcomesAudited accepts a trail in which every started action of the
+// given kinds has its outcome.
+func outcomesAudited(kinds ...string) func([]auditEntry) error {
+	return func(audit []auditEntry) error {
+		for _, k := range kinds {
+			started, ended := 0, 0
+			for _, e := range audit {
+				switch {
+				case e.Action != k || strings.Contains(e.Outcome, "woken for the export"):
+				case e.Outcome == "started":
+					started++
+				default:
+					ended++
+				}
+			}
+			if ended < started {
+				return fmt.Errorf("%d %s actions started, %d outcomes audited", started, k, ended)
+			}
+		}
+		return nil
+	}
+}
+
 func countAudit(entries []auditEntry, action, outcomePrefix string) int {
 	n := 0
 	for _, e := range entries {
@@ -188,7 +224,7 @@ func TestReplicasConcurrentActions(t *testing.T) {
 		t.Fatalf("%d deletes were accepted for one workspace", accepted["delete"])
 	}
 	final := rs.waitSettled(id, 3*time.Minute)
-	audit := rs.auditOf(clients[0], id)
+	audit := rs.auditWhen(clients[0], id, outcomesAudited("pause", "resume", "delete"))
 	for _, kind := range []string{"pause", "resume", "delete"} {
 		if got := countAudit(audit, kind, "started"); got != accepted[kind] {
 			t.Errorf("%d %ss started in the audit trail, %d accepted", got, kind, accepted[kind])
@@ -260,7 +296,7 @@ func TestReplicasConcurrentActions(t *testing.T) {
 	if n := ev.count(box, "destroy"); n != 1 {
 		t.Fatalf("the box was destroyed %d times", n)
 	}
-	if n := countAudit(rs.auditOf(clients[0], id), "delete", "ok"); n != 1 {
+	if n := countAudit(rs.auditWhen(clients[0], id, outcomesAudited("delete")), "delete", "ok"); n != 1 {
 		t.Fatalf("%d deletes completed in the audit trail", n)
 	}
 }
@@ -340,7 +376,12 @@ func TestReplicaKilledMidDeleteIsTakenOver(t *testing.T) {
 			if len(exps) == 0 {
 				t.Fatalf("deleted without a verified export listed")
 			}
-			audit := rs.auditOf(other, id)
+			audit := rs.auditWhen(other, id, func(audit []auditEntry) error {
+				if countAudit(audit, "delete", "ok") == 0 {
+					return fmt.Errorf("no completed delete audited yet")
+				}
+				return nil
+			})
 			var exportOK, deleteOK *auditEntry
 			for i, e := range audit {
 				switch {
@@ -407,7 +448,7 @@ func TestReplicasRetentionDeletesOnce(t *testing.T) {
 		})
 	}
 	for _, m := range due {
-		audit := rs.auditOf(clients[0], m.id)
+		audit := rs.auditWhen(clients[0], m.id, outcomesAudited("delete"))
 		if s, ok := countAudit(audit, "delete", "started"), countAudit(audit, "delete", "ok"); s != 1 || ok != 1 {
 			t.Errorf("workspace %s: %d deletes started, %d completed; want one each\n%+v", m.id, s, ok, audit)
 		}
