@@ -280,16 +280,16 @@ func TestExportDockerWorkspace(t *testing.T) {
 			ExportSHA256                 *string `json:"export_sha256"`
 		}
 	}
-	p.must(200, "GET", "/v1/audit", nil, &audit)
-	found := false
-	for _, e := range audit.Entries {
-		if e.Action == "export" && e.Outcome == "ok" && e.ExportSHA256 != nil && *e.ExportSHA256 == arch.SHA256 {
-			found = true
+	// The outcome is audited just after the record is written.
+	testsupport.Poll(t, 30*time.Second, func() error {
+		p.must(200, "GET", "/v1/audit", nil, &audit)
+		for _, e := range audit.Entries {
+			if e.Action == "export" && e.Outcome == "ok" && e.ExportSHA256 != nil && *e.ExportSHA256 == arch.SHA256 {
+				return nil
+			}
 		}
-	}
-	if !found {
-		t.Errorf("no audit entry for the export with the archive's SHA-256: %+v", audit.Entries)
-	}
+		return fmt.Errorf("no audit entry for the export with the archive's SHA-256: %+v", audit.Entries)
+	})
 	p.must(404, "GET", "/v1/exports/exp_doesnotexist", nil, nil)
 	p.must(404, "GET", "/v1/exports/"+rec.ID+"/files/nothere.zip", nil, nil)
 

@@ -178,16 +178,16 @@ func TestRestoreDockerWorkspace(t *testing.T) {
 			ExportSHA256    *string `json:"export_sha256"`
 		}
 	}
-	p.must(200, "GET", "/v1/audit", nil, &audit)
-	found := false
-	for _, e := range audit.Entries {
-		if e.Action == "restore" && e.Outcome == "ok" && e.WorkspaceID == nid && e.ExportSHA256 != nil && rec.ArchiveSHA256 != nil && *e.ExportSHA256 == *rec.ArchiveSHA256 {
-			found = true
+	// The outcome is audited just after the workspace's last change.
+	testsupport.Poll(t, 30*time.Second, func() error {
+		p.must(200, "GET", "/v1/audit", nil, &audit)
+		for _, e := range audit.Entries {
+			if e.Action == "restore" && e.Outcome == "ok" && e.WorkspaceID == nid && e.ExportSHA256 != nil && rec.ArchiveSHA256 != nil && *e.ExportSHA256 == *rec.ArchiveSHA256 {
+				return nil
+			}
 		}
-	}
-	if !found {
-		t.Errorf("no audit entry for the restore with the export's SHA-256: %+v", audit.Entries)
-	}
+		return fmt.Errorf("no audit entry for the restore with the export's SHA-256: %+v", audit.Entries)
+	})
 
 	// A snapshot file damaged on disk: the restore is refused, nothing made.
 	layers, _ := filepath.Glob(filepath.Join(dataDir, "exports", id, "2*", "docker-rootfs.tar"))
