@@ -148,9 +148,8 @@ type Host struct {
 	closed   bool
 
 	// syncFailed is, per module name, the pinned hash whose load failed
-	// for a reason that retrying does not cure; Sync reports it once.
-	// Guarded by installMu.
-	syncFailed map[string]string
+	// at a Sync, which reports it once. Guarded by installMu.
+	syncFailed map[string]syncFailure
 }
 
 // New returns a Host. It creates CacheDir (mode 0700) if needed.
@@ -166,7 +165,7 @@ func New(cfg Config) (*Host, error) {
 		adapters:   map[string]*Adapter{},
 		embedded:   map[string]*Adapter{},
 		gate:       make(chan struct{}),
-		syncFailed: map[string]string{},
+		syncFailed: map[string]syncFailure{},
 	}
 	if !cfg.DeferCompile {
 		h.Start()

@@ -67,7 +67,7 @@ func adapterNames(list []*Adapter) []string {
 // first, it is unloaded by the second. A module whose stored bytes do not
 // load is reported once, not at every Sync; a pin from before bytes were
 // kept in the database is filled from the one host that has its file, and
-// then loads on the other.
+// then loads on the other, which was waiting for it quietly.
 func TestSharedModulesFollowEachOther(t *testing.T) {
 	ctx := context.Background()
 	hA, hB, sA, _, dirA, dirB := sharedHosts(t)
@@ -147,8 +147,11 @@ func TestSharedModulesFollowEachOther(t *testing.T) {
 	if err := sA.PutModulePin(ctx, m.Name, sha256Hex(goodWasm), mjson); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := hA.Load(ctx, "good"); err == nil {
+	if _, _, err := hA.Sync(ctx); err == nil {
 		t.Fatal("A loaded a pin with no bytes and no file")
+	}
+	if loaded, _, err := hA.Sync(ctx); err != nil || len(loaded) != 0 {
+		t.Fatalf("a module waiting for its bytes was reported again: %v %v", adapterNames(loaded), err)
 	}
 	if err := os.MkdirAll(filepath.Join(dirB, "modules"), 0o700); err != nil {
 		t.Fatal(err)
@@ -162,7 +165,7 @@ func TestSharedModulesFollowEachOther(t *testing.T) {
 	if _, bin, err := sA.ModuleBytes(ctx, "good"); err != nil || sha256Hex(bin) != sha256Hex(goodWasm) {
 		t.Fatalf("the old pin's bytes were not filled in: %v", err)
 	}
-	if _, err := hA.Load(ctx, "good"); err != nil {
-		t.Fatalf("A loads the filled-in module: %v", err)
+	if loaded, _, err := hA.Sync(ctx); err != nil || !slices.Equal(adapterNames(loaded), []string{"good"}) {
+		t.Fatalf("A's Sync once the bytes were filled in: loaded %v err %v", adapterNames(loaded), err)
 	}
 }

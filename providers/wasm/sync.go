@@ -67,14 +67,22 @@ func (h *Host) Sync(ctx context.Context) (loaded []*Adapter, removed []string, e
 		}
 	}
 	for name, sum := range pins {
-		if skip[name] || have[name] == sum || h.syncFailed[name] == sum {
+		if skip[name] || have[name] == sum {
 			continue
+		}
+		failed, known := h.syncFailed[name]
+		if known && failed.sum == sum && !failed.retry {
+			continue // the same bytes fail the same way
 		}
 		a, err := h.Load(ctx, name)
 		if err != nil {
-			if !core.IsKind(err, core.KindUnavailable) {
-				h.syncFailed[name] = sum // the same bytes fail the same way
+			if known && failed.sum == sum {
+				continue // reported already; retried quietly
 			}
+			// Unavailable: no bytes in the store yet (a pin from before,
+			// whose file another host has and will copy in) or a read
+			// that failed; worth another look at the next Sync.
+			h.syncFailed[name] = syncFailure{sum: sum, retry: core.IsKind(err, core.KindUnavailable)}
 			h.log.Error("provider module not loaded", "module", name, "err", err)
 			errs = append(errs, err)
 			continue
@@ -84,4 +92,11 @@ func (h *Host) Sync(ctx context.Context) (loaded []*Adapter, removed []string, e
 		loaded = append(loaded, a)
 	}
 	return loaded, removed, errors.Join(errs...)
+}
+
+// syncFailure is a pinned hash whose load failed at a Sync; retry is set
+// when the failure may pass without the hash changing.
+type syncFailure struct {
+	sum   string
+	retry bool
 }
