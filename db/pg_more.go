@@ -144,7 +144,8 @@ func (s *PGStore) FailUnfinishedExports(ctx context.Context, reason string, now 
 	return int(n), err
 }
 
-// PutModulePin records (or replaces) the pin of module name.
+// PutModulePin records (or replaces) the pin of module name, without
+// bytes: a replaced pin's old bytes are dropped (see PutModule).
 func (s *PGStore) PutModulePin(ctx context.Context, name, sha256 string, manifest []byte) error {
 	if name == "" || sha256 == "" {
 		return core.Errorf(core.KindInvalid, "a module pin needs a name and a hash")
@@ -155,7 +156,7 @@ func (s *PGStore) PutModulePin(ctx context.Context, name, sha256 string, manifes
 	return s.write(ctx, "pin module "+name, func(tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, `INSERT INTO module_pins (name, sha256, manifest, updated_at) VALUES ($1, $2, $3, $4)
 			ON CONFLICT (name) DO UPDATE SET sha256 = excluded.sha256, manifest = excluded.manifest,
-				updated_at = excluded.updated_at`, name, sha256, manifest, s.now().UnixNano())
+				updated_at = excluded.updated_at, wasm = NULL`, name, sha256, manifest, s.now().UnixNano())
 		return err
 	})
 }

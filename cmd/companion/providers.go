@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"sync"
+	"time"
 
 	"github.com/canvasapp/companion/core"
 	"github.com/canvasapp/companion/providers/builtin/docker"
@@ -28,14 +30,23 @@ type providerSet struct {
 	reg    *core.Registry
 	log    *slog.Logger
 	scope  string
+
+	// mu orders installs, removals and Sync on this replica, so that
+	// the registry ends up holding what the host loaded.
+	mu sync.Mutex
 }
 
 // newWasmHost makes the Wasm host for a data directory.
+// On PostgreSQL (a store that keeps modules' bytes) installed modules
+// live in the database, shared by every replica; on SQLite they are files
+// in the data dir.
 func newWasmHost(dataDir string, store wasm.PinStore, keys core.Secrets, log *slog.Logger) (*wasm.Host, error) {
+	shared, _ := store.(wasm.ModuleStore)
 	return wasm.New(wasm.Config{
 		CacheDir:      filepath.Join(dataDir, "wasm-cache"),
 		ModulesDir:    filepath.Join(dataDir, "modules"),
 		Pins:          store,
+		Shared:        shared,
 		Credentials:   wasm.FromSecrets(keys),
 		Logger:        log.With("component", "wasm"),
 		ReservedNames: []string{"docker"},
@@ -116,6 +127,8 @@ func (p *providerSet) Install(ctx context.Context, module []byte, confirmed stri
 	if got := hex.EncodeToString(sum[:]); got != confirmed {
 		return nil, core.Errorf(core.KindConflict, "the module's SHA-256 is %s, not the %s you confirmed; inspect it again", got, confirmed)
 	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	s, err := p.host.Install(ctx, module)
 	if err != nil {
 		return nil, err
@@ -130,6 +143,8 @@ func (p *providerSet) Install(ctx context.Context, module []byte, confirmed stri
 
 // Remove implements uibridge.ModuleAdmin.
 func (p *providerSet) Remove(ctx context.Context, name string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if err := checkRemovable(ctx, p.host, p.store, name); err != nil {
 		return err
 	}
@@ -138,6 +153,44 @@ func (p *providerSet) Remove(ctx context.Context, name string) error {
 	}
 	p.reg.Unregister(name)
 	return nil
+}
+
+// Sync loads the modules installed through other replicas (or with
+// `companion providers install --database-file`) since the last Sync and
+// unloads the ones removed, registering and unregistering them. It does
+// nothing on SQLite, whose modules are this server's alone.
+func (p *providerSet) Sync(ctx context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	loaded, removed, err := p.host.Sync(ctx)
+	for _, a := range loaded {
+		p.reg.Register(a.Name(), a)
+	}
+	for _, name := range removed {
+		p.reg.Unregister(name)
+	}
+	return err
+}
+
+// RunSync calls Sync every interval until ctx ends, on PostgreSQL; on
+// SQLite it returns at once. A failed Sync is logged (by the host, for a
+// module that does not load) and retried at the next interval.
+func (p *providerSet) RunSync(ctx context.Context, interval time.Duration) {
+	if !p.host.Shared() {
+		return
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := p.Sync(ctx); err != nil && ctx.Err() == nil {
+			p.log.Warn("provider modules not followed", "err", err)
+		}
+	}
 }
 
 // checkRemovable refuses to remove a built-in provider, and a module still

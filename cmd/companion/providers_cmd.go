@@ -19,20 +19,26 @@ import (
 )
 
 const providersUsage = `Usage:
-  companion providers install [--yes] [--data-dir DIR] FILE.wasm
+  companion providers install [--yes] [--data-dir DIR | --database-file FILE] FILE.wasm
         show what the module will call and which credential goes where, ask,
         then store it under the data dir and pin its SHA-256
   companion providers inspect FILE.wasm
         show the same summary without installing
-  companion providers list [--data-dir DIR] [--json]
+  companion providers list [--data-dir DIR | --database-file FILE] [--json]
         list first-party and installed provider modules
-  companion providers remove [--data-dir DIR] NAME
+  companion providers remove [--data-dir DIR | --database-file FILE] NAME
         forget an installed module
   companion providers pack --manifest MANIFEST.json -o OUT.wasm IN.wasm
         embed a manifest into a module (for provider authors)
 
 A running companion loads modules installed this way at its next start; to
 install into a running one, use POST /v1/providers (see ui-bridge/API.md).
+
+With --database URL or --database-file FILE (an installation whose serve
+replicas keep their state in PostgreSQL) install, list and remove work on
+that database instead, while the replicas run: the module's bytes are kept
+in the database with its pin, and every replica loads an installed module
+(or unloads a removed one) within its --reconcile-interval.
 `
 
 func runProviders(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -41,6 +47,7 @@ func runProviders(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 		return code
 	}
 	dataDir := fs.String("data-dir", defaultDataDir(), "companion's data `directory`")
+	dbf := addStoreFlags(fs)
 	yes := fs.Bool("yes", false, "install without asking")
 	asJSON := fs.Bool("json", false, "print JSON")
 	manifestPath := fs.String("manifest", "", "manifest JSON `file` (pack)")
@@ -51,17 +58,22 @@ func runProviders(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 	if !ok {
 		return code
 	}
+	dbURL, err := dbf.resolve()
+	if err != nil {
+		fmt.Fprintf(stderr, "companion providers %s: %v\n", sub, err)
+		return 2
+	}
 	ctx := context.Background()
-	var err error
+	where := storeAt{dataDir: *dataDir, url: dbURL}
 	switch sub {
 	case "inspect":
 		err = providersInspect(ctx, files, stdout)
 	case "install":
-		err = providersInstall(ctx, *dataDir, files, *yes, stdin, stdout, stderr)
+		err = providersInstall(ctx, where, files, *yes, stdin, stdout, stderr)
 	case "list":
-		err = providersList(ctx, *dataDir, *asJSON, stdout, stderr)
+		err = providersList(ctx, where, *asJSON, stdout, stderr)
 	case "remove":
-		err = providersRemove(ctx, *dataDir, files, stdout, stderr)
+		err = providersRemove(ctx, where, files, stdout, stderr)
 	case "pack":
 		err = providersPack(*manifestPath, *out, files, stdout)
 	default:
@@ -78,17 +90,26 @@ func oneArg(args []string, what string) (string, error) {
 	return args[0], nil
 }
 
-// openHost opens the data dir's store and a Wasm host on it, for the
-// offline commands.
-func openHost(ctx context.Context, dataDir string, progressOut io.Writer) (*wasm.Host, *db.Store, func(), error) {
-	store, err := openDataDirStore(ctx, dataDir)
+// openHost opens the store (the data dir's, or PostgreSQL's when
+// where.url is set) and a Wasm host on it, for the offline commands.
+func openHost(ctx context.Context, where storeAt, progressOut io.Writer) (*wasm.Host, serverStore, func(), error) {
+	dataDir := where.dataDir
+	var store serverStore
+	var err error
+	if where.url == "" {
+		store, err = openDataDirStore(ctx, dataDir)
+	} else {
+		store, err = db.OpenPostgres(ctx, where.url)
+	}
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	shared, _ := store.(wasm.ModuleStore)
 	host, err := wasm.New(wasm.Config{
 		CacheDir:      filepath.Join(dataDir, "wasm-cache"),
 		ModulesDir:    filepath.Join(dataDir, "modules"),
 		Pins:          store,
+		Shared:        shared,
 		Logger:        slog.New(slog.DiscardHandler),
 		ReservedNames: []string{"docker"},
 		Progress:      func(line string) { fmt.Fprintln(progressOut, "companion: "+line) },
@@ -125,7 +146,7 @@ func providersInspect(ctx context.Context, args []string, stdout io.Writer) erro
 	return nil
 }
 
-func providersInstall(ctx context.Context, dataDir string, args []string, yes bool, stdin io.Reader, stdout, stderr io.Writer) error {
+func providersInstall(ctx context.Context, where storeAt, args []string, yes bool, stdin io.Reader, stdout, stderr io.Writer) error {
 	path, err := oneArg(args, "module file")
 	if err != nil {
 		return err
@@ -135,7 +156,7 @@ func providersInstall(ctx context.Context, dataDir string, args []string, yes bo
 	if err != nil {
 		return err
 	}
-	host, _, closeAll, err := openHost(ctx, dataDir, stderr)
+	host, _, closeAll, err := openHost(ctx, where, stderr)
 	if err != nil {
 		return err
 	}
@@ -155,12 +176,16 @@ func providersInstall(ctx context.Context, dataDir string, args []string, yes bo
 	if _, err := host.Install(ctx, bin); err != nil {
 		return err
 	}
+	if host.Shared() {
+		fmt.Fprintf(stdout, "Installed %s %s (sha256 %s) in the database. Every replica loads it within its --reconcile-interval.\n", s.Name, s.Version, s.SHA256)
+		return nil
+	}
 	fmt.Fprintf(stdout, "Installed %s %s (sha256 %s). Restart companion to load it.\n", s.Name, s.Version, s.SHA256)
 	return nil
 }
 
-func providersList(ctx context.Context, dataDir string, asJSON bool, stdout, stderr io.Writer) error {
-	host, _, closeAll, err := openHost(ctx, dataDir, stderr)
+func providersList(ctx context.Context, where storeAt, asJSON bool, stdout, stderr io.Writer) error {
+	host, _, closeAll, err := openHost(ctx, where, stderr)
 	if err != nil {
 		return err
 	}
@@ -190,12 +215,12 @@ func providersList(ctx context.Context, dataDir string, asJSON bool, stdout, std
 	return tw.Flush()
 }
 
-func providersRemove(ctx context.Context, dataDir string, args []string, stdout, stderr io.Writer) error {
+func providersRemove(ctx context.Context, where storeAt, args []string, stdout, stderr io.Writer) error {
 	name, err := oneArg(args, "module name")
 	if err != nil {
 		return err
 	}
-	host, store, closeAll, err := openHost(ctx, dataDir, stderr)
+	host, store, closeAll, err := openHost(ctx, where, stderr)
 	if err != nil {
 		return err
 	}
@@ -205,6 +230,10 @@ func providersRemove(ctx context.Context, dataDir string, args []string, stdout,
 	}
 	if err := host.Remove(ctx, name); err != nil {
 		return err
+	}
+	if host.Shared() {
+		fmt.Fprintf(stdout, "Removed %s from the database. Every replica unloads it within its --reconcile-interval.\n", name)
+		return nil
 	}
 	fmt.Fprintf(stdout, "Removed %s.\n", name)
 	return nil

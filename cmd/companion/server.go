@@ -435,6 +435,14 @@ func serve(ctx context.Context, m mode, f *serverFlags, log *slog.Logger, stdout
 		svc.RunRetention(rctx, core.RetentionConfig{Interval: f.retentionInterval})
 	}()
 
+	// On PostgreSQL, modules installed or removed through another
+	// replica are followed at the reconciler's pace.
+	followed := make(chan struct{})
+	go func() {
+		defer close(followed)
+		provs.RunSync(rctx, f.reconcileInterval)
+	}()
+
 	var serveErr error
 	select {
 	case <-ctx.Done():
@@ -444,6 +452,7 @@ func serve(ctx context.Context, m mode, f *serverFlags, log *slog.Logger, stdout
 	stopReconciler()
 	<-reconciled
 	<-retained
+	<-followed
 	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
 		return serveErr
 	}

@@ -62,6 +62,23 @@ type PinStore interface {
 	DeleteModulePin(ctx context.Context, name string) error
 }
 
+// ModuleStore is a PinStore that also keeps each installed module's bytes
+// with its pin (db.PGStore), so that every host on one database loads the
+// modules installed through any of them and forgets the ones removed.
+type ModuleStore interface {
+	PinStore
+	// PutModule pins module name and stores its bytes, in one write.
+	PutModule(ctx context.Context, name, sha256 string, manifest, module []byte) error
+	// ModuleBytes returns the pinned hash and the bytes stored with it;
+	// module is nil for a pin made before bytes were kept in the store.
+	ModuleBytes(ctx context.Context, name string) (sha256 string, module []byte, err error)
+	// ModuleHashes returns every pinned hash by module name.
+	ModuleHashes(ctx context.Context) (map[string]string, error)
+	// FillModuleBytes stores module as the bytes of a pin of hash sha256
+	// that has none, reporting whether it did.
+	FillModuleBytes(ctx context.Context, name, sha256 string, module []byte) (bool, error)
+}
+
 // Config configures a Host.
 type Config struct {
 	// CacheDir holds compiled modules so that a restart does not compile
@@ -76,6 +93,13 @@ type Config struct {
 	// Pins is where installed modules' hashes are pinned. Required with
 	// ModulesDir.
 	Pins PinStore
+	// Shared, when set (to the same store as Pins), keeps installed
+	// modules' bytes in the store instead of ModulesDir: hosts sharing a
+	// database (serve replicas on PostgreSQL) install into it, load from
+	// it, and follow each other's installs and removals with Sync. A file
+	// in ModulesDir is then read only for a pin that has no bytes in the
+	// store yet (installed before), and copied into the store.
+	Shared ModuleStore
 	// Credentials supplies credentials to inject; nil means modules can
 	// only make unauthenticated requests.
 	Credentials Credentials
@@ -122,6 +146,10 @@ type Host struct {
 	adapters map[string]*Adapter
 	embedded map[string]*Adapter
 	closed   bool
+
+	// syncFailed is, per module name, the pinned hash whose load failed
+	// at a Sync, which reports it once. Guarded by installMu.
+	syncFailed map[string]syncFailure
 }
 
 // New returns a Host. It creates CacheDir (mode 0700) if needed.
@@ -137,6 +165,7 @@ func New(cfg Config) (*Host, error) {
 		adapters:   map[string]*Adapter{},
 		embedded:   map[string]*Adapter{},
 		gate:       make(chan struct{}),
+		syncFailed: map[string]syncFailure{},
 	}
 	if !cfg.DeferCompile {
 		h.Start()
@@ -216,12 +245,52 @@ func (h *Host) Load(ctx context.Context, name string) (*Adapter, error) {
 	if builtin {
 		return nil, core.Errorf(core.KindConflict, "provider module %s is built in; the installed copy is ignored (remove it with companion providers remove)", name)
 	}
-	sum, _, err := h.cfg.Pins.ModulePin(ctx, name)
+	bin, err := h.installedBytes(ctx, name)
 	if err != nil {
-		if core.IsKind(err, core.KindNotFound) {
-			return nil, core.Errorf(core.KindNotFound, "provider module %q is not installed", name)
-		}
 		return nil, err
+	}
+	m, mjson, err := parseModule(bin)
+	if err != nil {
+		return nil, err
+	}
+	if m.Name != name {
+		return nil, core.Errorf(core.KindConflict, "provider module file %s holds module %q, not %q", h.modulePath(name), m.Name, name)
+	}
+	return h.start(newAdapter(h, m, mjson, bin, false), nil)
+}
+
+// installedBytes returns the bytes of installed module name, checked
+// against its pinned SHA-256: from the shared store when the host has one
+// and the pin carries bytes, else from the module's file (which, with a
+// shared store, is then copied into it for the other hosts).
+func (h *Host) installedBytes(ctx context.Context, name string) ([]byte, error) {
+	notInstalled := func(err error) error {
+		if core.IsKind(err, core.KindNotFound) {
+			return core.Errorf(core.KindNotFound, "provider module %q is not installed", name)
+		}
+		return err
+	}
+	var sum string
+	if h.cfg.Shared != nil {
+		s, bin, err := h.cfg.Shared.ModuleBytes(ctx, name)
+		if err != nil {
+			return nil, notInstalled(err)
+		}
+		if bin != nil {
+			if got := sha256Hex(bin); got != s {
+				return nil, core.Errorf(core.KindConflict,
+					"provider module %s was not loaded: its bytes in the database do not match its pin (sha256 %s, pinned %s); reinstall it",
+					name, got, s)
+			}
+			return bin, nil
+		}
+		sum = s
+	} else {
+		s, _, err := h.cfg.Pins.ModulePin(ctx, name)
+		if err != nil {
+			return nil, notInstalled(err)
+		}
+		sum = s
 	}
 	bin, err := os.ReadFile(h.modulePath(name))
 	if err != nil {
@@ -232,14 +301,14 @@ func (h *Host) Load(ctx context.Context, name string) (*Adapter, error) {
 			"provider module %s was not loaded: its file %s changed since it was installed (sha256 %s, pinned %s); reinstall it if the change is intended",
 			name, h.modulePath(name), got, sum)
 	}
-	m, mjson, err := parseModule(bin)
-	if err != nil {
-		return nil, err
+	if h.cfg.Shared != nil {
+		if ok, err := h.cfg.Shared.FillModuleBytes(ctx, name, sum, bin); err != nil {
+			h.log.Warn("provider module not copied into the database", "module", name, "err", err)
+		} else if ok {
+			h.log.Info("provider module copied into the database from its file", "module", name, "sha256", sum)
+		}
 	}
-	if m.Name != name {
-		return nil, core.Errorf(core.KindConflict, "provider module file %s holds module %q, not %q", h.modulePath(name), m.Name, name)
-	}
-	return h.start(newAdapter(h, m, mjson, bin, false), nil)
+	return bin, nil
 }
 
 // LoadInstalled loads every installed module. Modules that fail to load

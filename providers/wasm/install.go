@@ -78,7 +78,8 @@ func (h *Host) admit(ctx context.Context, m *manifest.Manifest, bin []byte) erro
 }
 
 // Install validates a module (as Inspect does), stores it as
-// <ModulesDir>/<name>.wasm and pins its SHA-256 and manifest. A module of
+// <ModulesDir>/<name>.wasm (in the shared store with its pin, when the
+// host has one: Config.Shared) and pins its SHA-256 and manifest. A module of
 // the same name is replaced; call Load afterwards to (re)load it. To show a
 // person the summary before they confirm, call Inspect and then Install
 // with the same bytes.
@@ -102,6 +103,19 @@ func (h *Host) Install(ctx context.Context, bin []byte) (Summary, error) {
 	sum := summarize(m, sha256Hex(bin), false)
 	h.installMu.Lock()
 	defer h.installMu.Unlock()
+	if h.cfg.Shared != nil {
+		if err := h.cfg.Shared.PutModule(ctx, m.Name, sum.SHA256, mjson, bin); err != nil {
+			return Summary{}, err
+		}
+		// A file left from before the bytes were kept in the store is
+		// another module's now.
+		if err := os.Remove(h.modulePath(m.Name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			h.log.Warn("old provider module file not deleted", "module", m.Name, "path", h.modulePath(m.Name), "err", err)
+		}
+		delete(h.syncFailed, m.Name)
+		h.log.Info("provider module installed", "module", m.Name, "version", m.Version, "sha256", sum.SHA256, "hosts", sum.Hosts, "shared", true)
+		return sum, nil
+	}
 	if err := os.MkdirAll(h.cfg.ModulesDir, 0o700); err != nil {
 		return Summary{}, &core.Error{Kind: core.KindUnavailable, Message: "cannot create the modules directory", Err: err}
 	}
@@ -194,15 +208,7 @@ func (h *Host) Installed(ctx context.Context) ([]Module, error) {
 			mod.Summary = Summary{Name: name, SHA256: sum}
 			mod.Status, mod.Problem = "invalid", err.Error()
 		}
-		bin, err := os.ReadFile(h.modulePath(name))
-		switch {
-		case errors.Is(err, os.ErrNotExist):
-			mod.Status, mod.Problem = "missing", "the module file "+h.modulePath(name)+" is missing"
-		case err != nil:
-			mod.Status, mod.Problem = "missing", "the module file cannot be read: "+err.Error()
-		case sha256Hex(bin) != sum:
-			mod.Status, mod.Problem = "changed", fmt.Sprintf("the module file changed since it was installed (sha256 %s); it will not be loaded", sha256Hex(bin))
-		}
+		mod.Status, mod.Problem = h.installedStatus(ctx, name, sum, mod.Status, mod.Problem)
 		if a, ok := h.Adapter(name); ok && !a.builtin {
 			mod.Loaded = true
 		}
@@ -211,8 +217,40 @@ func (h *Host) Installed(ctx context.Context) ([]Module, error) {
 	return out, nil
 }
 
-// Remove unloads an installed module, forgets its pin and deletes its
-// file. First-party modules cannot be removed.
+// installedStatus checks the installed bytes of module name against its
+// pinned hash sum; status and problem are kept when they are fine.
+func (h *Host) installedStatus(ctx context.Context, name, sum, status, problem string) (string, string) {
+	if h.cfg.Shared != nil {
+		s, bin, err := h.cfg.Shared.ModuleBytes(ctx, name)
+		switch {
+		case err != nil:
+			return "missing", "the module's bytes cannot be read from the database: " + err.Error()
+		case bin != nil && (s != sum || sha256Hex(bin) != s):
+			return "changed", fmt.Sprintf("the module's bytes in the database do not match its pin (sha256 %s); it will not be loaded", sha256Hex(bin))
+		case bin != nil:
+			return status, problem
+		}
+		// A pin from before the bytes were kept in the database: its
+		// file, on the host that has it.
+	}
+	bin, err := os.ReadFile(h.modulePath(name))
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		if h.cfg.Shared != nil {
+			return "missing", "the module was installed before modules were kept in the database, and this host does not have its file " + h.modulePath(name) + "; reinstall it"
+		}
+		return "missing", "the module file " + h.modulePath(name) + " is missing"
+	case err != nil:
+		return "missing", "the module file cannot be read: " + err.Error()
+	case sha256Hex(bin) != sum:
+		return "changed", fmt.Sprintf("the module file changed since it was installed (sha256 %s); it will not be loaded", sha256Hex(bin))
+	}
+	return status, problem
+}
+
+// Remove unloads an installed module, forgets its pin (and, with a shared
+// store, its bytes: the other hosts unload it at their next Sync) and
+// deletes its file. First-party modules cannot be removed.
 func (h *Host) Remove(ctx context.Context, name string) error {
 	if err := h.needInstallDirs(); err != nil {
 		return err
