@@ -188,6 +188,7 @@ func (f *Feed) resetLocked(ctx context.Context) error {
 // that the writing process has already recorded.
 func (f *Feed) applyLocked(ws Workspace, saved func(before, after Workspace)) {
 	before := f.live[ws.ID]
+	ws = f.withProgress(ws)
 	f.rev = ws.Rev
 	if ws.Removed {
 		f.removeLocked(ws.ID)
