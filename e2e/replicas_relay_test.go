@@ -2,9 +2,12 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/canvasapp/companion/internal/testsupport"
 )
 
 // progressOf is the progress field of an upsert (the e2e workspace type
@@ -101,6 +104,15 @@ func TestReplicasRelayTransientMessages(t *testing.T) {
 	due, _ := rs.createOn(a, "due-for-retention")
 	rs.pauseOn(a, due)
 	a.must(200, "PUT", "/v1/accounts/local-docker/retention", map[string]any{"enabled": true, "paused_for_seconds": 1}, nil)
+	testsupport.Poll(t, 2*time.Minute, func() error {
+		if w := rs.dbWorkspace(due); !w.Removed || w.Ops > 0 {
+			var ws struct{ Workspace workspace }
+			a.do("GET", "/v1/workspaces/"+due, nil, &ws)
+			_, raw, _ := a.do("GET", "/v1/accounts/local-docker/retention", nil, nil)
+			return fmt.Errorf("workspace %s is %s (%d open journal entries, delete_after %v), not deleted yet; A's retention: %s", due, w.State, w.Ops, ws.Workspace.DeleteAfter, raw)
+		}
+		return nil
+	})
 	warned, removed := false, false
 	onB.waitFor("B's client sees A's retention warning and delete", 3*time.Minute, func(m wsMsg) bool {
 		switch {
