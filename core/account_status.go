@@ -91,10 +91,10 @@ func (s *Service) followStatus(ctx context.Context, acct Account) {
 	if f, ok := flags[acct.ID]; ok {
 		flag = &f
 	}
-	s.setStatus(acct, func(st *AccountStatus) {
+	s.updateStatus(acct, func(st *AccountStatus) {
 		st.State, st.Kind, st.Message, st.LastOKAt, st.NextAttemptAt = got.State, got.Kind, got.Message, got.LastOKAt, got.NextAttemptAt
 		st.Flag = flag
-	})
+	}, statusFollowed)
 }
 
 // AccountEvent tells subscribers that an account's status changed.
@@ -161,7 +161,11 @@ func (a *accountStatuses) get(id string) AccountStatus {
 	if t == nil {
 		return AccountStatus{State: AccountChecking}
 	}
-	st := t.status
+	return t.status.clone()
+}
+
+// clone copies st with a flag of its own.
+func (st AccountStatus) clone() AccountStatus {
 	if st.Flag != nil {
 		f := *st.Flag
 		st.Flag = &f
@@ -207,11 +211,29 @@ func (s *Service) SubscribeAccounts(buffer int) (<-chan AccountEvent, func()) {
 	}
 }
 
+// statusSource is where a change of an account's status comes from.
+type statusSource int
+
+const (
+	statusOwn      statusSource = iota // this process's reconciler found it
+	statusFollowed                     // read from the status another replica shared
+	statusRelayed                      // announced by another replica, relayed
+)
+
 // setStatus changes an account's status with f and tells subscribers if
 // anything a person would see changed. The first good pass over an
 // account after a start tells nothing new (it was fine before, as far as
 // anyone knows) and is not announced.
 func (s *Service) setStatus(acct Account, f func(st *AccountStatus)) {
+	s.updateStatus(acct, f, statusOwn)
+}
+
+// updateStatus is setStatus for a change from src. What this process's
+// reconciler announces is relayed to the other replicas' streams (on a
+// shared store); what another replica announced is announced here too,
+// unless this process already told its subscribers the same, and is not
+// relayed again.
+func (s *Service) updateStatus(acct Account, f func(st *AccountStatus), src statusSource) {
 	a := s.status
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -219,13 +241,16 @@ func (s *Service) setStatus(acct Account, f func(st *AccountStatus)) {
 	before := t.status
 	f(&t.status)
 	after := t.status
-	quiet := !t.told && after.State == AccountOK && sameFlag(before.Flag, after.Flag)
+	quiet := !t.told && after.State == AccountOK && sameFlag(before.Flag, after.Flag) && src != statusRelayed
 	t.told = true
 	if quiet {
 		return
 	}
 	if before.State == after.State && before.Kind == after.Kind && before.Message == after.Message && sameFlag(before.Flag, after.Flag) {
 		return
+	}
+	if src == statusOwn {
+		s.relay(Relayed{Kind: RelayAccount, AccountID: acct.ID, Status: after.clone()})
 	}
 	ev := AccountEvent{Account: acct, Status: after}
 	for ch := range a.subs {

@@ -49,7 +49,20 @@ type Feed struct {
 	// save's before and after. Both run under mu. Set before first use.
 	derive func(Workspace) Workspace
 	saved  func(before, after Workspace)
+
+	// pending are progress lines other processes announced with their
+	// revisions (StreamRelay), by revision, until the feed applies that
+	// revision: it then carries the line, like the writer's own copy.
+	pmu     sync.Mutex
+	pending map[int64]pendingProgress
 }
+
+// pendingProgress is a progress line announced for one revision.
+type pendingProgress struct{ id, line string }
+
+// maxPendingProgress bounds the lines waiting for their revision; the
+// feed applies them within moments, so more means they will never be.
+const maxPendingProgress = 4096
 
 // NewFeed loads the live workspaces and the current revision from store.
 func NewFeed(ctx context.Context, store Store) (*Feed, error) {
@@ -330,4 +343,44 @@ func (f *Feed) Len() int {
 	_ = f.lock()
 	defer f.mu.Unlock()
 	return len(f.live)
+}
+
+// noteProgress records the progress line announced with revision rev of
+// workspace id, for when the feed applies rev. A line for a revision the
+// feed applied already (read from the store before the announcement came)
+// is dropped at the next change: it is never shown after a later
+// revision, and the action's next line follows within a second.
+func (f *Feed) noteProgress(rev int64, id, line string) {
+	if rev <= 0 || id == "" || line == "" {
+		return
+	}
+	f.pmu.Lock()
+	defer f.pmu.Unlock()
+	if f.pending == nil {
+		f.pending = map[int64]pendingProgress{}
+	}
+	if len(f.pending) >= maxPendingProgress {
+		return
+	}
+	f.pending[rev] = pendingProgress{id: id, line: line}
+}
+
+// withProgress gives ws, about to be applied, the progress line announced
+// for its revision, if it carries none, and forgets the lines of every
+// revision up to it.
+func (f *Feed) withProgress(ws Workspace) Workspace {
+	f.pmu.Lock()
+	defer f.pmu.Unlock()
+	if len(f.pending) == 0 {
+		return ws
+	}
+	if p, ok := f.pending[ws.Rev]; ok && p.id == ws.ID && !ws.Removed && ws.Progress == "" {
+		ws.Progress = p.line
+	}
+	for rev := range f.pending {
+		if rev <= ws.Rev {
+			delete(f.pending, rev)
+		}
+	}
+	return ws
 }

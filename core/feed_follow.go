@@ -99,10 +99,15 @@ func (f *Feed) Follow(ctx context.Context, n ChangeNotifier, clock Clock, every 
 		case <-tick.C():
 			ticked = true
 		}
-		if !ticked && !resync.Swap(false) && want.Load() <= f.Rev() {
+		full := ticked || resync.Swap(false)
+		upTo := want.Load()
+		if !full && upTo <= f.Rev() {
 			continue // our own save, already applied
 		}
-		if err := f.Sync(ctx); err != nil {
+		if full {
+			upTo = 0 // everything the store holds
+		}
+		if err := f.syncUpTo(ctx, upTo); err != nil {
 			if ctx.Err() != nil {
 				return
 			}
@@ -135,6 +140,26 @@ func (f *Feed) SyncTo(ctx context.Context, rev int64) error {
 		return nil
 	}
 	return f.catchUpLocked(ctx, 1<<62)
+}
+
+// syncUpTo applies the store's changes up to revision upTo (0: all of
+// them). A notification only reads as far as the revisions announced so
+// far: the progress line announced with a later revision (StreamRelay)
+// arrives just before that revision's own notification, and the feed must
+// have it when it applies that revision.
+func (f *Feed) syncUpTo(ctx context.Context, upTo int64) error {
+	if upTo <= 0 {
+		return f.Sync(ctx)
+	}
+	if err := f.waitLoaded(ctx); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if upTo <= f.rev {
+		return nil
+	}
+	return f.catchUpLocked(ctx, upTo+1)
 }
 
 // catchUpLocked applies the store's changes after f.rev and below `below`,
@@ -188,6 +213,7 @@ func (f *Feed) resetLocked(ctx context.Context) error {
 // that the writing process has already recorded.
 func (f *Feed) applyLocked(ws Workspace, saved func(before, after Workspace)) {
 	before := f.live[ws.ID]
+	ws = f.withProgress(ws)
 	f.rev = ws.Rev
 	if ws.Removed {
 		f.removeLocked(ws.ID)

@@ -141,7 +141,9 @@ func (s *Service) warnSoon(ctx context.Context, p RetentionPolicy, now time.Time
 		} else if !first {
 			continue // another replica warned at the same moment
 		}
-		s.ret.publish(Notice{Kind: NoticeRetentionWarning, Owner: ws.Owner, WorkspaceID: ws.ID, DeleteAfter: ws.DeleteAfter})
+		n := Notice{Kind: NoticeRetentionWarning, Owner: ws.Owner, WorkspaceID: ws.ID, DeleteAfter: ws.DeleteAfter}
+		s.ret.publish(n)
+		s.relay(Relayed{Kind: RelayNotice, Notice: n})
 		s.audit(ctx, AuditEntry{Owner: ws.Owner, Actor: ActorRetention, Action: AuditRetentionWarn, WorkspaceID: ws.ID,
 			AccountID: ws.AccountID, Provider: ws.Provider, Outcome: "warned: deleted after " + ws.DeleteAfter.Format(time.RFC3339)})
 		rep.Warned++

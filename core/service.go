@@ -126,6 +126,9 @@ type Service struct {
 	// rep is what this process needs to share its store with other
 	// replicas (nil fields on a store only one process uses).
 	rep *replication
+	// relaying carries the stream's transient messages to and from the
+	// other replicas; nil on a store only one process uses.
+	relaying *relaying
 }
 
 // NewService loads the feed from the store (unless Config.DeferLoad) and
@@ -209,6 +212,7 @@ func NewService(ctx context.Context, cfg Config) (*Service, error) {
 		return nil, fmt.Errorf("core: load retention policies: %w", err)
 	}
 	feed.derive, feed.saved = s.deriveRetention, s.retentionSaved
+	s.startRelay() // before Follow: its listener delivers relayed messages
 	if n, ok := cfg.Store.(ChangeNotifier); ok {
 		// Other processes write to this store: follow their changes.
 		s.goBackground(func(ctx context.Context) { feed.Follow(ctx, n, cfg.Clock, cfg.FollowEvery, s.log) })

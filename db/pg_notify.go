@@ -2,7 +2,6 @@ package db
 
 import (
 	"context"
-	"strconv"
 	"time"
 
 	"github.com/canvasapp/companion/core"
@@ -74,7 +73,9 @@ func (s *PGStore) listen(ctx context.Context, notify func(rev int64)) (connected
 		conn.Close(cctx)
 		cancel()
 	}()
-	if _, err := conn.Exec(ctx, "LISTEN "+feedChannel); err != nil {
+	// One connection listens to both channels, so that a replica hears
+	// of the stream's relayed messages in the order they were sent.
+	if _, err := conn.Exec(ctx, "LISTEN "+feedChannel+"; LISTEN "+streamChannel); err != nil {
 		return false, err
 	}
 	notify(0)
@@ -83,10 +84,6 @@ func (s *PGStore) listen(ctx context.Context, notify func(rev int64)) (connected
 		if err != nil {
 			return true, err
 		}
-		rev, err := strconv.ParseInt(n.Payload, 10, 64)
-		if err != nil || rev <= 0 {
-			rev = 0 // not ours to parse: read the store's head instead
-		}
-		notify(rev)
+		s.deliver(n.Channel, n.Payload, notify)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/canvasapp/companion/core"
@@ -29,8 +30,12 @@ type PGStore struct {
 	where    string // the URL without its password, for messages
 	instance string
 	now      func() time.Time
-	// listenerName is the application_name of WatchChanges' connection.
+	// listenerName is the application_name of WatchChanges' connection;
+	// it also marks the stream messages this store relays (RelayStream),
+	// so that its listener skips them.
 	listenerName string
+	// receive is ReceiveStream's callback, or nil.
+	receive atomic.Pointer[func(core.Relayed)]
 }
 
 //go:embed postgres/migrations/*.sql

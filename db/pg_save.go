@@ -16,7 +16,12 @@ import (
 // WatchChanges); PostgreSQL delivers the notification when the statement
 // commits, and not at all if it fails. The notifying CTE is referenced by
 // the upsert, so it is always evaluated.
-var pgSaveOne = `WITH r AS (` + qBumpRev + `), rn AS (SELECT value FROM r, pg_notify('` + feedChannel + `', value::text)) ` +
+//
+// The notification's payload is the revision, followed by the saved
+// workspace's progress line when it has one (feedPayloadSuffix): the last
+// parameter, after workspaceArgs without the revision.
+var pgSaveOne = `WITH r AS (` + qBumpRev + `), rn AS (SELECT value FROM r, pg_notify('` + feedChannel + `', value::text || ` +
+	fmt.Sprintf("$%d::text", strings.Count(qUpsertWorkspace, "?")) + `)) ` +
 	pgSQLWith(qUpsertWorkspace, revArg, `(SELECT value FROM rn)`)
 
 // pgSQLWith is pgSQL with the placeholder at index i (0-based) replaced

@@ -74,7 +74,7 @@ func (s *PGStore) SaveWorkspace(ctx context.Context, ws core.Workspace) (core.Wo
 	if err != nil {
 		return ws, err
 	}
-	saved, err := scanWorkspace(s.pool.QueryRow(ctx, pgSaveOne, withoutRev(args)...))
+	saved, err := scanWorkspace(s.pool.QueryRow(ctx, pgSaveOne, append(withoutRev(args), feedPayloadSuffix(ws))...))
 	if err != nil {
 		return ws, s.wrap("save workspace "+ws.ID, err)
 	}

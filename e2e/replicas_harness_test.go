@@ -56,6 +56,8 @@ type replicaOpts struct {
 	// Args are extra serve flags for every replica; Env extra environment.
 	Args []string
 	Env  []string
+	// ArgsOf are extra serve flags for replica i only, after Args.
+	ArgsOf map[int][]string
 }
 
 // startReplicas starts PostgreSQL, makes user alice and her token with the
@@ -93,7 +95,7 @@ func startReplicas(t *testing.T, n int, o replicaOpts) *replicaSet {
 			"--database-file", rs.dbFile, "--secrets", "sealed", "--secret-key-file", key,
 			"--export-dir", exports, "--docker-image", o.Image, "--docker-scope", rs.Scope,
 			"--allow-host", "127.0.0.1:" + proxyPort,
-		}, o.Args...))
+		}, append(o.Args, o.ArgsOf[i]...)...))
 	}
 	rs.Replicas = make([]*proc, n)
 	for i := range n {
