@@ -4,7 +4,9 @@ package main
 // db's BenchmarkEngines, which interleaves them round by round: upserts/s,
 // a list of 10,000 workspaces, and one action's store work (lock, re-read,
 // write, unlock; the lock is PostgreSQL's workspace lease, an in-process
-// lock on SQLite). Each PostgreSQL figure has SQLite's as its baseline.
+// lock on SQLite; on PostgreSQL the lease comes with the re-read and goes
+// with the write, two round trips, as core does it). Each PostgreSQL
+// figure has SQLite's as its baseline.
 func benchEngines() error {
 	res, err := goBench("./db", "^BenchmarkEngines$", "20x")
 	if err != nil {
