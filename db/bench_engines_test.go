@@ -55,6 +55,10 @@ func BenchmarkEngines(b *testing.B) {
 	for _, e := range engines {
 		fillBatched(b, e.s, rows)
 	}
+	liteAsCore, err := sqliteCoreAction(sqlite)
+	if err != nil {
+		b.Fatal(err)
+	}
 	ctx := context.Background()
 	best := map[string]time.Duration{}
 	keep := func(key string, d time.Duration) {
@@ -85,6 +89,15 @@ func BenchmarkEngines(b *testing.B) {
 			}
 			keep(e.name+"/action", time.Since(began)/block)
 		}
+		// SQLite as core really runs an action there: the re-read is
+		// from core's memory (its feed), not from the store.
+		began := time.Now()
+		for range block {
+			if err := liteAsCore(ctx, id()); err != nil {
+				b.Fatal(err)
+			}
+		}
+		keep("sqlite/action-memread", time.Since(began)/block)
 	}
 	b.StopTimer()
 	for range 3 {
@@ -101,13 +114,14 @@ func BenchmarkEngines(b *testing.B) {
 		b.ReportMetric(float64(best[e.name+"/action"].Nanoseconds())/1e3, e.name+"-µs/action")
 		b.ReportMetric(float64(best[e.name+"/list10k"].Nanoseconds())/1e6, e.name+"-ms/list10k")
 	}
+	b.ReportMetric(float64(best["sqlite/action-memread"].Nanoseconds())/1e3, "sqlite-µs/action-memread")
 }
 
 // sqliteAction is an action's store work on SQLite: core's in-process
-// lock (one process owns the file), a re-read, the save, the unlock. (Core
-// re-reads from its memory on SQLite, which is current there; the figure
-// counts a store read, as the issue's "lock + re-read + write" defines it,
-// so the baseline is not flattered.)
+// lock (one process owns the file), a re-read from the store, the save,
+// the unlock: "lock + re-read + write" as the issue defines the figure.
+// Core itself re-reads from its memory on SQLite (current there, one
+// process owns the file): sqliteCoreAction times that too.
 func sqliteAction(s benchStore) engineAction {
 	lock := inProcessLock()
 	return func(ctx context.Context, id string) error {
@@ -124,6 +138,39 @@ func sqliteAction(s benchStore) engineAction {
 		_, err = s.SaveWorkspace(ctx, ws)
 		return err
 	}
+}
+
+// sqliteCoreAction is an action's store work on SQLite exactly as core
+// does it (Service.fresh without a shared store): the in-process lock, the
+// workspace from memory (here a map standing in for the feed, loaded from
+// the store once), the save, the unlock.
+func sqliteCoreAction(s benchStore) (engineAction, error) {
+	list, err := s.ListWorkspaces(context.Background())
+	if err != nil {
+		return nil, err
+	}
+	mem := make(map[string]core.Workspace, len(list))
+	for _, ws := range list {
+		mem[ws.ID] = ws
+	}
+	lock := inProcessLock()
+	return func(ctx context.Context, id string) error {
+		unlock, err := lock(ctx, id)
+		if err != nil {
+			return err
+		}
+		defer unlock()
+		ws, ok := mem[id]
+		if !ok {
+			return fmt.Errorf("workspace %s not found", id)
+		}
+		ws.State = core.StateRunning
+		saved, err := s.SaveWorkspace(ctx, ws)
+		if err == nil {
+			mem[id] = saved
+		}
+		return err
+	}, nil
 }
 
 // pgAction is an action's store work on PostgreSQL, with the store calls
