@@ -144,12 +144,27 @@ func (f *Feed) Save(ctx context.Context, ws Workspace) (Workspace, error) {
 	return f.saveLocked(ctx, ws)
 }
 
+// saveVia is Save with the store's save done by save (the store's
+// SaveWorkspace with more in its transaction, as a lease's release).
+func (f *Feed) saveVia(ctx context.Context, ws Workspace, save func(context.Context, Workspace) (Workspace, error)) (Workspace, error) {
+	if err := f.waitLoaded(ctx); err != nil {
+		return ws, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.saveLockedVia(ctx, ws, save)
+}
+
 func (f *Feed) saveLocked(ctx context.Context, ws Workspace) (Workspace, error) {
+	return f.saveLockedVia(ctx, ws, f.store.SaveWorkspace)
+}
+
+func (f *Feed) saveLockedVia(ctx context.Context, ws Workspace, save func(context.Context, Workspace) (Workspace, error)) (Workspace, error) {
 	if f.derive != nil {
 		ws = f.derive(ws)
 	}
 	before := f.live[ws.ID]
-	saved, err := f.store.SaveWorkspace(ctx, ws)
+	saved, err := save(ctx, ws)
 	if err != nil {
 		return ws, err
 	}

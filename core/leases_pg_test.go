@@ -92,6 +92,18 @@ type releaseSignals struct {
 	mu       sync.Mutex
 	released map[string]int
 	changed  chan struct{} // a token per release
+	// failSave makes SaveWorkspaceReleasing fail: it reaches the
+	// database with a cancelled request.
+	failSave bool
+}
+
+func (r *releaseSignals) SaveWorkspaceReleasing(ctx context.Context, ws core.Workspace, holder string) (core.Workspace, error) {
+	if r.failSave {
+		cctx, cancel := context.WithCancel(ctx)
+		cancel()
+		ctx = cctx
+	}
+	return r.PGStore.SaveWorkspaceReleasing(ctx, ws, holder)
 }
 
 func (r *releaseSignals) ReleaseWorkspaceLease(ctx context.Context, id, holder string) error {
@@ -136,4 +148,63 @@ func openPG(t *testing.T, url string) *db.PGStore {
 	}
 	t.Cleanup(func() { s.Close() })
 	return s
+}
+
+// TestSetKeepReleasesItsLeaseWithItsSave: an action whose last store work
+// is a save (SetKeep) takes its lease with the re-read and lets go of it
+// in the save's own statement: once it returns, another replica takes the
+// lease at once, and no separate release was sent. When that save fails,
+// the lease is released on its own, not left to lapse.
+func TestSetKeepReleasesItsLeaseWithItsSave(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.NewDatabase(t)
+	replicaB := openPG(t, url)
+	st := &releaseSignals{PGStore: openPG(t, url), released: map[string]int{}, changed: make(chan struct{}, 1)}
+	svc, err := core.NewService(ctx, core.Config{Store: st, Providers: &core.Registry{}, Logger: slog.New(slog.NewTextHandler(&bytes.Buffer{}, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		svc.Close(cctx)
+	})
+	ws, err := svc.Feed().Save(ctx, core.Workspace{ID: "ws_keep", Name: "keep", AccountID: "acc", Provider: "docker",
+		State: core.StateRunning, BoxID: "box1", CreatedAt: time.Now().UTC()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept, err := svc.SetKeep(ctx, "", ws.ID, true)
+	if err != nil || !kept.Keep || kept.Rev <= ws.Rev {
+		t.Fatalf("keep: %+v, %v", kept, err)
+	}
+	if stored, err := replicaB.GetWorkspace(ctx, ws.ID); err != nil || !stored.Keep || stored.Rev != kept.Rev {
+		t.Fatalf("stored after keep: %+v, %v", stored, err)
+	}
+	st.mu.Lock()
+	separate := st.released[ws.ID]
+	st.mu.Unlock()
+	if separate != 0 {
+		t.Fatalf("the lease was released %d times on its own; want it released by the save", separate)
+	}
+	if ok, _, err := replicaB.TryLeaseWorkspace(ctx, ws.ID, "replica-B", time.Hour); !ok || err != nil {
+		t.Fatalf("replica B could not take the lease right after the keep: %v, %v", ok, err)
+	}
+	if err := replicaB.ReleaseWorkspaceLease(ctx, ws.ID, "replica-B"); err != nil {
+		t.Fatal(err)
+	}
+
+	// The save fails (PostgreSQL answers a cancelled request with an
+	// error): the lease is released by itself.
+	st.failSave = true
+	if _, err := svc.SetKeep(ctx, "", ws.ID, false); err == nil {
+		t.Fatal("the keep whose save failed succeeded")
+	}
+	st.waitRelease(t, ws.ID, 1)
+	if ok, _, err := replicaB.TryLeaseWorkspace(ctx, ws.ID, "replica-B", time.Hour); !ok || err != nil {
+		t.Fatalf("replica B could not take the lease after the failed keep: %v, %v", ok, err)
+	}
+	if stored, err := replicaB.GetWorkspace(ctx, ws.ID); err != nil || !stored.Keep {
+		t.Fatalf("the failed keep changed the workspace: %+v, %v", stored, err)
+	}
 }

@@ -19,8 +19,11 @@ type locks struct {
 
 // tryLock takes id's lock if it is free and returns its release function.
 func (l *locks) tryLock(id string) (unlock func(), ok bool) {
-	unlock, _, ok = l.tryAll(id)
-	return unlock, ok
+	h, _, ok := l.tryAll(id, false)
+	if !ok {
+		return nil, false
+	}
+	return h.unlock, true
 }
 
 func (l *locks) try(id string) (unlock func(), released <-chan struct{}, ok bool) {
@@ -49,6 +52,21 @@ func (l *locks) try(id string) (unlock func(), released <-chan struct{}, ok bool
 // it. An action publishes its outcome just before it releases the lock, so
 // a person reacting at once to "paused" should not be told "busy".
 func (l *locks) lockWithin(id string, d time.Duration) (unlock func(), ok bool) {
+	h, ok := l.lockWithinHeld(id, d, false)
+	if !ok {
+		return nil, false
+	}
+	return h.unlock, true
+}
+
+// lockWithinRead is lockWithin for an action that re-reads the workspace
+// under its lock: on a shared store the read comes with the lease, in one
+// round trip (held.read, for Service.freshHeld).
+func (l *locks) lockWithinRead(id string, d time.Duration) (h *held, ok bool) {
+	return l.lockWithinHeld(id, d, true)
+}
+
+func (l *locks) lockWithinHeld(id string, d time.Duration, read bool) (*held, bool) {
 	c := l.clock
 	if c == nil {
 		c = RealClock{}
@@ -56,9 +74,9 @@ func (l *locks) lockWithin(id string, d time.Duration) (unlock func(), ok bool) 
 	deadline := c.NewTimer(d)
 	defer deadline.Stop()
 	for {
-		unlock, released, ok := l.tryAll(id)
+		h, released, ok := l.tryAll(id, read)
 		if ok {
-			return unlock, true
+			return h, true
 		}
 		select {
 		case <-released:

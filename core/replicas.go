@@ -315,6 +315,60 @@ func (s *Service) fresh(ctx context.Context, id string) (Workspace, bool, error)
 	return ws, true, nil
 }
 
+// freshHeld is fresh for a caller holding the lock h: on a shared store
+// it uses the workspace read with the lease when h has it (one round trip
+// for lock and re-read), and reads the store otherwise.
+func (s *Service) freshHeld(ctx context.Context, id string, h *held) (Workspace, bool, error) {
+	if h == nil || h.read == nil || !s.shared() {
+		return s.fresh(ctx, id)
+	}
+	r := h.read
+	h.read = nil // what the lease read is current only until this holder writes
+	if !r.Found || r.Workspace.Removed {
+		return Workspace{}, false, nil
+	}
+	ws := r.Workspace
+	if mem, ok := s.feed.Get(id); ok {
+		ws.Progress = mem.Progress // transient: not stored
+	}
+	return ws, true, nil
+}
+
+// freshOfHeld is freshHeld for an owner's request: another owner's or a
+// missing workspace is not found.
+func (s *Service) freshOfHeld(ctx context.Context, owner, id string, h *held) (Workspace, error) {
+	ws, ok, err := s.freshHeld(ctx, id, h)
+	if err != nil {
+		return Workspace{}, err
+	}
+	if !ok || ws.Owner != owner {
+		return Workspace{}, Errorf(KindNotFound, "workspace %q not found", id)
+	}
+	return ws, nil
+}
+
+// saveUnlocking saves ws as the last store work of an action holding h
+// and lets go of h. On a shared store the lease is released by the save's
+// own statement (one round trip instead of two), so it ends exactly when
+// the save commits and never before; should the save fail, unlock
+// releases it on its own. The lease stops being renewed first, so no
+// renewal can take it again after the save released it.
+func (s *Service) saveUnlocking(ctx context.Context, ws Workspace, h *held) (Workspace, error) {
+	defer h.unlock()
+	if h.l == nil {
+		return s.feed.Save(ctx, ws)
+	}
+	h.stopRenew()
+	leases, holder := h.l.shared.leases, h.l.shared.holder
+	saved, err := s.feed.saveVia(ctx, ws, func(ctx context.Context, ws Workspace) (Workspace, error) {
+		return leases.SaveWorkspaceReleasing(ctx, ws, holder)
+	})
+	if err == nil {
+		h.leaseGone = true
+	}
+	return saved, err
+}
+
 // freshOf is fresh for an owner's request: another owner's or a missing
 // workspace is not found.
 func (s *Service) freshOf(ctx context.Context, owner, id string) (Workspace, error) {

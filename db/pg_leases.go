@@ -2,12 +2,25 @@ package db
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/canvasapp/companion/core"
 )
 
 var _ core.WorkspaceLeases = (*PGStore)(nil)
+
+// pgLeaseUpsert takes or renews a workspace's lease ($1) for a holder ($2)
+// for $3 seconds of database time and returns the holder and the feed's
+// revision, or no row when another holder's lease has not lapsed.
+const pgLeaseUpsert = `INSERT INTO workspace_leases (workspace_id, holder, expires_at)
+		VALUES ($1, $2, clock_timestamp() + make_interval(secs => $3))
+		ON CONFLICT (workspace_id) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
+		WHERE workspace_leases.expires_at <= clock_timestamp() OR workspace_leases.holder = excluded.holder
+		RETURNING holder, (SELECT value FROM meta WHERE key = 'rev')`
 
 // TryLeaseWorkspace takes the lease of workspace id for holder until ttl
 // from now (database time), if no other holder has an unexpired one; the
@@ -19,11 +32,7 @@ func (s *PGStore) TryLeaseWorkspace(ctx context.Context, id, holder string, ttl 
 		got string
 		rev int64
 	)
-	err := s.pool.QueryRow(ctx, `INSERT INTO workspace_leases (workspace_id, holder, expires_at)
-		VALUES ($1, $2, clock_timestamp() + make_interval(secs => $3))
-		ON CONFLICT (workspace_id) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
-		WHERE workspace_leases.expires_at <= clock_timestamp() OR workspace_leases.holder = excluded.holder
-		RETURNING holder, (SELECT value FROM meta WHERE key = 'rev')`, id, holder, ttl.Seconds()).Scan(&got, &rev)
+	err := s.pool.QueryRow(ctx, pgLeaseUpsert, id, holder, ttl.Seconds()).Scan(&got, &rev)
 	if isNoRows(err) {
 		return false, 0, nil
 	}
@@ -42,4 +51,76 @@ func (s *PGStore) ReleaseWorkspaceLease(ctx context.Context, id, holder string) 
 		return s.wrap("release lease of workspace "+id, err)
 	}
 	return nil
+}
+
+// pgLeaseRead is the read that TryLeaseWorkspaceRead sends after the
+// lease, in the same batch.
+var pgLeaseRead = pgGetWorkspace
+
+// TryLeaseWorkspaceRead takes the lease as TryLeaseWorkspace does and reads
+// the workspace, in one round trip: the two statements go as one batch
+// (one implicit transaction). Each statement takes its own snapshot under
+// READ COMMITTED, so the read sees every change committed before the lease
+// was taken, exactly as a GetWorkspace sent after it would. (One statement
+// joining the lease's upsert to the row would not: its snapshot is taken
+// before the upsert waits for a lease being released, and could miss the
+// save that the previous holder committed just before releasing.)
+func (s *PGStore) TryLeaseWorkspaceRead(ctx context.Context, id, holder string, ttl time.Duration) (core.LeaseRead, error) {
+	var b pgx.Batch
+	b.Queue(pgLeaseUpsert, id, holder, ttl.Seconds())
+	b.Queue(pgLeaseRead, id)
+	br := s.pool.SendBatch(ctx, &b)
+	var (
+		got  string
+		read core.LeaseRead
+	)
+	err := br.QueryRow().Scan(&got, &read.Rev)
+	held := err == nil && got == holder
+	if err != nil && !isNoRows(err) {
+		br.Close()
+		return core.LeaseRead{}, s.wrap("lease workspace "+id, err)
+	}
+	ws, err := scanWorkspace(br.QueryRow())
+	switch {
+	case isNoRows(err):
+	case err != nil:
+		br.Close()
+		return core.LeaseRead{}, s.wrap("lease and read workspace "+id, err)
+	default:
+		read.Found, read.Workspace = true, ws
+	}
+	// The batch commits at its end: only then is the lease held.
+	if err := br.Close(); err != nil {
+		return core.LeaseRead{}, s.wrap("lease workspace "+id, err)
+	}
+	if !held {
+		return core.LeaseRead{}, nil
+	}
+	read.Held = true
+	return read, nil
+}
+
+// pgSaveReleasing is pgSaveOne with the release of a lease in the same
+// statement (a data-modifying CTE always runs), so both commit together.
+// Its arguments are pgSaveOne's followed by the holder.
+var pgSaveReleasing = func() string {
+	n := strings.Count(qUpsertWorkspace, "?") // pgSaveOne's arguments, plus one
+	return fmt.Sprintf(`WITH rl AS (DELETE FROM workspace_leases WHERE workspace_id = $1 AND holder = $%d), `, n) +
+		strings.TrimPrefix(pgSaveOne, "WITH ")
+}()
+
+// SaveWorkspaceReleasing saves ws as SaveWorkspace does and drops holder's
+// lease of ws.ID in the same statement: the lease ends when the save
+// commits, and not at all if it fails. A lease that lapsed and was taken
+// by another holder is left alone.
+func (s *PGStore) SaveWorkspaceReleasing(ctx context.Context, ws core.Workspace, holder string) (core.Workspace, error) {
+	args, err := workspaceArgsAt(ws, s.now().UTC())
+	if err != nil {
+		return ws, err
+	}
+	saved, err := scanWorkspace(s.pool.QueryRow(ctx, pgSaveReleasing, append(withoutRev(args), holder)...))
+	if err != nil {
+		return ws, s.wrap("save workspace "+ws.ID+" and release its lease", err)
+	}
+	return saved, nil
 }

@@ -76,6 +76,11 @@ func OpenPostgres(ctx context.Context, dsn string) (*PGStore, error) {
 	if err != nil {
 		return nil, fmt.Errorf("db: database URL %s: %w (expected postgres://user:password@host:port/dbname)", where, err)
 	}
+	// Every statement of the store is written for READ COMMITTED,
+	// PostgreSQL's default, whatever default the server or the role set:
+	// each statement sees what committed before it started, even within a
+	// batch (TryLeaseWorkspaceRead's read after its lease).
+	cfg.ConnConfig.RuntimeParams["default_transaction_isolation"] = "read committed"
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("db: connect to %s: %w", where, err)
