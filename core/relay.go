@@ -32,6 +32,9 @@ const (
 	RelayProgress = "progress"
 	RelayNotice   = "notice"
 	RelayAccount  = "account"
+	// RelayPolicy: account AccountID's retention policy changed in the
+	// store; the receiver reads it from there (it is not in the message).
+	RelayPolicy = "policy"
 )
 
 // Relayed is one stream message relayed between processes.
@@ -45,7 +48,8 @@ type Relayed struct {
 	// RelayNotice: the notice as the sender published it.
 	Notice Notice
 	// RelayAccount: the status of account AccountID as the sender (the
-	// replica listing the account) just announced it.
+	// replica listing the account) just announced it. RelayPolicy: the
+	// account whose retention policy changed.
 	AccountID string
 	Status    AccountStatus
 }
@@ -134,6 +138,10 @@ func (s *Service) received(ctx context.Context, m Relayed) {
 	switch m.Kind {
 	case RelayNotice:
 		s.ret.publish(m.Notice)
+	case RelayPolicy:
+		// Off this loop: a pass over the account's workspaces must not
+		// hold up the notices and statuses behind it.
+		s.goBackground(func(ctx context.Context) { s.policyAnnounced(ctx, m.AccountID) })
 	case RelayAccount:
 		if s.listsAccount(m.AccountID) {
 			return // this replica lists it now: its own status is the newer
