@@ -153,3 +153,25 @@ func TestStreamRelayBetweenStores(t *testing.T) {
 		t.Errorf("stored workspace: %+v, %v; want no progress", got, err)
 	}
 }
+
+// TestPolicyAnnouncementBetweenStores: a retention policy's change is
+// announced to the other stores' listeners with its account only, not to
+// the announcer's own.
+func TestPolicyAnnouncementBetweenStores(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.NewDatabase(t)
+	a, b := openRelayStore(t, url), openRelayStore(t, url)
+	ha, hb := listenTo(t, a), listenTo(t, b)
+	if err := a.RelayStream(ctx, core.Relayed{Kind: core.RelayPolicy, AccountID: "acct-1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.RelayStream(ctx, core.Relayed{Kind: core.RelayPolicy, AccountID: "acct-2"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := hb.wait(t, 1)[0]; got.Kind != core.RelayPolicy || got.AccountID != "acct-1" {
+		t.Fatalf("B heard %+v, want A's announcement of acct-1's policy", got)
+	}
+	if got := ha.wait(t, 1)[0]; got.Kind != core.RelayPolicy || got.AccountID != "acct-2" {
+		t.Fatalf("A heard %+v, want B's announcement of acct-2's policy (not its own)", got)
+	}
+}
