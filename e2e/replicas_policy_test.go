@@ -49,7 +49,7 @@ func TestReplicasFollowAPolicyChangeAtOnce(t *testing.T) {
 	// B must be the replica that lists the account: stop A (which
 	// releases its lease), wait until B renews the lease, start A again
 	// (its passes, an hour apart, find the lease taken).
-	rs.Replicas[0].stop()
+	rs.Replicas[0].term()
 	var first time.Time
 	testsupport.Poll(t, time.Minute, func() error {
 		holder, until := rs.accountLease()
