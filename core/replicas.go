@@ -563,9 +563,10 @@ func (s *Service) policyAnnounced(ctx context.Context, accountID string) {
 // account's policy from the store: the change may be this process's
 // policy being stale (another replica changed it, and the announcement is
 // still on its way or was lost), not the workspace's state. Saves that
-// leave delete_after as it is cost nothing.
+// leave delete_after as it is, and saves of workspaces no policy applies
+// to (running, kept, removed), cost nothing.
 func (s *Service) confirmPolicy(ctx context.Context, ws Workspace) {
-	if !s.shared() || !s.cfg.ScheduledDeletion || s.ret.store == nil || ws.AccountID == "" ||
+	if !s.shared() || !s.cfg.ScheduledDeletion || s.ret.store == nil || !retentionApplies(ws) ||
 		s.deriveRetention(ws).DeleteAfter.Equal(ws.DeleteAfter) {
 		return
 	}
