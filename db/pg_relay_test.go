@@ -23,7 +23,7 @@ type heard struct {
 	up   chan struct{} // closed at the first (re)connection
 	// missed counts the RelayMissed the listener gave at each connection.
 	missed int
-	once sync.Once
+	once   sync.Once
 }
 
 func listenTo(t *testing.T, s *db.PGStore) *heard {
