@@ -201,3 +201,45 @@ func TestBusyWorkspaceScheduledWhenItsActionEnds(t *testing.T) {
 		return storedDeleteAfter(t, bs, "ws_on_a").Equal(want)
 	})
 }
+
+// TestRetentionDeletesOnlyUnderThePolicyInForce: a workspace's stored
+// delete_after is earlier than the policy in force says (a replica with a
+// stale policy saved it). The tick that finds it due re-checks it against
+// the policy, neither warns about nor deletes it, and puts the schedule
+// right.
+func TestRetentionDeletesOnlyUnderThePolicyInForce(t *testing.T) {
+	ctx := context.Background()
+	_, b, bs := policyReplicas(t, false)
+	if _, err := b.SetRetentionPolicy(ctx, "alice", core.RetentionPolicy{AccountID: "acc-p", Enabled: true, PausedFor: 10 * time.Hour, WarnBefore: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	pausedAt := time.Now().UTC().Add(-time.Hour).Truncate(time.Second)
+	pausedWorkspace(t, b, "ws_early", pausedAt)
+	ws, err := bs.GetWorkspace(ctx, "ws_early")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := pausedAt.Add(10 * time.Hour)
+	if !ws.DeleteAfter.Equal(want) {
+		t.Fatalf("delete_after %v, want %v", ws.DeleteAfter, want)
+	}
+	// What a replica still holding a one-hour policy would have written.
+	ws.DeleteAfter = pausedAt.Add(time.Hour)
+	if _, err := bs.SaveWorkspace(ctx, ws); err != nil {
+		t.Fatal(err)
+	}
+	warned, stop := b.SubscribeNotices(8)
+	defer stop()
+	rep := b.RetentionTick(ctx, core.RetentionConfig{})
+	if rep.Err != nil || rep.Started != 0 || rep.Warned != 0 || rep.BackedOff != 0 || rep.Skipped != 1 {
+		t.Fatalf("tick: %+v; want the workspace skipped, nothing warned, started or backed off", rep)
+	}
+	select {
+	case n := <-warned:
+		t.Fatalf("warned about a delete the policy does not make: %+v", n)
+	default:
+	}
+	if got := storedDeleteAfter(t, bs, "ws_early"); !got.Equal(want) {
+		t.Fatalf("after the tick delete_after is %v, want %v (the policy in force)", got, want)
+	}
+}

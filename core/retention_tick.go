@@ -136,6 +136,9 @@ func (s *Service) warnSoon(ctx context.Context, p RetentionPolicy, now time.Time
 		if !ok || !ws.DeleteAfter.Equal(c.DeleteAfter) {
 			continue // changed since the query
 		}
+		if !s.deriveRetention(ws).DeleteAfter.Equal(ws.DeleteAfter) {
+			continue // saved under another policy: the due pass puts it right
+		}
 		if first, err := s.markWarned(ctx, ws); err != nil {
 			return err
 		} else if !first {
