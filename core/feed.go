@@ -49,6 +49,10 @@ type Feed struct {
 	// save's before and after. Both run under mu. Set before first use.
 	derive func(Workspace) Workspace
 	saved  func(before, after Workspace)
+	// prepare, if set, is called by Save before it takes mu, with the
+	// workspace to save: it may bring what derive reads up to date (a
+	// policy another replica changed), outside the feed's lock.
+	prepare func(ctx context.Context, ws Workspace)
 
 	// pending are progress lines other processes announced with their
 	// revisions (StreamRelay), by revision, until the feed applies that
@@ -138,6 +142,9 @@ func (f *Feed) lock() error {
 func (f *Feed) Save(ctx context.Context, ws Workspace) (Workspace, error) {
 	if err := f.waitLoaded(ctx); err != nil {
 		return ws, err
+	}
+	if f.prepare != nil {
+		f.prepare(ctx, ws)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()

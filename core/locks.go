@@ -48,6 +48,15 @@ func (l *locks) try(id string) (unlock func(), released <-chan struct{}, ok bool
 	}, nil, true
 }
 
+// heldHere reports whether this process holds id's lock, and if so the
+// channel closed when it is released.
+func (l *locks) heldHere(id string) (released <-chan struct{}, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ch, ok := l.held[id]
+	return ch, ok
+}
+
 // lockWithin takes id's lock, waiting at most d for its holder to release
 // it. An action publishes its outcome just before it releases the lock, so
 // a person reacting at once to "paused" should not be told "busy".

@@ -21,7 +21,8 @@ type StreamRelay interface {
 	// process sharing the store.
 	RelayStream(ctx context.Context, m Relayed) error
 	// ReceiveStream makes fn receive every message relayed by another
-	// process and every progress line announced with a revision. Set it
+	// process and every progress line announced with a revision, and a
+	// RelayMissed after each (re)connection of the listener. Set it
 	// before WatchChanges runs: fn is called on the listening connection
 	// and must not block.
 	ReceiveStream(fn func(Relayed))
@@ -32,6 +33,13 @@ const (
 	RelayProgress = "progress"
 	RelayNotice   = "notice"
 	RelayAccount  = "account"
+	// RelayPolicy: account AccountID's retention policy changed in the
+	// store; the receiver reads it from there (it is not in the message).
+	RelayPolicy = "policy"
+	// RelayMissed is not sent: the receiving side hands it to fn after
+	// each (re)connection of its listener, when messages sent meanwhile
+	// were missed.
+	RelayMissed = "missed"
 )
 
 // Relayed is one stream message relayed between processes.
@@ -45,7 +53,8 @@ type Relayed struct {
 	// RelayNotice: the notice as the sender published it.
 	Notice Notice
 	// RelayAccount: the status of account AccountID as the sender (the
-	// replica listing the account) just announced it.
+	// replica listing the account) just announced it. RelayPolicy: the
+	// account whose retention policy changed.
 	AccountID string
 	Status    AccountStatus
 }
@@ -134,6 +143,21 @@ func (s *Service) received(ctx context.Context, m Relayed) {
 	switch m.Kind {
 	case RelayNotice:
 		s.ret.publish(m.Notice)
+	case RelayPolicy:
+		// Off this loop: a pass over the account's workspaces must not
+		// hold up the notices and statuses behind it.
+		s.goBackground(func(ctx context.Context) { s.policyAnnounced(ctx, m.AccountID) })
+	case RelayMissed:
+		// The listener (re)connected: a policy announced while it was
+		// away (or between loading the policies and the first LISTEN)
+		// was missed. Read them all again.
+		if s.ret.store != nil {
+			s.goBackground(func(ctx context.Context) {
+				if err := s.reloadPolicies(ctx); err != nil && ctx.Err() == nil {
+					s.log.Warn("could not read the retention policies again after the listener reconnected; the next retention tick does", "err", err)
+				}
+			})
+		}
 	case RelayAccount:
 		if s.listsAccount(m.AccountID) {
 			return // this replica lists it now: its own status is the newer

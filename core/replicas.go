@@ -508,36 +508,154 @@ func (s *Service) freshIdle(ctx context.Context, id string) (Workspace, bool, er
 }
 
 // reloadPolicies reads the retention policies again (another replica may
-// have changed one) and recomputes delete_after on the workspaces of
-// every account whose policy changed.
+// have changed one, and its announcement may have been lost) and
+// recomputes delete_after on the workspaces of every account whose policy
+// changed.
 func (s *Service) reloadPolicies(ctx context.Context) error {
 	r := s.ret
+	var changed []string
+	r.reloadMu.Lock()
 	list, err := r.store.RetentionPolicies(ctx)
 	if err != nil {
+		r.reloadMu.Unlock()
 		return err
 	}
-	var changed []string
 	r.mu.Lock()
 	for _, p := range list {
-		if old, ok := r.policies[p.AccountID]; !ok || !old.UpdatedAt.Equal(p.UpdatedAt) {
+		if old, ok := r.policies[p.AccountID]; !ok || !samePolicy(old, p) {
 			changed = append(changed, p.AccountID)
 		}
 		r.policies[p.AccountID] = p
 	}
 	r.mu.Unlock()
-	for _, id := range changed {
+	r.reloadMu.Unlock()
+	r.waitMu.Lock()
+	for id := range r.redo {
+		changed = append(changed, id)
+	}
+	clear(r.redo)
+	r.waitMu.Unlock()
+	for i, id := range changed {
 		if err := s.rederiveAccount(ctx, id); err != nil {
+			for _, id := range changed[i:] {
+				s.redoAccount(id)
+			}
 			return err
 		}
 	}
 	return nil
 }
 
+// redoAccount leaves an account's workspaces to the next tick's pass,
+// after a pass over them failed.
+func (s *Service) redoAccount(id string) {
+	s.ret.waitMu.Lock()
+	s.ret.redo[id] = struct{}{}
+	s.ret.waitMu.Unlock()
+}
+
+// samePolicy reports whether two policies of one account are the same.
+func samePolicy(a, b RetentionPolicy) bool {
+	if (a.StoragePricePerGiBMonth == nil) != (b.StoragePricePerGiBMonth == nil) ||
+		(a.StoragePricePerGiBMonth != nil && *a.StoragePricePerGiBMonth != *b.StoragePricePerGiBMonth) {
+		return false
+	}
+	return a.AccountID == b.AccountID && a.Enabled == b.Enabled && a.PausedFor == b.PausedFor &&
+		a.WarnBefore == b.WarnBefore && a.UpdatedAt.Equal(b.UpdatedAt)
+}
+
+// refreshPolicy reads one account's policy from the store into memory and
+// reports whether it differed from what this process had.
+func (s *Service) refreshPolicy(ctx context.Context, accountID string) (bool, error) {
+	r := s.ret
+	r.reloadMu.Lock()
+	defer r.reloadMu.Unlock()
+	p, found, err := r.store.RetentionPolicy(ctx, accountID)
+	if err != nil {
+		return false, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	old, had := r.policies[accountID]
+	switch {
+	case !found && !had:
+		return false, nil
+	case !found:
+		delete(r.policies, accountID) // its account was removed
+		return true, nil
+	}
+	r.policies[accountID] = p
+	return !had || !samePolicy(old, p), nil
+}
+
+// policyAnnounced is what a replica does when another one announces that
+// an account's policy changed: read it from the store and bring
+// delete_after up to date on the account's workspaces at once.
+func (s *Service) policyAnnounced(ctx context.Context, accountID string) {
+	if s.ret.store == nil {
+		return
+	}
+	changed, err := s.refreshPolicy(ctx, accountID)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("could not read a retention policy another replica changed; the next retention tick reads it", "account", accountID, "err", err)
+		}
+		return
+	}
+	if !changed {
+		return // already read (a save confirmed it, say)
+	}
+	s.log.Info("retention policy changed on another replica; delete_after follows it", "account", accountID)
+	if err := s.rederiveAccount(ctx, accountID); err != nil && ctx.Err() == nil {
+		s.redoAccount(accountID)
+		s.log.Warn("could not bring delete_after up to date after a policy change; the next retention tick does", "account", accountID, "err", err)
+	}
+}
+
+// confirmPolicy runs before each save (Feed.prepare). On a shared store,
+// a save that would change a workspace's delete_after first reads its
+// account's policy from the store: the change may be this process's
+// policy being stale (another replica changed it, and the announcement is
+// still on its way or was lost), not the workspace's state. Saves that
+// leave delete_after as it is, and saves of workspaces no policy applies
+// to (running, kept, removed), cost nothing.
+func (s *Service) confirmPolicy(ctx context.Context, ws Workspace) {
+	if !s.shared() || !s.cfg.ScheduledDeletion || s.ret.store == nil || !retentionApplies(ws) ||
+		s.deriveRetention(ws).DeleteAfter.Equal(ws.DeleteAfter) {
+		return
+	}
+	changed, err := s.refreshPolicy(ctx, ws.AccountID)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("could not confirm a retention policy before a save; it derives from the one in memory", "account", ws.AccountID, "err", err)
+		}
+		return
+	}
+	if changed {
+		s.rederiveLater(ws.AccountID)
+	}
+}
+
+// rederiveLater brings delete_after up to date on an account's workspaces
+// in the background, after this process found its policy changed in the
+// store while doing something else: the announcement was missed or is
+// late, and the account's other workspaces need the new policy too.
+func (s *Service) rederiveLater(accountID string) {
+	s.goBackground(func(ctx context.Context) {
+		if err := s.rederiveAccount(ctx, accountID); err != nil && ctx.Err() == nil {
+			s.redoAccount(accountID)
+			s.log.Warn("could not bring delete_after up to date after a policy change; the next retention tick does", "account", accountID, "err", err)
+		}
+	})
+}
+
 // rederiveAccount recomputes delete_after on an account's workspaces. On a
 // shared store this replica's memory may lack workspaces other replicas
 // made, or hold stale copies: it goes over the store's, each re-read
-// under its lock. A busy workspace is left to its action, whose save
-// derives it again.
+// under its lock. A workspace busy with an action of this process is
+// derived again once the action releases it (its last save may have come
+// before the policy changed); one busy on another replica is that
+// replica's: it hears of the change too and does the same.
 func (s *Service) rederiveAccount(ctx context.Context, accountID string) error {
 	if !s.shared() {
 		return s.feed.rederive(ctx, accountID)
@@ -550,20 +668,80 @@ func (s *Service) rederiveAccount(ctx context.Context, accountID string) error {
 		if ws.AccountID != accountID || s.deriveRetention(ws).DeleteAfter.Equal(ws.DeleteAfter) {
 			continue
 		}
-		unlock, ok := s.locks.tryLock(ws.ID)
-		if !ok {
-			continue
-		}
-		cur, ok, err := s.freshIdle(ctx, ws.ID)
-		if err == nil && ok && !s.deriveRetention(cur).DeleteAfter.Equal(cur.DeleteAfter) {
-			_, err = s.feed.Save(ctx, cur)
-		}
-		unlock()
-		if err != nil {
+		if err := s.rederiveOne(ctx, ws.ID); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// rederiveOne saves workspace id again if its delete_after is not the one
+// the policy in memory derives, under its lock; if this process's action
+// holds the lock, it does so once the action ends.
+func (s *Service) rederiveOne(ctx context.Context, id string) error {
+	unlock, ok := s.locks.tryLock(id)
+	if !ok {
+		if released, here := s.locks.heldHere(id); here {
+			s.rederiveAfter(id, released)
+		}
+		return nil
+	}
+	defer unlock()
+	cur, ok, err := s.freshIdle(ctx, id)
+	if err == nil && ok && !s.deriveRetention(cur).DeleteAfter.Equal(cur.DeleteAfter) {
+		_, err = s.feed.Save(ctx, cur)
+	}
+	return err
+}
+
+// rederiveAfter derives workspace id's schedule again once this process's
+// action on it releases its lock (once per workspace however many policy
+// changes arrive meanwhile).
+func (s *Service) rederiveAfter(id string, released <-chan struct{}) {
+	r := s.ret
+	r.waitMu.Lock()
+	if _, ok := r.waiting[id]; ok {
+		r.waitMu.Unlock()
+		return
+	}
+	r.waiting[id] = struct{}{}
+	r.waitMu.Unlock()
+	s.goBackground(func(ctx context.Context) {
+		defer func() {
+			r.waitMu.Lock()
+			delete(r.waiting, id)
+			r.waitMu.Unlock()
+		}()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-released:
+			}
+			unlock, ok := s.locks.tryLock(id)
+			if !ok {
+				var here bool
+				if released, here = s.locks.heldHere(id); here {
+					continue // the next action of this process: after it
+				}
+				// Another replica acts on it now; its saves derive from
+				// the policy it holds, which it re-reads as this one did.
+				return
+			}
+			cur, ok, err := s.freshIdle(ctx, id)
+			if err == nil && ok && !s.deriveRetention(cur).DeleteAfter.Equal(cur.DeleteAfter) {
+				_, err = s.feed.Save(ctx, cur)
+			}
+			unlock()
+			if err != nil && ctx.Err() == nil {
+				if cur.AccountID != "" {
+					s.redoAccount(cur.AccountID)
+				}
+				s.log.Warn("could not bring delete_after up to date after an action; the next retention tick does", "workspace", id, "err", err)
+			}
+			return
+		}
+	})
 }
 
 // RetentionWarnOnce is a store's atomic "record this warning unless it was

@@ -57,6 +57,9 @@ func (p RetentionPolicy) validate() error {
 type RetentionStore interface {
 	PutRetentionPolicy(ctx context.Context, p RetentionPolicy) error
 	RetentionPolicies(ctx context.Context) ([]RetentionPolicy, error)
+	// RetentionPolicy returns one account's stored policy; ok is false
+	// when it has none.
+	RetentionPolicy(ctx context.Context, accountID string) (p RetentionPolicy, ok bool, err error)
 	// RetentionDue returns the live workspaces of account whose
 	// delete_after is at or before now and whose claim (if any) may be
 	// taken at now, soonest first, at most limit of them.
@@ -141,6 +144,18 @@ type retention struct {
 
 	mu       sync.RWMutex
 	policies map[string]RetentionPolicy
+	// reloadMu orders the writes of policies to the store and their
+	// re-reads from it (replicas.go), so that a slow re-read never puts
+	// an older policy back in memory over a newer one.
+	reloadMu sync.Mutex
+
+	// waiting are the workspaces whose schedule is derived again once this
+	// process's action on them releases their lock (rederiveAfter).
+	waitMu  sync.Mutex
+	waiting map[string]struct{}
+	// redo are accounts whose policy changed in memory but whose
+	// workspaces could not all be derived again: the next tick does it.
+	redo map[string]struct{}
 
 	subsMu sync.Mutex
 	subs   map[chan Notice]struct{}
@@ -154,7 +169,8 @@ type retention struct {
 }
 
 func newRetention(store RetentionStore) *retention {
-	return &retention{store: store, holder: NewID("rh"), policies: map[string]RetentionPolicy{}, subs: map[chan Notice]struct{}{}}
+	return &retention{store: store, holder: NewID("rh"), policies: map[string]RetentionPolicy{}, subs: map[chan Notice]struct{}{},
+		waiting: map[string]struct{}{}, redo: map[string]struct{}{}}
 }
 
 func (r *retention) load(ctx context.Context) error {
@@ -269,12 +285,18 @@ func (s *Service) SetRetentionPolicy(ctx context.Context, owner string, p Retent
 		return RetentionPolicy{}, err
 	}
 	p.UpdatedAt = s.now()
+	s.ret.reloadMu.Lock()
 	if err := s.ret.store.PutRetentionPolicy(ctx, p); err != nil {
+		s.ret.reloadMu.Unlock()
 		return RetentionPolicy{}, err
 	}
 	s.ret.mu.Lock()
 	s.ret.policies[p.AccountID] = p
 	s.ret.mu.Unlock()
+	s.ret.reloadMu.Unlock()
+	// The other replicas read it from the store and derive again at once,
+	// rather than at their next tick (replicas.go, policyAnnounced).
+	s.relay(Relayed{Kind: RelayPolicy, AccountID: p.AccountID})
 	s.audit(ctx, AuditEntry{Owner: acct.Owner, Actor: ActorOf(ctx, ActorRetention), Action: AuditRetentionPolicy,
 		AccountID: acct.ID, Provider: acct.Provider, Outcome: "ok: " + describePolicy(p)})
 	if err := s.rederiveAccount(ctx, acct.ID); err != nil {

@@ -136,6 +136,9 @@ func (s *Service) warnSoon(ctx context.Context, p RetentionPolicy, now time.Time
 		if !ok || !ws.DeleteAfter.Equal(c.DeleteAfter) {
 			continue // changed since the query
 		}
+		if !s.deriveRetention(ws).DeleteAfter.Equal(ws.DeleteAfter) {
+			continue // saved under another policy: the due pass puts it right
+		}
 		if first, err := s.markWarned(ctx, ws); err != nil {
 			return err
 		} else if !first {
@@ -243,6 +246,30 @@ func (s *Service) recheckDue(ctx context.Context, ws Workspace, now time.Time) (
 		return ws, Account{}, "it is no longer scheduled (" + s.unscheduledReason(ws) + ")", nil
 	case ws.DeleteAfter.After(now):
 		return ws, Account{}, "it is not due until " + ws.DeleteAfter.Format(time.RFC3339), nil
+	}
+	// delete_after was derived by whichever process saved the workspace
+	// last, from the policy it held then. Only the policy in force now
+	// (on a shared store: read from it) may make it due.
+	if s.shared() {
+		changed, err := s.refreshPolicy(ctx, ws.AccountID)
+		if err != nil {
+			return ws, Account{}, "", err
+		}
+		if changed {
+			s.rederiveLater(ws.AccountID)
+		}
+	}
+	if want := s.deriveRetention(ws).DeleteAfter; want.IsZero() || want.After(now) {
+		reason := "the account's retention policy no longer schedules it"
+		if !want.IsZero() {
+			reason = "under the policy in force it is not due until " + want.Format(time.RFC3339)
+		}
+		// Put the schedule right (the save derives it), under the lock
+		// the caller holds.
+		if _, err := s.feed.Save(ctx, ws); err != nil {
+			return ws, Account{}, "", err
+		}
+		return ws, Account{}, reason, nil
 	}
 	acct, err := s.cfg.Store.GetAccount(ctx, ws.AccountID)
 	if err != nil {

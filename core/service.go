@@ -211,7 +211,7 @@ func NewService(ctx context.Context, cfg Config) (*Service, error) {
 		cancel()
 		return nil, fmt.Errorf("core: load retention policies: %w", err)
 	}
-	feed.derive, feed.saved = s.deriveRetention, s.retentionSaved
+	feed.derive, feed.saved, feed.prepare = s.deriveRetention, s.retentionSaved, s.confirmPolicy
 	s.startRelay() // before Follow: its listener delivers relayed messages
 	if n, ok := cfg.Store.(ChangeNotifier); ok {
 		// Other processes write to this store: follow their changes.

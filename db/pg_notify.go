@@ -78,6 +78,9 @@ func (s *PGStore) listen(ctx context.Context, notify func(rev int64)) (connected
 	if _, err := conn.Exec(ctx, "LISTEN "+feedChannel+"; LISTEN "+streamChannel); err != nil {
 		return false, err
 	}
+	if p := s.receive.Load(); p != nil {
+		(*p)(core.Relayed{Kind: core.RelayMissed}) // relayed messages may have been missed
+	}
 	notify(0)
 	for {
 		n, err := conn.WaitForNotification(ctx)

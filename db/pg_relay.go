@@ -16,7 +16,8 @@ var _ core.StreamRelay = (*PGStore)(nil)
 
 // streamChannel is the NOTIFY channel on which replicas relay the stream
 // messages that are not stored (retention notices, account statuses) to
-// each other. Progress lines travel on feedChannel, with their revision.
+// each other, and announce a retention policy's change (the account only:
+// the receiver reads the policy from the store). Progress lines travel on feedChannel, with their revision.
 const streamChannel = "companion_stream"
 
 // PostgreSQL refuses a NOTIFY payload of 8000 bytes or more. Texts that
@@ -113,6 +114,8 @@ func encodeRelayed(origin string, m core.Relayed) (string, error) {
 	switch m.Kind {
 	case core.RelayNotice:
 		w.NoticeKind, w.Owner, w.Workspace, w.DeleteAfter = m.Notice.Kind, m.Notice.Owner, m.Notice.WorkspaceID, m.Notice.DeleteAfter
+	case core.RelayPolicy:
+		w.Account = m.AccountID
 	case core.RelayAccount:
 		st := m.Status
 		w.Account, w.State, w.ErrorKind, w.Message = m.AccountID, string(st.State), string(st.Kind), cut(st.Message, maxRelayedMessage)
@@ -148,6 +151,11 @@ func decodeRelayed(payload string) (origin string, m core.Relayed, ok bool) {
 			return "", m, false
 		}
 		m.Notice = core.Notice{Kind: w.NoticeKind, Owner: w.Owner, WorkspaceID: w.Workspace, DeleteAfter: w.DeleteAfter}
+	case core.RelayPolicy:
+		if w.Account == "" {
+			return "", m, false
+		}
+		m.AccountID = w.Account
 	case core.RelayAccount:
 		if w.Account == "" {
 			return "", m, false

@@ -21,7 +21,9 @@ type heard struct {
 	mu   sync.Mutex
 	list []core.Relayed
 	up   chan struct{} // closed at the first (re)connection
-	once sync.Once
+	// missed counts the RelayMissed the listener gave at each connection.
+	missed int
+	once   sync.Once
 }
 
 func listenTo(t *testing.T, s *db.PGStore) *heard {
@@ -29,7 +31,11 @@ func listenTo(t *testing.T, s *db.PGStore) *heard {
 	h := &heard{up: make(chan struct{})}
 	s.ReceiveStream(func(m core.Relayed) {
 		h.mu.Lock()
-		h.list = append(h.list, m)
+		if m.Kind == core.RelayMissed {
+			h.missed++
+		} else {
+			h.list = append(h.list, m)
+		}
 		h.mu.Unlock()
 	})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -151,5 +157,38 @@ func TestStreamRelayBetweenStores(t *testing.T) {
 	// The stored row never holds the line.
 	if got, err := b.GetWorkspace(ctx, ws.ID); err != nil || got.Progress != "" {
 		t.Errorf("stored workspace: %+v, %v; want no progress", got, err)
+	}
+}
+
+// TestPolicyAnnouncementBetweenStores: a retention policy's change is
+// announced to the other stores' listeners with its account only, not to
+// the announcer's own; each listener tells its receiver when it
+// (re)connected, since announcements made before were missed.
+func TestPolicyAnnouncementBetweenStores(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.NewDatabase(t)
+	a, b := openRelayStore(t, url), openRelayStore(t, url)
+	ha, hb := listenTo(t, a), listenTo(t, b)
+	if err := a.RelayStream(ctx, core.Relayed{Kind: core.RelayPolicy, AccountID: "acct-1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.RelayStream(ctx, core.Relayed{Kind: core.RelayPolicy, AccountID: "acct-2"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := hb.wait(t, 1)[0]; got.Kind != core.RelayPolicy || got.AccountID != "acct-1" {
+		t.Fatalf("B heard %+v, want A's announcement of acct-1's policy", got)
+	}
+	if got := ha.wait(t, 1)[0]; got.Kind != core.RelayPolicy || got.AccountID != "acct-2" {
+		t.Fatalf("A heard %+v, want B's announcement of acct-2's policy (not its own)", got)
+	}
+	// Each listener said, once it listened, that what was sent before
+	// was missed (the receiver then reads the policies again).
+	for name, h := range map[string]*heard{"A": ha, "B": hb} {
+		h.mu.Lock()
+		n := h.missed
+		h.mu.Unlock()
+		if n != 1 {
+			t.Errorf("%s's listener gave %d RelayMissed after one connection, want 1", name, n)
+		}
 	}
 }

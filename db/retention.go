@@ -3,6 +3,7 @@ package db
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"time"
 
 	"github.com/canvasapp/companion/core"
@@ -310,3 +311,39 @@ func (s *Store) SweepRetention(ctx context.Context, warnAfter string, warnLimit 
 }
 
 var _ core.RetentionStore = (*Store)(nil)
+
+// qRetentionPolicy reads one account's policy (both engines).
+const qRetentionPolicy = `SELECT account_id, enabled, paused_for, warn_before, storage_price_per_gib_month, updated_at
+	FROM retention_policies WHERE account_id = ?1`
+
+// scanRetentionPolicy reads one row of qRetentionPolicy's columns.
+func scanRetentionPolicy(r scanner) (core.RetentionPolicy, error) {
+	var (
+		p           core.RetentionPolicy
+		paused, wb  int64
+		price       sql.NullFloat64
+		updatedNano sql.NullInt64
+	)
+	if err := r.Scan(&p.AccountID, &p.Enabled, &paused, &wb, &price, &updatedNano); err != nil {
+		return p, err
+	}
+	p.PausedFor, p.WarnBefore, p.UpdatedAt = time.Duration(paused), time.Duration(wb), timeOf(updatedNano)
+	if price.Valid {
+		v := price.Float64
+		p.StoragePricePerGiBMonth = &v
+	}
+	return p, nil
+}
+
+// RetentionPolicy returns one account's stored policy; ok is false when
+// it has none.
+func (s *Store) RetentionPolicy(ctx context.Context, accountID string) (core.RetentionPolicy, bool, error) {
+	p, err := scanRetentionPolicy(s.reads().queryRow(ctx, qRetentionPolicy, accountID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return core.RetentionPolicy{}, false, nil
+	}
+	if err != nil {
+		return core.RetentionPolicy{}, false, wrap("read the retention policy of account "+accountID, err)
+	}
+	return p, true, nil
+}

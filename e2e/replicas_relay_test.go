@@ -50,11 +50,10 @@ func lifeOf(t *testing.T, s *stream, after int64, id, what string) map[int64]wsM
 func TestReplicasRelayTransientMessages(t *testing.T) {
 	rs := startReplicas(t, 2, replicaOpts{Args: []string{"--lease-ttl", replicaLease},
 		ArgsOf: map[int][]string{0: {"--retention-interval", "200ms"},
-			// B ticks (and reads the policies) only at its start, so A's
-			// tick is the one that warns. B's reconciler is kept from
-			// saving workspaces too: with policies an hour stale, its
-			// saves would clear the delete_after A's saves derive.
-			1: {"--retention-interval", "1h", "--reconcile-interval", "1h"}}})
+			// B ticks only at its start, so A's tick is the one that
+			// warns. B learns of A's policy from its announcement, so its
+			// reconciler's saves keep the delete_after A derives.
+			1: {"--retention-interval", "1h", "--reconcile-interval", "300ms"}}})
 	urlA, urlB := rs.Replicas[0].ready.URL, rs.Replicas[1].ready.URL
 	a := rs.client(urlA)
 
@@ -106,12 +105,12 @@ func TestReplicasRelayTransientMessages(t *testing.T) {
 	}
 
 	// Retention: A's tick warns and deletes; B's clients see the warning.
-	// The policy comes first: the pause's own save schedules the delete.
-	// (Enabled right after a pause, the policy's pass over the account may
-	// find the workspace still locked by the ending pause and skip it.)
-	a.must(200, "PUT", "/v1/accounts/local-docker/retention", map[string]any{"enabled": true, "paused_for_seconds": 1}, nil)
+	// The policy is enabled right after the pause: the pause may still
+	// hold the workspace's lock, and the workspace is scheduled once it
+	// lets go.
 	due, _ := rs.createOn(a, "due-for-retention")
 	rs.pauseOn(a, due)
+	a.must(200, "PUT", "/v1/accounts/local-docker/retention", map[string]any{"enabled": true, "paused_for_seconds": 1}, nil)
 	testsupport.Poll(t, 2*time.Minute, func() error {
 		if w := rs.dbWorkspace(due); !w.Removed || w.Ops > 0 {
 			var ws struct{ Workspace workspace }

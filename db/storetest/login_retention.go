@@ -138,10 +138,19 @@ func retentionPoliciesAndWarnings(t *testing.T, e Engine) {
 	if got := must(reopen().RetentionPolicies(ctx)); len(got) != 1 || !reflect.DeepEqual(got[0], p) {
 		t.Fatalf("RetentionPolicies = %+v, want %+v", got, p)
 	}
+	if got, ok, err := reopen().RetentionPolicy(ctx, "acc"); err != nil || !ok || !reflect.DeepEqual(got, p) {
+		t.Fatalf("RetentionPolicy(acc) = %+v, %v, %v; want %+v", got, ok, err, p)
+	}
+	if got, ok, err := s.RetentionPolicy(ctx, "other"); err != nil || ok {
+		t.Fatalf("RetentionPolicy of an account without one = %+v, %v, %v; want none", got, ok, err)
+	}
 	p.StoragePricePerGiBMonth, p.Enabled = nil, false
 	must(0, s.PutRetentionPolicy(ctx, p))
 	if got := must(s.RetentionPolicies(ctx)); len(got) != 1 || !reflect.DeepEqual(got[0], p) {
 		t.Fatalf("replaced policy = %+v, want %+v", got, p)
+	}
+	if got, ok, err := s.RetentionPolicy(ctx, "acc"); err != nil || !ok || !reflect.DeepEqual(got, p) {
+		t.Fatalf("replaced RetentionPolicy(acc) = %+v, %v, %v; want %+v", got, ok, err, p)
 	}
 	dueWorkspace(t, s, "ws_1", "acc", epoch.Add(time.Hour))
 	dueWorkspace(t, s, "ws_2", "acc", epoch.Add(3*time.Hour))
@@ -166,6 +175,9 @@ func retentionPoliciesAndWarnings(t *testing.T, e Engine) {
 	must(0, s.DeleteAccount(ctx, "acc"))
 	if got := must(s.RetentionPolicies(ctx)); len(got) != 0 {
 		t.Errorf("the policy outlived its account: %+v", got)
+	}
+	if _, ok, err := s.RetentionPolicy(ctx, "acc"); err != nil || ok {
+		t.Errorf("RetentionPolicy after the account's removal: %v, %v; want none", ok, err)
 	}
 }
 
