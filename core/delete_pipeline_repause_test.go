@@ -40,18 +40,10 @@ func TestBlockedDeletePausesWokenBoxAgain(t *testing.T) {
 	var mu sync.Mutex
 	var steps []string
 	log := slog.New(slog.NewTextHandler(io.MultiWriter(e.logs), &slog.HandlerOptions{Level: slog.LevelDebug}))
-	svc, err := core.NewService(ctx, core.Config{Store: st, Providers: e.reg, Logger: log, MaxAttempts: 2, Secrets: secrets,
+	t.Cleanup(func() { st.Close() })
+	svc := newTestService(t, ctx, core.Config{Store: st, Providers: e.reg, Logger: log, MaxAttempts: 2, Secrets: secrets,
 		Exporter: &exportrun.Exporter{Writer: &exports.Writer{Root: t.TempDir()}},
 		StepHook: func(_ core.OpKind, step string) { mu.Lock(); steps = append(steps, step); mu.Unlock() }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		svc.Close(cctx)
-		st.Close()
-	})
 	if _, err := svc.Pause(ctx, "", ws.ID); err != nil {
 		t.Fatal(err)
 	}

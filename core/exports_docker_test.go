@@ -25,17 +25,9 @@ func openExporting(t *testing.T, e *env, reg *core.Registry, root string) (*core
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(io.MultiWriter(e.logs), &slog.HandlerOptions{Level: slog.LevelDebug}))
-	svc, err := core.NewService(ctx, core.Config{Store: st, Providers: reg, Logger: log, MaxAttempts: 2,
+	t.Cleanup(func() { st.Close() })
+	svc := newTestService(t, ctx, core.Config{Store: st, Providers: reg, Logger: log, MaxAttempts: 2,
 		Exporter: &exportrun.Exporter{Writer: &exports.Writer{Root: root}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		svc.Close(cctx)
-		st.Close()
-	})
 	return svc, st
 }
 

@@ -37,15 +37,7 @@ func TestActionWaitsForAnotherProcesssLease(t *testing.T) {
 	reg := &core.Registry{}
 	reg.Register("docker", prov)
 	logs := &bytes.Buffer{}
-	svc, err := core.NewService(ctx, core.Config{Store: st, Providers: reg, Logger: slog.New(slog.NewTextHandler(logs, nil)), MaxAttempts: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		svc.Close(cctx)
-	})
+	svc := newTestService(t, ctx, core.Config{Store: st, Providers: reg, Logger: slog.New(slog.NewTextHandler(logs, nil)), MaxAttempts: 2})
 	acct := core.Account{ID: "local-docker", Provider: "docker", Label: "Local Docker"}
 	if err := svc.EnsureAccount(ctx, acct); err != nil {
 		t.Fatal(err)
@@ -160,15 +152,7 @@ func TestSetKeepReleasesItsLeaseWithItsSave(t *testing.T) {
 	url := pgtest.NewDatabase(t)
 	replicaB := openPG(t, url)
 	st := &releaseSignals{PGStore: openPG(t, url), released: map[string]int{}, changed: make(chan struct{}, 1)}
-	svc, err := core.NewService(ctx, core.Config{Store: st, Providers: &core.Registry{}, Logger: slog.New(slog.NewTextHandler(&bytes.Buffer{}, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		svc.Close(cctx)
-	})
+	svc := newTestService(t, ctx, core.Config{Store: st, Providers: &core.Registry{}, Logger: slog.New(slog.NewTextHandler(&bytes.Buffer{}, nil))})
 	ws, err := svc.Feed().Save(ctx, core.Workspace{ID: "ws_keep", Name: "keep", AccountID: "acc", Provider: "docker",
 		State: core.StateRunning, BoxID: "box1", CreatedAt: time.Now().UTC()})
 	if err != nil {

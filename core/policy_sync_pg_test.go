@@ -37,16 +37,8 @@ func policyReplicas(t *testing.T, deafB bool) (a, b *core.Service, bs *db.PGStor
 		}
 		reg := &core.Registry{}
 		reg.Register("flaky", &flakyProvider{})
-		svc, err := core.NewService(ctx, core.Config{Store: store, Retention: st, Providers: reg, ScheduledDeletion: true,
+		svc := newTestService(t, ctx, core.Config{Store: store, Retention: st, Providers: reg, ScheduledDeletion: true,
 			Logger: slog.New(slog.NewTextHandler(&syncWriter{}, nil))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			svc.Close(cctx)
-		})
 		svcs[i] = svc
 	}
 	return svcs[0], svcs[1], bs

@@ -109,15 +109,7 @@ func TestReplicaStreamsCarryTransientMessages(t *testing.T) {
 		}
 		reg := &core.Registry{}
 		reg.Register("flaky", flaky)
-		svc, err := core.NewService(ctx, core.Config{Store: st, Providers: reg, Logger: slog.New(slog.NewTextHandler(&syncWriter{}, nil))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			svc.Close(cctx)
-		})
+		svc := newTestService(t, ctx, core.Config{Store: st, Providers: reg, Logger: slog.New(slog.NewTextHandler(&syncWriter{}, nil))})
 		svcs[i] = svc
 	}
 	a, b := svcs[0], svcs[1]

@@ -28,15 +28,7 @@ func TestReplicaActsOnWhatThePreviousLeaseHolderWrote(t *testing.T) {
 	ctx := context.Background()
 	url := pgtest.NewDatabase(t)
 	service := func(st core.Store) *core.Service {
-		svc, err := core.NewService(ctx, core.Config{Store: st, Providers: &core.Registry{}, Logger: slog.New(slog.NewTextHandler(&bytes.Buffer{}, nil))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			svc.Close(cctx)
-		})
+		svc := newTestService(t, ctx, core.Config{Store: st, Providers: &core.Registry{}, Logger: slog.New(slog.NewTextHandler(&bytes.Buffer{}, nil))})
 		return svc
 	}
 	open := func() *db.PGStore { return openPG(t, url) }

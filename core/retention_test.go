@@ -123,17 +123,9 @@ func newRetEnvWith(t *testing.T, serve bool, wrap func(core.RetentionStore) core
 	if wrap != nil {
 		rs = wrap(st)
 	}
-	e.svc, err = core.NewService(ctx, core.Config{Store: st, Retention: rs, Providers: reg, Clock: e.clock, MaxAttempts: 1,
+	t.Cleanup(func() { st.Close() })
+	e.svc = newTestService(t, ctx, core.Config{Store: st, Retention: rs, Providers: reg, Clock: e.clock, MaxAttempts: 1,
 		ScheduledDeletion: serve, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		e.svc.Close(cctx)
-		st.Close()
-	})
 	if err := e.svc.EnsureAccount(ctx, core.Account{ID: retAccount, Provider: "ret", Label: "ret"}); err != nil {
 		t.Fatal(err)
 	}

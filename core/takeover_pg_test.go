@@ -151,16 +151,8 @@ func newReplicaPair(t *testing.T, ttl time.Duration, before func(st *db.PGStore)
 		reg := &core.Registry{}
 		reg.Register("remu", replicaView{rp.emu, name})
 		rp.logs[i] = &syncWriter{}
-		svc, err := core.NewService(ctx, core.Config{Store: rp.stores[i], Providers: reg, LeaseTTL: ttl,
+		svc := newTestService(t, ctx, core.Config{Store: rp.stores[i], Providers: reg, LeaseTTL: ttl,
 			Logger: slog.New(slog.NewTextHandler(rp.logs[i], nil))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			svc.Close(cctx)
-		})
 		rp.svcs[i] = svc
 	}
 	return rp

@@ -45,23 +45,7 @@ func (s *PGStore) RetentionPolicies(ctx context.Context) ([]core.RetentionPolicy
 	if err != nil {
 		return nil, s.wrap("list retention policies", err)
 	}
-	list, err := pgScanAll(rows, func(r scanner) (core.RetentionPolicy, error) {
-		var (
-			p           core.RetentionPolicy
-			paused, wb  int64
-			price       sql.NullFloat64
-			updatedNano sql.NullInt64
-		)
-		if err := r.Scan(&p.AccountID, &p.Enabled, &paused, &wb, &price, &updatedNano); err != nil {
-			return p, err
-		}
-		p.PausedFor, p.WarnBefore, p.UpdatedAt = time.Duration(paused), time.Duration(wb), timeOf(updatedNano)
-		if price.Valid {
-			v := price.Float64
-			p.StoragePricePerGiBMonth = &v
-		}
-		return p, nil
-	})
+	list, err := pgScanAll(rows, scanRetentionPolicy)
 	if err != nil {
 		return nil, s.wrap("list retention policies", err)
 	}
