@@ -27,11 +27,7 @@ type replica struct {
 func openReplica(t *testing.T, url string) *replica {
 	t.Helper()
 	ctx := context.Background()
-	s, err := db.OpenPostgres(ctx, url)
-	if err != nil {
-		t.Fatalf("OpenPostgres: %v", err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s := openPGStore(t, url)
 	f, err := core.NewFeed(ctx, s)
 	if err != nil {
 		t.Fatal(err)

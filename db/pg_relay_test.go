@@ -74,8 +74,8 @@ func (h *heard) wait(t *testing.T, n int) []core.Relayed {
 	return got
 }
 
-// openRelayStore opens one replica's store on url, closed at the end.
-func openRelayStore(t *testing.T, url string) *db.PGStore {
+// openPGStore opens one replica's store on url, closed at the end.
+func openPGStore(t *testing.T, url string) *db.PGStore {
 	t.Helper()
 	s, err := db.OpenPostgres(context.Background(), url)
 	if err != nil {
@@ -93,7 +93,7 @@ func openRelayStore(t *testing.T, url string) *db.PGStore {
 func TestStreamRelayBetweenStores(t *testing.T) {
 	ctx := context.Background()
 	url := pgtest.NewDatabase(t)
-	a, b := openRelayStore(t, url), openRelayStore(t, url)
+	a, b := openPGStore(t, url), openPGStore(t, url)
 	ha, hb := listenTo(t, a), listenTo(t, b)
 
 	due := time.Date(2026, 12, 24, 10, 0, 0, 0, time.UTC)
@@ -167,7 +167,7 @@ func TestStreamRelayBetweenStores(t *testing.T) {
 func TestPolicyAnnouncementBetweenStores(t *testing.T) {
 	ctx := context.Background()
 	url := pgtest.NewDatabase(t)
-	a, b := openRelayStore(t, url), openRelayStore(t, url)
+	a, b := openPGStore(t, url), openPGStore(t, url)
 	ha, hb := listenTo(t, a), listenTo(t, b)
 	if err := a.RelayStream(ctx, core.Relayed{Kind: core.RelayPolicy, AccountID: "acct-1"}); err != nil {
 		t.Fatal(err)
