@@ -32,19 +32,25 @@ type dbWorkspace struct {
 
 func (rs *replicaSet) dbWorkspace(id string) dbWorkspace {
 	rs.t.Helper()
+	var w dbWorkspace
+	if err := rs.queryRow(`SELECT state, removed_at IS NOT NULL, (SELECT count(*) FROM ops WHERE workspace_id = $1)
+		FROM workspaces WHERE id = $1`, []any{id}, &w.State, &w.Removed, &w.Ops); err != nil {
+		rs.t.Fatalf("read workspace %s from the database: %v", id, err)
+	}
+	return w
+}
+
+// queryRow reads one row from the replicas' database on a connection of
+// its own, as an operator's psql would.
+func (rs *replicaSet) queryRow(q string, args []any, dest ...any) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, rs.DB)
 	if err != nil {
-		rs.t.Fatal(err)
+		return err
 	}
 	defer conn.Close(ctx)
-	var w dbWorkspace
-	if err := conn.QueryRow(ctx, `SELECT state, removed_at IS NOT NULL, (SELECT count(*) FROM ops WHERE workspace_id = $1)
-		FROM workspaces WHERE id = $1`, id).Scan(&w.State, &w.Removed, &w.Ops); err != nil {
-		rs.t.Fatalf("read workspace %s from the database: %v", id, err)
-	}
-	return w
+	return conn.QueryRow(ctx, q, args...).Scan(dest...)
 }
 
 // waitSettled polls the database until the workspace has no open journal

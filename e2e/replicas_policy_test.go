@@ -16,14 +16,7 @@ import (
 // accountLease is local-docker's reconciler lease as the database has it.
 func (rs *replicaSet) accountLease() (holder string, until time.Time) {
 	rs.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, rs.DB)
-	if err != nil {
-		rs.t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	err = conn.QueryRow(ctx, `SELECT holder, expires_at FROM account_leases WHERE account_id = 'local-docker'`).Scan(&holder, &until)
+	err := rs.queryRow(`SELECT holder, expires_at FROM account_leases WHERE account_id = 'local-docker'`, nil, &holder, &until)
 	if err != nil && err != pgx.ErrNoRows {
 		rs.t.Fatalf("read local-docker's lease: %v", err)
 	}
