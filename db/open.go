@@ -193,12 +193,13 @@ func (s *Store) setup(ctx context.Context) error {
 	// and deleted (four file system operations, each about half a
 	// millisecond on ext4, on a first start). The header page itself is
 	// still synced before anything else is written.
+	newFile := false
 	if version == 0 {
 		var pages int
 		if err := s.w.QueryRowContext(ctx, `PRAGMA page_count`).Scan(&pages); err != nil {
 			return openErr(s.path, err)
 		}
-		if pages == 0 {
+		if newFile = pages == 0; newFile {
 			if _, err := s.w.ExecContext(ctx, `PRAGMA journal_mode = OFF`); err != nil {
 				return openErr(s.path, err)
 			}
@@ -214,7 +215,26 @@ func (s *Store) setup(ctx context.Context) error {
 	if err := s.persistWAL(ctx); err != nil {
 		return openErr(s.path, err)
 	}
-	if err := migrate(ctx, s.w, s.path, version); err != nil {
+	if newFile {
+		// The schema goes into a WAL file that did not exist. SQLite syncs
+		// a WAL's header, and its directory, when it first writes it, so
+		// that frames of an older WAL cannot pass for new ones after a
+		// crash; a new file has no older frames, and losing it leaves the
+		// header page written above: an empty database, made again at the
+		// next start. So the first transaction skips those two syncs
+		// (synchronous stays off for it alone); later commits sync as
+		// usual (at checkpoints, as synchronous=NORMAL does in WAL mode).
+		if _, err := s.w.ExecContext(ctx, `PRAGMA synchronous = OFF`); err != nil {
+			return openErr(s.path, err)
+		}
+		err := migrate(ctx, s.w, s.path, version)
+		if _, serr := s.w.ExecContext(ctx, `PRAGMA synchronous = NORMAL`); serr != nil && err == nil {
+			err = openErr(s.path, serr)
+		}
+		if err != nil {
+			return err
+		}
+	} else if err := migrate(ctx, s.w, s.path, version); err != nil {
 		return err
 	}
 	// Read first: only a new file needs the write (and a random id).

@@ -158,3 +158,39 @@ func TestWALKeptEmptyAcrossClose(t *testing.T) {
 		t.Fatalf("after reopening: %+v %v", a, err)
 	}
 }
+
+// A new file's first transaction goes into its WAL unsynced; should the
+// machine stop before the WAL reaches the disk, what is left is the main
+// file with its header page alone, which opens as a new database.
+func TestNewFileWithoutItsWALOpensAsNew(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := Open(ctx, filepath.Join(dir, "companion.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	main, err := os.ReadFile(filepath.Join(dir, "companion.db")) // no checkpoint yet: the schema is in the WAL
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(main) == 0 || len(main) > 4096 {
+		t.Fatalf("the main file holds %d bytes before any checkpoint, want its header page", len(main))
+	}
+	lost := filepath.Join(t.TempDir(), "companion.db")
+	if err := os.WriteFile(lost, main, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	again, err := Open(ctx, lost)
+	if err != nil {
+		t.Fatalf("the header page alone: %v", err)
+	}
+	defer again.Close()
+	ms, _ := migrations()
+	if v, _, err := schemaVersion(ctx, again.w); err != nil || v != len(ms) {
+		t.Fatalf("reopened at schema version %d (%v), want %d", v, err, len(ms))
+	}
+	if _, err := again.ListWorkspaces(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
