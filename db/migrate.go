@@ -109,7 +109,17 @@ func migrate(ctx context.Context, conn *sql.DB, file string, version int) error 
 	if version >= len(ms) {
 		return nil
 	}
-	if err := apply(ctx, conn, ms[version:]); err != nil {
+	var snap *migration
+	if version == 0 {
+		s, err := snapshot()
+		if err != nil {
+			return fmt.Errorf("db: embedded schema snapshot: %w", err)
+		}
+		if s != nil && s.version <= len(ms) {
+			snap = s
+		}
+	}
+	if err := apply(ctx, conn, ms[version:], snap); err != nil {
 		return fmt.Errorf("db: migrate %s: %w", file, err)
 	}
 	return nil
@@ -127,8 +137,9 @@ func schemaVersion(ctx context.Context, q *sql.DB) (version, appID int, err erro
 
 // apply runs ms, consecutive migrations, in one transaction. Those the
 // file already has (another process may have applied them while this one
-// waited for the write lock) are skipped.
-func apply(ctx context.Context, conn *sql.DB, ms []migration) error {
+// waited for the write lock) are skipped. A file still at version 0 gets
+// snap instead of the migrations it stands for, if snap is not nil.
+func apply(ctx context.Context, conn *sql.DB, ms []migration, snap *migration) error {
 	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -137,6 +148,15 @@ func apply(ctx context.Context, conn *sql.DB, ms []migration) error {
 	var cur int
 	if err := tx.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&cur); err != nil {
 		return err
+	}
+	if cur == 0 && snap != nil {
+		if _, err := tx.ExecContext(ctx, snap.sql); err != nil {
+			return fmt.Errorf("%s: %w", snap.name, err)
+		}
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf(`PRAGMA user_version = %d`, snap.version)); err != nil {
+			return fmt.Errorf("%s: %w", snap.name, err)
+		}
+		cur = snap.version
 	}
 	for _, m := range ms {
 		if cur >= m.version {

@@ -84,7 +84,7 @@ func TestFailedMigrationLeavesNoTrace(t *testing.T) {
 	defer conn.Close()
 	conn.SetMaxOpenConns(1)
 	bad := migration{version: 1, name: "0001_bad.sql", sql: `CREATE TABLE a (x INTEGER); INSERT INTO a VALUES (1); CREATE TABLE a (y INTEGER);`}
-	if err := apply(ctx, conn, []migration{bad}); err == nil {
+	if err := apply(ctx, conn, []migration{bad}, nil); err == nil {
 		t.Fatal("a failing migration was applied")
 	}
 	var v, tables int
@@ -94,11 +94,11 @@ func TestFailedMigrationLeavesNoTrace(t *testing.T) {
 		t.Fatalf("after a failed migration: user_version %d, table a exists %v", v, tables == 1)
 	}
 	good := migration{version: 1, name: "0001_good.sql", sql: `CREATE TABLE a (x INTEGER); INSERT INTO a VALUES (1);`}
-	if err := apply(ctx, conn, []migration{good}); err != nil {
+	if err := apply(ctx, conn, []migration{good}, nil); err != nil {
 		t.Fatal(err)
 	}
 	// Applying it again (another process got there first) is a no-op.
-	if err := apply(ctx, conn, []migration{good}); err != nil {
+	if err := apply(ctx, conn, []migration{good}, nil); err != nil {
 		t.Fatal(err)
 	}
 	conn.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&v)
@@ -110,7 +110,7 @@ func TestFailedMigrationLeavesNoTrace(t *testing.T) {
 	// ones before it too.
 	two := migration{version: 2, name: "0002_b.sql", sql: `CREATE TABLE b (x INTEGER);`}
 	three := migration{version: 3, name: "0003_bad.sql", sql: `CREATE TABLE a (y INTEGER);`}
-	if err := apply(ctx, conn, []migration{two, three}); err == nil || !strings.Contains(err.Error(), "0003_bad.sql") {
+	if err := apply(ctx, conn, []migration{two, three}, nil); err == nil || !strings.Contains(err.Error(), "0003_bad.sql") {
 		t.Fatalf("a batch with a failing migration: %v, want its name in an error", err)
 	}
 	conn.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&v)

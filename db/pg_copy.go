@@ -9,6 +9,7 @@ import (
 	"hash"
 	"math"
 	"strings"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -26,27 +27,31 @@ type copyTable struct {
 
 // copyTables lists every table on main in an order that satisfies the
 // foreign keys. A table added to both engines' migrations is added here.
-var copyTables = []copyTable{
-	{name: "accounts", order: "id", cols: strings.Split(accountCols, ", ")},
-	{name: "account_flags", order: "account_id", cols: []string{"account_id", "code", "message", "since"}},
-	{name: "workspaces", order: "id", cols: splitCols(workspaceCols), bools: map[string]bool{"adopted": true, "keep": true}},
-	{name: "plans", order: "token_hash", cols: []string{"token_hash", "workspace_id", "state", "box_id", "last_activity_at", "created_at", "expires_at"}},
-	{name: "ops", order: "id", intKey: true, cols: []string{"id", "workspace_id", "kind", "step", "attempts", "last_error", "created_at", "updated_at", "delete_journal"}},
-	{name: "module_pins", order: "name", cols: []string{"name", "sha256", "manifest", "updated_at"}},
-	{name: "audit", order: "id", intKey: true, cols: strings.Split(auditCols, ", ")},
-	{name: "exports", order: "id", cols: strings.Split(exportCols, ", "), bools: map[string]bool{"verified": true}},
-	{name: "secrets", order: "key", cols: []string{"key", "key_id", "sealed", "updated_at"}},
-	{name: "restores", order: "workspace_id", cols: []string{"workspace_id", "export_id", "created_at"}},
-	{name: "retention_policies", order: "account_id", bools: map[string]bool{"enabled": true},
-		cols: []string{"account_id", "enabled", "paused_for", "warn_before", "storage_price_per_gib_month", "updated_at"}},
-	{name: "retention_claims", order: "workspace_id", cols: strings.Split(claimCols, ", "), bools: map[string]bool{"launched": true}},
-	{name: "retention_warnings", order: "workspace_id", cols: []string{"workspace_id", "delete_after"}},
-	{name: "users", order: "id", cols: strings.Split(userCols, ", ")},
-	{name: "sessions", order: "id_hash", cols: []string{"id_hash", "user_id", "method", "created_at", "last_seen_at", "expires_at"}},
-	{name: "api_tokens", order: "id", cols: []string{"id", "token_hash", "user_id", "label", "created_at", "expires_at", "last_used_at"}},
-	{name: "login_failures", order: "key", cols: []string{"key", "ends_at", "n"}},
-	{name: "login_known", order: "key", cols: []string{"key", "until"}},
-}
+// It is built at first use: only `companion migrate` needs it, and package
+// init runs at every start of the binary.
+var copyTables = sync.OnceValue(func() []copyTable {
+	return []copyTable{
+		{name: "accounts", order: "id", cols: strings.Split(accountCols, ", ")},
+		{name: "account_flags", order: "account_id", cols: []string{"account_id", "code", "message", "since"}},
+		{name: "workspaces", order: "id", cols: splitCols(workspaceCols), bools: map[string]bool{"adopted": true, "keep": true}},
+		{name: "plans", order: "token_hash", cols: []string{"token_hash", "workspace_id", "state", "box_id", "last_activity_at", "created_at", "expires_at"}},
+		{name: "ops", order: "id", intKey: true, cols: []string{"id", "workspace_id", "kind", "step", "attempts", "last_error", "created_at", "updated_at", "delete_journal"}},
+		{name: "module_pins", order: "name", cols: []string{"name", "sha256", "manifest", "updated_at"}},
+		{name: "audit", order: "id", intKey: true, cols: strings.Split(auditCols, ", ")},
+		{name: "exports", order: "id", cols: strings.Split(exportCols, ", "), bools: map[string]bool{"verified": true}},
+		{name: "secrets", order: "key", cols: []string{"key", "key_id", "sealed", "updated_at"}},
+		{name: "restores", order: "workspace_id", cols: []string{"workspace_id", "export_id", "created_at"}},
+		{name: "retention_policies", order: "account_id", bools: map[string]bool{"enabled": true},
+			cols: []string{"account_id", "enabled", "paused_for", "warn_before", "storage_price_per_gib_month", "updated_at"}},
+		{name: "retention_claims", order: "workspace_id", cols: strings.Split(claimCols, ", "), bools: map[string]bool{"launched": true}},
+		{name: "retention_warnings", order: "workspace_id", cols: []string{"workspace_id", "delete_after"}},
+		{name: "users", order: "id", cols: strings.Split(userCols, ", ")},
+		{name: "sessions", order: "id_hash", cols: []string{"id_hash", "user_id", "method", "created_at", "last_seen_at", "expires_at"}},
+		{name: "api_tokens", order: "id", cols: []string{"id", "token_hash", "user_id", "label", "created_at", "expires_at", "last_used_at"}},
+		{name: "login_failures", order: "key", cols: []string{"key", "ends_at", "n"}},
+		{name: "login_known", order: "key", cols: []string{"key", "until"}},
+	}
+})
 
 // copyCounters are the meta counters that travel with the rows.
 var copyCounters = []string{"rev", "floor", "audit_head"}
@@ -78,7 +83,7 @@ type TableCopy struct {
 // Nothing in src is changed. src must not be in use by a running
 // companion (the caller holds the data dir's lock).
 func CopyToPostgres(ctx context.Context, src *Store, dst *PGStore) ([]TableCopy, error) {
-	for _, t := range copyTables {
+	for _, t := range copyTables() {
 		var n int
 		if err := dst.pool.QueryRow(ctx, `SELECT count(*) FROM `+t.name).Scan(&n); err != nil {
 			return nil, dst.wrap("count "+t.name, err)
@@ -88,7 +93,7 @@ func CopyToPostgres(ctx context.Context, src *Store, dst *PGStore) ([]TableCopy,
 		}
 	}
 	err := dst.write(ctx, "copy from SQLite", func(tx pgx.Tx) error {
-		for _, t := range copyTables {
+		for _, t := range copyTables() {
 			rows, err := readSQLiteRows(ctx, src, t)
 			if err != nil {
 				return err
@@ -122,7 +127,7 @@ func CopyToPostgres(ctx context.Context, src *Store, dst *PGStore) ([]TableCopy,
 // VerifyCopy compares every copied table and counter of src and dst.
 func VerifyCopy(ctx context.Context, src *Store, dst *PGStore) ([]TableCopy, error) {
 	var out []TableCopy
-	for _, t := range copyTables {
+	for _, t := range copyTables() {
 		a, err := sqliteChecksum(ctx, src, t)
 		if err != nil {
 			return out, err

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -251,15 +252,18 @@ func (s *PGStore) wrap(what string, err error) error {
 // PostgreSQL's $1, $2, …, so both engines share the queries that are the
 // same in both dialects. Queries here hold no literal '?'.
 func pgSQL(q string) string {
-	var b strings.Builder
+	// Several of these run at package init, which every start of the
+	// binary pays: one buffer, no fmt.
+	b := make([]byte, 0, len(q)+strings.Count(q, "?")*2)
 	n := 0
-	for _, r := range q {
-		if r == '?' {
+	for i := 0; i < len(q); i++ {
+		if q[i] == '?' {
 			n++
-			fmt.Fprintf(&b, "$%d", n)
+			b = append(b, '$')
+			b = strconv.AppendInt(b, int64(n), 10)
 			continue
 		}
-		b.WriteRune(r)
+		b = append(b, q[i])
 	}
-	return b.String()
+	return string(b)
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/canvasapp/companion/core"
@@ -14,12 +15,18 @@ import (
 
 var _ core.RetentionStore = (*PGStore)(nil)
 
-// SQLite's numbered ?N placeholders in PostgreSQL's $N.
-var pgNumbered = strings.NewReplacer("?1", "$1", "?2", "$2", "?3", "$3", "?4", "$4")
+// pgNumbered writes SQLite's numbered ?N placeholders as PostgreSQL's $N.
+// The queries are made at first use: a Replacer builds its tables when it
+// first replaces, and package init runs at every start of the binary.
+func pgNumbered(q string) func() string {
+	return sync.OnceValue(func() string {
+		return strings.NewReplacer("?1", "$1", "?2", "$2", "?3", "$3", "?4", "$4").Replace(q)
+	})
+}
 
 var (
-	pgRetentionDue      = pgNumbered.Replace(qRetentionDue)
-	pgRetentionUnwarned = pgNumbered.Replace(qRetentionUnwarned)
+	pgRetentionDue      = pgNumbered(qRetentionDue)
+	pgRetentionUnwarned = pgNumbered(qRetentionUnwarned)
 )
 
 // PutRetentionPolicy stores an account's retention policy, replacing the
@@ -55,13 +62,13 @@ func (s *PGStore) RetentionPolicies(ctx context.Context) ([]core.RetentionPolicy
 // RetentionDue returns the account's live workspaces due at now whose
 // claim may be taken, soonest first.
 func (s *PGStore) RetentionDue(ctx context.Context, accountID string, now time.Time, limit int) ([]core.RetentionCandidate, error) {
-	return s.candidates(ctx, "list due workspaces", pgRetentionDue, accountID, now, limit)
+	return s.candidates(ctx, "list due workspaces", pgRetentionDue(), accountID, now, limit)
 }
 
 // RetentionUnwarned returns the account's live workspaces scheduled at or
 // before until that were not warned about that time.
 func (s *PGStore) RetentionUnwarned(ctx context.Context, accountID string, until time.Time, limit int) ([]core.RetentionCandidate, error) {
-	return s.candidates(ctx, "list workspaces to warn", pgRetentionUnwarned, accountID, until, limit)
+	return s.candidates(ctx, "list workspaces to warn", pgRetentionUnwarned(), accountID, until, limit)
 }
 
 func (s *PGStore) candidates(ctx context.Context, what, q, accountID string, at time.Time, limit int) ([]core.RetentionCandidate, error) {

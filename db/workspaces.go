@@ -79,6 +79,7 @@ func (s *Store) GetWorkspace(ctx context.Context, id string) (core.Workspace, er
 func (s *Store) ListWorkspaces(ctx context.Context) ([]core.Workspace, error) {
 	// A whole list waits for the read pool rather than hold the write
 	// connection for as long as it takes.
+	s.WarmReads()
 	select {
 	case <-s.warm:
 	case <-ctx.Done():

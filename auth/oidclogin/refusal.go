@@ -5,10 +5,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"html/template"
+	"html"
+	"io"
 	"net/http"
 	"strings"
-	"sync"
 )
 
 // Refusal is an answer the callback gives instead of signing someone in.
@@ -48,16 +48,19 @@ func wantsJSON(r *http.Request) bool {
 	return strings.Contains(accept, "application/json") && !strings.Contains(accept, "text/html")
 }
 
-// page is parsed on first use, not during start-up.
-var page = sync.OnceValue(func() *template.Template {
-	return template.Must(template.New("refusal").Parse(refusalPage))
-})
-
-const refusalPage = `<!doctype html>
+// refusalPage is the page browsers get; every value in it is escaped
+// with html.EscapeString (text, and attributes in double quotes). It is
+// not an html/template: that package, and text/template under it, would be
+// linked into companion for this page alone, and every start of the
+// binary runs their package init.
+func refusalPage(message, code, start string) string {
+	e := html.EscapeString
+	return `<!doctype html>
 <html><head><meta charset="utf-8"><title>Sign-in failed</title></head>
-<body><h1>Sign-in failed</h1><p>{{.Message}}</p><p><small>{{.Code}}</small></p>
-<p><a href="{{.Start}}">Sign in again</a></p></body></html>
+<body><h1>Sign-in failed</h1><p>` + e(message) + `</p><p><small>` + e(code) + `</small></p>
+<p><a href="` + e(start) + `">Sign in again</a></p></body></html>
 `
+}
 
 func (l *Login) writeRefusal(w http.ResponseWriter, r *http.Request, f *Refusal) {
 	h := w.Header()
@@ -72,7 +75,7 @@ func (l *Login) writeRefusal(w http.ResponseWriter, r *http.Request, f *Refusal)
 	h.Set("Content-Type", "text/html; charset=utf-8")
 	h.Set("Content-Security-Policy", "default-src 'none'")
 	w.WriteHeader(f.Status)
-	_ = page().Execute(w, map[string]string{"Message": f.Message, "Code": f.Code, "Start": l.cfg.BasePath + StartPath})
+	_, _ = io.WriteString(w, refusalPage(f.Message, f.Code, l.cfg.BasePath+StartPath))
 }
 
 // internal answers an unexpected failure with a reference that matches the

@@ -403,9 +403,17 @@ func serve(ctx context.Context, m mode, f *serverFlags, log *slog.Logger, stdout
 		log.Warn("could not write the ready line", "err", err)
 	}
 	log.Info("companion ready", "mode", m, "url", url, "data_dir", f.dataDir, "version", version)
+	// SQLite's read pool opens now rather than during start-up, where it
+	// would share the CPU with what the ready line waits for.
+	if w, ok := store.(interface{ WarmReads() }); ok {
+		w.WarmReads()
+	}
 
 	loadStart := time.Now()
 	if err := svc.Load(ctx); err != nil {
+		return err
+	}
+	if err := createExportRoot(f, exporter.Writer.Root); err != nil {
 		return err
 	}
 	if err := recoverExports(ctx, exporter, svc, log); err != nil {

@@ -246,6 +246,10 @@ func (a *Adapter) fail(ctx context.Context, err error) {
 func (h *Host) compile(ctx context.Context, name string, m *manifest.Manifest, bin []byte, info *LoadInfo) (*sandbox.Module, error) {
 	h.compileMu.Lock()
 	defer h.compileMu.Unlock()
+	cache, err := h.compilationCache()
+	if err != nil {
+		return nil, err
+	}
 	before := h.cacheEntries()
 	start := time.Now()
 	seen := h.seenMarker(bin)
@@ -257,7 +261,7 @@ func (h *Host) compile(ctx context.Context, name string, m *manifest.Manifest, b
 		Name:     name,
 		Limits:   m.Limits,
 		PoolSize: h.cfg.PoolSize,
-		Cache:    h.cache,
+		Cache:    cache,
 		Logger:   h.log,
 	})
 	info.CompileTime = time.Since(start)

@@ -118,7 +118,9 @@ type Config struct {
 	// DeferCompile holds every compilation until Start is called (or a
 	// module is first used), so that a program can finish starting before
 	// compiling takes the CPU: companion desktop prints its ready line
-	// first.
+	// first. CacheDir is then created at the first compile rather than by
+	// New (two directories on a first start, each about half a millisecond
+	// on ext4); should that fail, the compile fails with the reason.
 	DeferCompile bool
 	// CompileOnUse compiles a module only at its first use (a call, or
 	// Wait), never merely because it is loaded: a module no account uses
@@ -132,7 +134,8 @@ type Config struct {
 type Host struct {
 	cfg        Config
 	log        *slog.Logger
-	cache      wazero.CompilationCache
+	cacheMu    sync.Mutex
+	cache      wazero.CompilationCache // nil until the first compile with DeferCompile and a CacheDir
 	transports *hostcall.Transports
 	ctx        context.Context
 	cancel     context.CancelFunc
@@ -152,7 +155,8 @@ type Host struct {
 	syncFailed map[string]syncFailure
 }
 
-// New returns a Host. It creates CacheDir (mode 0700) if needed.
+// New returns a Host. It creates CacheDir (mode 0700) if needed, unless
+// cfg.DeferCompile leaves that to the first compile.
 func New(cfg Config) (*Host, error) {
 	log := cfg.Logger
 	if log == nil {
@@ -170,20 +174,34 @@ func New(cfg Config) (*Host, error) {
 	if !cfg.DeferCompile {
 		h.Start()
 	}
-	if cfg.CacheDir != "" {
-		if err := os.MkdirAll(cfg.CacheDir, 0o700); err != nil {
-			return nil, fmt.Errorf("wasm: cache dir: %w", err)
-		}
-		c, err := wazero.NewCompilationCacheWithDir(cfg.CacheDir)
-		if err != nil {
-			return nil, fmt.Errorf("wasm: cache dir: %w", err)
-		}
-		h.cache = c
-	} else {
+	if cfg.CacheDir == "" {
 		h.cache = wazero.NewCompilationCache()
+	} else if !cfg.DeferCompile {
+		if _, err := h.compilationCache(); err != nil {
+			return nil, err
+		}
 	}
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	return h, nil
+}
+
+// compilationCache returns the compile cache, creating CacheDir and the
+// cache in it at the first call.
+func (h *Host) compilationCache() (wazero.CompilationCache, error) {
+	h.cacheMu.Lock()
+	defer h.cacheMu.Unlock()
+	if h.cache != nil {
+		return h.cache, nil
+	}
+	if err := os.MkdirAll(h.cfg.CacheDir, 0o700); err != nil {
+		return nil, fmt.Errorf("wasm: cache dir: %w", err)
+	}
+	c, err := wazero.NewCompilationCacheWithDir(h.cfg.CacheDir)
+	if err != nil {
+		return nil, fmt.Errorf("wasm: cache dir: %w", err)
+	}
+	h.cache = c
+	return c, nil
 }
 
 // Start lets compilation begin (see Config.DeferCompile). It is safe to
@@ -361,7 +379,11 @@ func (h *Host) Close(ctx context.Context) error {
 		errs = append(errs, a.close(ctx))
 	}
 	h.transports.Close()
-	errs = append(errs, h.cache.Close(ctx))
+	h.cacheMu.Lock()
+	if h.cache != nil {
+		errs = append(errs, h.cache.Close(ctx))
+	}
+	h.cacheMu.Unlock()
 	return errors.Join(errs...)
 }
 

@@ -459,3 +459,43 @@ func TestLazyLoadOfAMisnamedModuleFailsCalls(t *testing.T) {
 		t.Fatalf("bad name: %v", err)
 	}
 }
+
+// With DeferCompile, New leaves the cache dir alone (companion's first
+// start does not pay for making it before its ready line); the first
+// compile makes it, mode 0700, and caches into it.
+func TestDeferredCacheDirMadeAtFirstCompile(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "wasm-cache")
+	e := newEnv(t, func(c *Config) { c.CacheDir = dir; c.DeferCompile = true })
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("New made the cache dir before any compile: %v", err)
+	}
+	e.host.Start()
+	a := e.load(t, goodWasm)
+	info, err := a.Wait(context.Background())
+	if err != nil || info.CompileCache != "miss" {
+		t.Fatalf("first compile: %+v %v", info, err)
+	}
+	st, err := os.Stat(dir)
+	if err != nil || st.Mode().Perm() != 0o700 {
+		t.Fatalf("cache dir after the first compile: %v %v", st, err)
+	}
+}
+
+// A cache dir that cannot be made fails the compile, naming it.
+func TestDeferredCacheDirThatCannotBeMade(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "not-a-dir")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, func(c *Config) { c.CacheDir = filepath.Join(file, "wasm-cache"); c.DeferCompile = true })
+	e.host.Start()
+	a, err := e.host.LoadEmbedded(goodWasm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := a.Wait(ctx); err == nil || !strings.Contains(err.Error(), "wasm: cache dir") {
+		t.Fatalf("compile with an unusable cache dir: %v", err)
+	}
+}
