@@ -116,12 +116,12 @@ func (s *PGStore) SweepRetention(ctx context.Context, warnAfter string, warnLimi
 	return next, nil
 }
 
-var pgRetentionPolicy = pgNumbered.Replace(qRetentionPolicy)
+var pgRetentionPolicy = pgNumbered(qRetentionPolicy)
 
 // RetentionPolicy returns one account's stored policy; ok is false when
 // it has none. Replicas read it when another one announces a change.
 func (s *PGStore) RetentionPolicy(ctx context.Context, accountID string) (core.RetentionPolicy, bool, error) {
-	p, err := scanRetentionPolicy(s.pool.QueryRow(ctx, pgRetentionPolicy, accountID))
+	p, err := scanRetentionPolicy(s.pool.QueryRow(ctx, pgRetentionPolicy(), accountID))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return core.RetentionPolicy{}, false, nil
 	}
