@@ -401,7 +401,7 @@ func (d *deleteRun) export(ctx context.Context) bool {
 		if err != nil {
 			return fmt.Errorf("reach the box's agent-server: %w", err)
 		}
-		res, err = s.cfg.Exporter.Export(ctx, ExportJob{WorkspaceID: d.ws.ID, BoxID: d.ws.BoxID, Endpoint: ep},
+		res, err = s.cfg.Exporter.Export(ctx, ExportJob{ExportID: rec.ID, WorkspaceID: d.ws.ID, BoxID: d.ws.BoxID, Endpoint: ep},
 			func(pr ExportProgress) {
 				prog.report(fmt.Sprintf("export before delete: %s, %d bytes", pr.Step, pr.Bytes))
 			})

@@ -81,6 +81,9 @@ type BoxEndpoint struct {
 
 // ExportJob is what one export captures.
 type ExportJob struct {
+	// ExportID is the export's record, written running before the job
+	// starts; the exporter marks its staging files with it (StagingSweeper).
+	ExportID    string
 	WorkspaceID string
 	BoxID       string
 	Endpoint    BoxEndpoint
@@ -115,6 +118,27 @@ type ExportResult struct {
 // pipeline calls it before it trusts an export with a box.
 type ExportVerifier interface {
 	VerifyExport(ctx context.Context, dir string) error
+}
+
+// StagingFiles is the staging directory of an export not committed.
+type StagingFiles struct {
+	WorkspaceID string
+	// ExportID is the record it was written for; empty when its name
+	// carries none (written by an older companion).
+	ExportID string
+	Dir      string
+}
+
+// StagingSweeper is implemented by exporters whose staging files can be
+// listed and removed. On a store shared by replicas (and a shared export
+// dir) core removes a staging directory only when its export record shows
+// nobody can still be writing it (SweepStaging).
+type StagingSweeper interface {
+	// Staging lists the staging directories of workspaceID, or of every
+	// workspace when it is empty.
+	Staging(ctx context.Context, workspaceID string) ([]StagingFiles, error)
+	// RemoveStaging deletes one and returns the bytes it held.
+	RemoveStaging(ctx context.Context, f StagingFiles) (int64, error)
 }
 
 // Exporter captures a box's trajectories and archive into a verified

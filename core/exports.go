@@ -79,7 +79,7 @@ func (s *Service) StartExport(ctx context.Context, owner, id string, o ExportOpt
 }
 
 func (s *Service) runExport(ctx context.Context, op Op, rec ExportRecord, ws Workspace, acct Account, p Provider, info ProviderInfo, o ExportOptions, actor string) {
-	res, ws, err := s.captureExport(ctx, &op, ws, acct, p, info, o, actor)
+	res, ws, err := s.captureExport(ctx, &op, rec.ID, ws, acct, p, info, o, actor)
 	sctx := context.WithoutCancel(ctx)
 	// Whatever happened, the workspace's progress line ends with it.
 	if cur, ok := s.feed.Get(ws.ID); ok && cur.Progress != "" {
@@ -115,7 +115,7 @@ func (s *Service) runExport(ctx context.Context, op Op, rec ExportRecord, ws Wor
 
 // captureExport wakes the box when asked, finds its agent-server and runs
 // the exporter.
-func (s *Service) captureExport(ctx context.Context, op *Op, ws Workspace, acct Account, p Provider, info ProviderInfo, o ExportOptions, actor string) (ExportResult, Workspace, error) {
+func (s *Service) captureExport(ctx context.Context, op *Op, exportID string, ws Workspace, acct Account, p Provider, info ProviderInfo, o ExportOptions, actor string) (ExportResult, Workspace, error) {
 	if ws.State == StatePaused {
 		var box Box
 		err := s.retry(ctx, op, s.budgetFor(acct, p), "wake", func(ctx context.Context) error {
@@ -155,7 +155,7 @@ func (s *Service) captureExport(ctx context.Context, op *Op, ws Workspace, acct 
 	}
 	prog := s.newProgress(ctx, ws)
 	defer prog.stop()
-	job := ExportJob{WorkspaceID: ws.ID, BoxID: ws.BoxID, Endpoint: ep, GitDelta: o.GitDelta}
+	job := ExportJob{ExportID: exportID, WorkspaceID: ws.ID, BoxID: ws.BoxID, Endpoint: ep, GitDelta: o.GitDelta}
 	if sn, ok := p.(Snapshotter); ok {
 		// The box's own filesystem and volumes, so the export can be
 		// restored (RestoreExport).

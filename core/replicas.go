@@ -203,7 +203,21 @@ func (s *Service) recoverShared(ctx context.Context) error {
 		return err
 	}
 	s.goBackground(func(ctx context.Context) {
-		for {
+		// Staging files a killed replica left whose records were failed
+		// meanwhile (or whose takeover could not remove them): at start,
+		// then every stagingSweepPasses passes.
+		res, err := s.SweepStaging(ctx, "")
+		if err != nil && ctx.Err() == nil {
+			s.log.Warn("sweep of export staging files failed; the next one retries", "err", err)
+		}
+		if res.Unmarked > 0 {
+			s.log.Warn("staging directories without an export record in their name are left in the export dir: an older companion wrote them and this one cannot tell whether a replica still writes there; remove them by hand once no older replica runs",
+				"count", res.Unmarked)
+		}
+		if res.Removed > 0 {
+			s.log.Info("swept export staging files", "removed", res.Removed, "bytes", res.Bytes)
+		}
+		for pass := 1; ; pass++ {
 			t := RealClock{}.NewTimer(s.rep.ttl / 2)
 			select {
 			case <-ctx.Done():
@@ -213,6 +227,9 @@ func (s *Service) recoverShared(ctx context.Context) error {
 			}
 			if err := s.recoveryPass(ctx); err != nil && ctx.Err() == nil {
 				s.log.Warn("journal recovery pass failed; the next one retries", "err", err)
+			}
+			if pass%stagingSweepPasses == 0 {
+				s.sweepStagingLogged(ctx, "")
 			}
 		}
 	})
@@ -262,6 +279,9 @@ func (s *Service) resumeClaimed(ctx context.Context, claimed Op) {
 	}
 	op := ops[i]
 	s.failDeadExports(ctx, op.WorkspaceID)
+	// Under the workspace's lock no live export of it can run: the dead
+	// replica's staging files (their records are failed now) go at once.
+	s.sweepStagingLogged(ctx, op.WorkspaceID)
 	ws, err := s.cfg.Store.GetWorkspace(ctx, op.WorkspaceID)
 	if err != nil && !IsKind(err, KindNotFound) {
 		s.log.Warn("could not read the workspace of a claimed journal entry", "op", op.ID, "err", err)

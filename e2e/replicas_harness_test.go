@@ -41,6 +41,8 @@ type replicaSet struct {
 	Scope string
 	// SecretKey is the sealed store's key file every replica uses.
 	SecretKey string
+	// Exports is the export dir every replica shares.
+	Exports string
 
 	ports []string // each replica's fixed listen port, so Caddy finds it again after a restart
 	args  [][]string
@@ -77,6 +79,7 @@ func startReplicas(t *testing.T, n int, o replicaOpts) *replicaSet {
 	if err := os.Mkdir(exports, 0o700); err != nil {
 		t.Fatal(err)
 	}
+	rs.Exports = exports
 	key := genKey(t, dir, "secret-key")
 	rs.SecretKey = key
 	userData := t.TempDir()

@@ -45,9 +45,30 @@ type Exporter struct {
 	HTTP *http.Client
 	// ArchivePath is the absolute directory in the box to archive.
 	ArchivePath string
+	// Staged, when set, is called after each file is staged into an
+	// export (test-only: the e2e crash and hold points); nil in production.
+	Staged func(job core.ExportJob)
 }
 
-var _ core.Exporter = (*Exporter)(nil)
+var (
+	_ core.Exporter       = (*Exporter)(nil)
+	_ core.StagingSweeper = (*Exporter)(nil)
+)
+
+// Staging lists the export dir's staging directories (core.StagingSweeper).
+func (x *Exporter) Staging(ctx context.Context, workspaceID string) ([]core.StagingFiles, error) {
+	ps, err := x.Writer.Partials(workspaceID)
+	out := make([]core.StagingFiles, 0, len(ps))
+	for _, p := range ps {
+		out = append(out, core.StagingFiles{WorkspaceID: p.WorkspaceID, ExportID: p.Record, Dir: p.Dir})
+	}
+	return out, err
+}
+
+// RemoveStaging removes one staging directory (core.StagingSweeper).
+func (x *Exporter) RemoveStaging(ctx context.Context, f core.StagingFiles) (int64, error) {
+	return exports.Partial{WorkspaceID: f.WorkspaceID, Record: f.ExportID, Dir: f.Dir}.Remove()
+}
 
 // Export captures job's box into a new verified export. A failure the
 // agent-server says is worth retrying (422, 429, 5xx, the network) comes
@@ -93,7 +114,7 @@ func (x *Exporter) export(ctx context.Context, job core.ExportJob, progress func
 	if err != nil {
 		return core.ExportResult{}, fmt.Errorf("export: list conversations: %w", err)
 	}
-	e, err := x.Writer.Begin(job.WorkspaceID, job.BoxID)
+	e, err := x.Writer.BeginRecord(job.WorkspaceID, job.BoxID, job.ExportID)
 	if err != nil {
 		return core.ExportResult{}, err
 	}
@@ -104,6 +125,11 @@ func (x *Exporter) export(ctx context.Context, job core.ExportJob, progress func
 		}
 	}()
 	c := &counter{progress: progress}
+	staged := func() {
+		if x.Staged != nil {
+			x.Staged(job)
+		}
+	}
 	nothing := false
 	for i, conv := range convs {
 		c.step = fmt.Sprintf("trajectory %d of %d", i+1, len(convs))
@@ -116,6 +142,7 @@ func (x *Exporter) export(ctx context.Context, job core.ExportJob, progress func
 		if err != nil {
 			return core.ExportResult{}, err
 		}
+		staged()
 	}
 	formats := []string{agentclient.FormatTarGz}
 	if job.GitDelta {
@@ -147,14 +174,18 @@ func (x *Exporter) export(ctx context.Context, job core.ExportJob, progress func
 		if err != nil {
 			return core.ExportResult{}, err
 		}
+		staged()
 	}
 	if job.Snapshot != nil {
 		c.step = "snapshot"
 		c.report()
 		if err := job.Snapshot(ctx, sinkFunc(func(name, format string, r io.Reader) error {
 			c.step = "snapshot " + name
-			_, err := e.Add(exports.File{Name: name, Kind: core.ExportKindSnapshot, Format: format}, c.wrap(r))
-			return err
+			if _, err := e.Add(exports.File{Name: name, Kind: core.ExportKindSnapshot, Format: format}, c.wrap(r)); err != nil {
+				return err
+			}
+			staged()
+			return nil
 		})); err != nil {
 			return core.ExportResult{}, fmt.Errorf("export: snapshot of box %s: %w", job.BoxID, err)
 		}

@@ -144,6 +144,15 @@ var safeName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(
 // Begin creates the staging directory for an export of workspace (on box)
 // at the writer's current time.
 func (w *Writer) Begin(workspaceID, boxID string) (*Export, error) {
+	return w.BeginRecord(workspaceID, boxID, "")
+}
+
+// BeginRecord is Begin for the export whose record (in the store) is
+// record: the staging directory's name carries it
+// (.<stamp>-<rand>.<record>.partial), so a sweep can tell from the record
+// whether anyone may still be writing there (Partials). The record must be
+// written, running, before this is called.
+func (w *Writer) BeginRecord(workspaceID, boxID, record string) (*Export, error) {
 	if w.Root == "" {
 		return nil, errors.New("export: no export root set")
 	}
@@ -171,7 +180,14 @@ func (w *Writer) Begin(workspaceID, boxID string) (*Export, error) {
 	if err := os.MkdirAll(wsDir, 0o700); err != nil {
 		return nil, classify(fmt.Errorf("export: create %s: %w", wsDir, err))
 	}
-	staging := filepath.Join(wsDir, "."+id+".partial")
+	if record != "" && (!safeName().MatchString(record) || strings.Contains(record, ".")) {
+		return nil, fmt.Errorf("export: record id %q is not a safe directory name part", record)
+	}
+	stem := id
+	if record != "" {
+		stem += "." + record
+	}
+	staging := filepath.Join(wsDir, "."+stem+".partial")
 	if err := os.Mkdir(staging, 0o700); err != nil {
 		return nil, classify(fmt.Errorf("export: create %s: %w", staging, err))
 	}
@@ -340,34 +356,96 @@ func classify(err error) error {
 
 // RemovePartial deletes staging directories left by exports that never
 // finished (a crash, a kill): they never held a verified manifest, so
-// nothing refers to them. Call it at start-up, before any export begins.
-// It returns how many it removed.
+// nothing refers to them. Call it at start-up, before any export begins,
+// and only when no other process writes under Root (one server). It
+// returns how many it removed.
 func (w *Writer) RemovePartial() (int, error) {
-	wss, err := os.ReadDir(w.Root)
-	if errors.Is(err, os.ErrNotExist) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, fmt.Errorf("export root %s: %w", w.Root, err)
-	}
+	ps, err := w.Partials("")
 	n := 0
-	for _, ws := range wss {
-		if !ws.IsDir() {
-			continue
+	for _, p := range ps {
+		if _, rerr := p.Remove(); rerr != nil {
+			return n, rerr
 		}
-		dir := filepath.Join(w.Root, ws.Name())
-		ents, err := os.ReadDir(dir)
+		n++
+	}
+	return n, err
+}
+
+// Partial is the staging directory of an export not (yet) committed.
+type Partial struct {
+	WorkspaceID string
+	// Record is the export record's id the directory was begun for
+	// (BeginRecord); empty for one begun without a record (Begin, or an
+	// older companion).
+	Record string
+	// Dir is the staging directory's path.
+	Dir string
+}
+
+// Partials lists the staging directories under Root, of one workspace
+// (its directory name) or, with workspaceID empty, of all. A directory
+// that vanishes while it is read (committed or aborted meanwhile) is not
+// an error.
+func (w *Writer) Partials(workspaceID string) ([]Partial, error) {
+	var wss []string
+	if workspaceID != "" {
+		if !safeName().MatchString(workspaceID) {
+			return nil, fmt.Errorf("export: workspace id %q is not a safe directory name", workspaceID)
+		}
+		wss = []string{workspaceID}
+	} else {
+		ents, err := os.ReadDir(w.Root)
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, nil
+		}
 		if err != nil {
-			return n, fmt.Errorf("export root %s: %w", dir, err)
+			return nil, fmt.Errorf("export root %s: %w", w.Root, err)
 		}
 		for _, e := range ents {
-			if e.IsDir() && strings.HasPrefix(e.Name(), ".") && strings.HasSuffix(e.Name(), ".partial") {
-				if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
-					return n, fmt.Errorf("remove unfinished export: %w", err)
-				}
-				n++
+			if e.IsDir() {
+				wss = append(wss, e.Name())
 			}
 		}
+	}
+	var out []Partial
+	for _, ws := range wss {
+		dir := filepath.Join(w.Root, ws)
+		ents, err := os.ReadDir(dir)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return out, fmt.Errorf("export root %s: %w", dir, err)
+		}
+		for _, e := range ents {
+			name := e.Name()
+			if !e.IsDir() || !strings.HasPrefix(name, ".") || !strings.HasSuffix(name, ".partial") {
+				continue
+			}
+			stem := strings.TrimSuffix(strings.TrimPrefix(name, "."), ".partial")
+			_, record, _ := strings.Cut(stem, ".")
+			out = append(out, Partial{WorkspaceID: ws, Record: record, Dir: filepath.Join(dir, name)})
+		}
+	}
+	return out, nil
+}
+
+// Remove deletes the staging directory and returns the bytes its files
+// held. A directory already gone (committed, which renamed it, or
+// aborted) is no error and counts 0: Remove acts on the staging path only,
+// never on an export's final directory.
+func (p Partial) Remove() (int64, error) {
+	var n int64
+	filepath.WalkDir(p.Dir, func(_ string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if fi, ierr := d.Info(); ierr == nil {
+				n += fi.Size()
+			}
+		}
+		return nil
+	})
+	if err := os.RemoveAll(p.Dir); err != nil {
+		return n, fmt.Errorf("remove unfinished export %s: %w", p.Dir, err)
 	}
 	return n, nil
 }

@@ -389,3 +389,68 @@ func TestRemovePartial(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestPartialsCarryTheirRecord: a staging directory begun for a record
+// names it, Partials lists it (of one workspace or all) with the record,
+// Remove counts its bytes, and a committed export is no partial any more
+// (Remove of its old staging path leaves the final directory alone).
+func TestPartialsCarryTheirRecord(t *testing.T) {
+	root := t.TempDir()
+	w := newWriter(root)
+	if _, err := w.BeginRecord("ws-1", "box", "exp.bad"); err == nil {
+		t.Fatal("a record id with a dot was accepted")
+	}
+	live, err := w.BeginRecord("ws-1", "box", "exp_a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := live.Add(File{Name: "a.tar.gz", Kind: KindArchive}, strings.NewReader("12345")); err != nil {
+		t.Fatal(err)
+	}
+	old, err := w.Begin("ws-2", "box")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, err := w.BeginRecord("ws-2", "box", "exp_b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps, err := w.Partials("")
+	if err != nil || len(ps) != 3 {
+		t.Fatalf("Partials = %+v, %v; want 3", ps, err)
+	}
+	var doneStaging Partial
+	for _, p := range ps {
+		switch {
+		case p.WorkspaceID == "ws-1" && p.Record == "exp_a":
+		case p.WorkspaceID == "ws-2" && p.Record == "" && strings.Contains(p.Dir, old.ID()):
+		case p.WorkspaceID == "ws-2" && p.Record == "exp_b":
+			doneStaging = p
+		default:
+			t.Errorf("unexpected partial %+v", p)
+		}
+	}
+	if ps, err := w.Partials("ws-1"); err != nil || len(ps) != 1 || ps[0].Record != "exp_a" {
+		t.Fatalf("Partials(ws-1) = %+v, %v", ps, err)
+	}
+	if _, err := done.Add(File{Name: "c.zip", Kind: KindTrajectory}, strings.NewReader("z")); err != nil {
+		t.Fatal(err)
+	}
+	_, final, err := done.Commit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := doneStaging.Remove(); err != nil || n != 0 {
+		t.Fatalf("Remove of a committed export's staging path = %d, %v; want 0, nil", n, err)
+	}
+	if _, err := VerifyDir(final); err != nil {
+		t.Fatalf("the committed export: %v", err)
+	}
+	ps, _ = w.Partials("ws-1")
+	if n, err := ps[0].Remove(); err != nil || n != 5 {
+		t.Fatalf("Remove = %d, %v; want 5 bytes", n, err)
+	}
+	if ps, _ := w.Partials(""); len(ps) != 1 || ps[0].Record != "" {
+		t.Fatalf("left %+v, want only the unmarked one", ps)
+	}
+}

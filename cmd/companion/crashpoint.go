@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/canvasapp/companion/core"
 )
@@ -26,8 +28,11 @@ func crashHook(log *slog.Logger) (func(core.OpKind, string), error) {
 		return nil, nil
 	}
 	kind, step, _ := strings.Cut(v, ":")
+	if v == exportCrashPoint {
+		return nil, nil // the exporter's (exportHook)
+	}
 	if core.OpKind(kind) != core.OpDelete || !slices.Contains(core.DeleteSteps, step) {
-		return nil, fmt.Errorf("%s=%q: want delete:<step>, a step of %s (a test-only setting: unset it)", crashEnv, v, strings.Join(core.DeleteSteps, ", "))
+		return nil, fmt.Errorf("%s=%q: want %s or delete:<step>, a step of %s (a test-only setting: unset it)", crashEnv, v, exportCrashPoint, strings.Join(core.DeleteSteps, ", "))
 	}
 	log.Warn("test-only crash point armed: companion kills itself when a delete journals this step", "env", crashEnv, "step", step)
 	return func(k core.OpKind, s string) {
@@ -42,3 +47,46 @@ func crashHook(log *slog.Logger) (func(core.OpKind, string), error) {
 }
 
 func lookupCrashEnv() (string, bool) { return os.LookupEnv(crashEnv) }
+
+// exportCrashPoint is the crash point inside an export: SIGKILL right after
+// the first file is staged, so the export dir holds a staging directory of
+// a record left running (the staging-sweep tests).
+const exportCrashPoint = "export:staged"
+
+// holdEnv names the test-only hold point: with COMPANION_TEST_EXPORT_HOLD=DIR,
+// an export of workspace W whose file was just staged waits while DIR/W
+// exists, so a test can keep an export live (its staging directory in
+// place) for as long as it needs.
+const holdEnv = "COMPANION_TEST_EXPORT_HOLD"
+
+// exportHook returns the exporter's Staged hook for the test-only crash
+// and hold points, or nil when neither is set.
+func exportHook(log *slog.Logger) func(core.ExportJob) {
+	v, _ := lookupCrashEnv()
+	crash := v == exportCrashPoint
+	hold, _ := os.LookupEnv(holdEnv)
+	if !crash && hold == "" {
+		return nil
+	}
+	if crash {
+		log.Warn("test-only crash point armed: companion kills itself when an export has staged a file", "env", crashEnv)
+	}
+	if hold != "" {
+		log.Warn("test-only hold point armed: an export waits after staging a file while its workspace's file exists", "env", holdEnv, "dir", hold)
+	}
+	return func(job core.ExportJob) {
+		if crash {
+			log.Warn("test-only crash point reached; SIGKILL", "workspace", job.WorkspaceID, "export", job.ExportID)
+			if self, err := os.FindProcess(os.Getpid()); err == nil {
+				self.Kill()
+			}
+			select {}
+		}
+		for hold != "" {
+			if _, err := os.Stat(filepath.Join(hold, job.WorkspaceID)); err != nil {
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}

@@ -18,7 +18,17 @@ func TestCrashHookOnlyWithItsEnv(t *testing.T) {
 			t.Errorf("%s=%q: hook %v, err %v", crashEnv, bad, h != nil, err)
 		}
 	}
+	t.Setenv(crashEnv, exportCrashPoint)
+	if h, err := crashHook(log); err != nil || h != nil {
+		t.Fatalf("%s: delete hook %v, err %v; want none, no error", exportCrashPoint, h != nil, err)
+	}
+	if exportHook(log) == nil {
+		t.Fatalf("%s: no exporter hook", exportCrashPoint)
+	}
 	t.Setenv(crashEnv, "delete:verify")
+	if exportHook(log) != nil {
+		t.Fatal("delete:verify armed the exporter's hook")
+	}
 	if h, err := crashHook(log); err != nil || h == nil {
 		t.Fatalf("delete:verify: %v", err)
 	}

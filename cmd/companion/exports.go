@@ -53,7 +53,9 @@ func newExporter(f *serverFlags) (*exportrun.Exporter, error) {
 func recoverExports(ctx context.Context, x *exportrun.Exporter, svc *core.Service, log *slog.Logger) error {
 	if svc.SharedStore() {
 		// The export dir is shared too: what looks unfinished may be
-		// another replica's export in progress.
+		// another replica's export in progress. Recover sweeps only the
+		// staging files whose export record is not running
+		// (core.SweepStaging).
 		return svc.RecoverExports(ctx)
 	}
 	n, err := x.Writer.RemovePartial()

@@ -326,6 +326,7 @@ func serve(ctx context.Context, m mode, f *serverFlags, log *slog.Logger, stdout
 	if err != nil {
 		return err
 	}
+	exporter.Staged = exportHook(log)
 	exportLocation := ""
 	if m == modeDesktop {
 		exportLocation = exporter.Writer.Root // serve mode keeps its paths to itself
