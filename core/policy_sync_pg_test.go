@@ -201,7 +201,11 @@ func TestBusyWorkspaceScheduledWhenItsActionEnds(t *testing.T) {
 // right.
 func TestRetentionDeletesOnlyUnderThePolicyInForce(t *testing.T) {
 	ctx := context.Background()
-	_, b, bs := policyReplicas(t, false)
+	a, b, bs := policyReplicas(t, false)
+	// Only B runs: A would hear the policy's announcement and re-derive
+	// the account in the background, putting the stale schedule below
+	// right (or holding the workspace's lease) before B's tick looks.
+	a.Close(ctx)
 	if _, err := b.SetRetentionPolicy(ctx, "alice", core.RetentionPolicy{AccountID: "acc-p", Enabled: true, PausedFor: 10 * time.Hour, WarnBefore: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
