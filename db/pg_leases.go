@@ -102,25 +102,14 @@ func (s *PGStore) TryLeaseWorkspaceRead(ctx context.Context, id, holder string, 
 
 // pgSaveReleasing is pgSaveOne with the release of a lease in the same
 // statement (a data-modifying CTE always runs), so both commit together.
-// Its arguments are pgSaveOne's followed by the holder.
-var pgSaveReleasing = func() string {
-	n := strings.Count(qUpsertWorkspace, "?") // pgSaveOne's arguments, plus one
-	return fmt.Sprintf(`WITH rl AS (DELETE FROM workspace_leases WHERE workspace_id = $1 AND holder = $%d), `, n) +
-		strings.TrimPrefix(pgSaveOne, "WITH ")
-}()
+// Its parameters are pgSaveOne's followed by the holder.
+var pgSaveReleasing = fmt.Sprintf(`WITH rl AS (DELETE FROM workspace_leases WHERE workspace_id = $1 AND holder = $%d), `, pgSaveOneParams+1) +
+	strings.TrimPrefix(pgSaveOne, "WITH ")
 
 // SaveWorkspaceReleasing saves ws as SaveWorkspace does and drops holder's
 // lease of ws.ID in the same statement: the lease ends when the save
 // commits, and not at all if it fails. A lease that lapsed and was taken
 // by another holder is left alone.
 func (s *PGStore) SaveWorkspaceReleasing(ctx context.Context, ws core.Workspace, holder string) (core.Workspace, error) {
-	args, err := workspaceArgsAt(ws, s.now().UTC())
-	if err != nil {
-		return ws, err
-	}
-	saved, err := scanWorkspace(s.pool.QueryRow(ctx, pgSaveReleasing, append(withoutRev(args), holder)...))
-	if err != nil {
-		return ws, s.wrap("save workspace "+ws.ID+" and release its lease", err)
-	}
-	return saved, nil
+	return s.saveOne(ctx, pgSaveReleasing, "save workspace "+ws.ID+" and release its lease", ws, holder)
 }

@@ -166,14 +166,22 @@ func TestSaveWorkspaceReleasing(t *testing.T) {
 	if ok, _, err := b.TryLeaseWorkspace(ctx, "ws_sr", "B", time.Hour); err != nil || ok {
 		t.Fatalf("B's save freed A's lease: %v, %v", ok, err)
 	}
-	ws.Name = "by A"
+	ws.Name, ws.Progress = "by A", "exporting: 3 of 7 files"
+	heardByB := listenTo(t, b)
 	saved, err := a.SaveWorkspaceReleasing(ctx, ws, "A")
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := b.GetWorkspace(ctx, "ws_sr")
-	if err != nil || got.Name != "by A" || got.Rev != saved.Rev || saved.Rev <= ws.Rev {
-		t.Fatalf("after the releasing save at rev %d: %+v, %v", saved.Rev, got, err)
+	// Its notification is SaveWorkspace's: the revision, with the
+	// progress line relayed just before it.
+	got := heardByB.wait(t, 2)
+	if p, r := got[0], got[1]; p.Kind != core.RelayProgress || p.Rev != saved.Rev || p.WorkspaceID != "ws_sr" || p.Progress != ws.Progress ||
+		r.Kind != "rev" || r.Rev != saved.Rev {
+		t.Fatalf("B heard %+v after the releasing save at rev %d; want its progress line, then its revision", got, saved.Rev)
+	}
+	stored, err := b.GetWorkspace(ctx, "ws_sr")
+	if err != nil || stored.Name != "by A" || stored.Rev != saved.Rev || saved.Rev <= ws.Rev {
+		t.Fatalf("after the releasing save at rev %d: %+v, %v", saved.Rev, stored, err)
 	}
 	if ok, _, err := b.TryLeaseWorkspace(ctx, "ws_sr", "B", time.Hour); err != nil || !ok {
 		t.Fatalf("the lease was not released with the save: %v, %v", ok, err)

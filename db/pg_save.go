@@ -1,8 +1,11 @@
 package db
 
 import (
+	"context"
 	"fmt"
 	"strings"
+
+	"github.com/canvasapp/companion/core"
 )
 
 // pgSaveOne is PGStore.SaveWorkspace's single statement: the revision bump
@@ -21,7 +24,7 @@ import (
 // workspace's progress line when it has one (feedPayloadSuffix): the last
 // parameter, after workspaceArgs without the revision.
 var pgSaveOne = `WITH r AS (` + qBumpRev + `), rn AS (SELECT value FROM r, pg_notify('` + feedChannel + `', value::text || ` +
-	fmt.Sprintf("$%d::text", strings.Count(qUpsertWorkspace, "?")) + `)) ` +
+	fmt.Sprintf("$%d::text", pgSaveOneParams) + `)) ` +
 	pgSQLWith(qUpsertWorkspace, revArg, `(SELECT value FROM rn)`)
 
 // pgSQLWith is pgSQL with the placeholder at index i (0-based) replaced
@@ -43,6 +46,26 @@ func pgSQLWith(q string, i int, expr string) string {
 		seen++
 	}
 	return b.String()
+}
+
+// pgSaveOneParams is how many parameters pgSaveOne takes: workspaceArgs
+// without the revision, then the notification's suffix. A statement built
+// on it numbers its own parameters after these.
+var pgSaveOneParams = strings.Count(qUpsertWorkspace, "?")
+
+// saveOne runs q, pgSaveOne or a statement built on it, for ws: its
+// parameters are pgSaveOne's (pgSaveArgs) followed by extra.
+func (s *PGStore) saveOne(ctx context.Context, q, what string, ws core.Workspace, extra ...any) (core.Workspace, error) {
+	args, err := workspaceArgsAt(ws, s.now().UTC())
+	if err != nil {
+		return ws, err
+	}
+	args = append(append(withoutRev(args), feedPayloadSuffix(ws)), extra...)
+	saved, err := scanWorkspace(s.pool.QueryRow(ctx, q, args...))
+	if err != nil {
+		return ws, s.wrap(what, err)
+	}
+	return saved, nil
 }
 
 // withoutRev drops the revision from workspaceArgs, for pgSaveOne.

@@ -70,15 +70,7 @@ func (s *PGStore) ListWorkspaces(ctx context.Context) ([]core.Workspace, error) 
 // stays locked until it commits, so revisions become visible in order on
 // every replica and ?since catch-up never skips one.
 func (s *PGStore) SaveWorkspace(ctx context.Context, ws core.Workspace) (core.Workspace, error) {
-	args, err := workspaceArgsAt(ws, s.now().UTC())
-	if err != nil {
-		return ws, err
-	}
-	saved, err := scanWorkspace(s.pool.QueryRow(ctx, pgSaveOne, append(withoutRev(args), feedPayloadSuffix(ws))...))
-	if err != nil {
-		return ws, s.wrap("save workspace "+ws.ID, err)
-	}
-	return saved, nil
+	return s.saveOne(ctx, pgSaveOne, "save workspace "+ws.ID, ws)
 }
 
 // SaveWorkspaces saves many workspaces in one transaction, each with its
