@@ -206,16 +206,9 @@ func (s *Service) recoverShared(ctx context.Context) error {
 		// Staging files a killed replica left whose records were failed
 		// meanwhile (or whose takeover could not remove them): at start,
 		// then every stagingSweepPasses passes.
-		res, err := s.SweepStaging(ctx, "")
-		if err != nil && ctx.Err() == nil {
-			s.log.Warn("sweep of export staging files failed; the next one retries", "err", err)
-		}
-		if res.Unmarked > 0 {
+		if res := s.sweepStagingLogged(ctx, ""); res.Unmarked > 0 {
 			s.log.Warn("staging directories without an export record in their name are left in the export dir: an older companion wrote them and this one cannot tell whether a replica still writes there; remove them by hand once no older replica runs",
 				"count", res.Unmarked)
-		}
-		if res.Removed > 0 {
-			s.log.Info("swept export staging files", "removed", res.Removed, "bytes", res.Bytes)
 		}
 		for pass := 1; ; pass++ {
 			t := RealClock{}.NewTimer(s.rep.ttl / 2)
@@ -326,32 +319,35 @@ func (s *Service) fresh(ctx context.Context, id string) (Workspace, bool, error)
 	if err != nil {
 		return Workspace{}, false, err
 	}
-	if ws.Removed {
-		return Workspace{}, false, nil
-	}
-	if mem, ok := s.feed.Get(id); ok {
-		ws.Progress = mem.Progress // transient: not stored
-	}
-	return ws, true, nil
+	ws, ok := s.stored(ws, true)
+	return ws, ok, nil
 }
 
 // freshHeld is fresh for a caller holding the lock h: on a shared store
 // it uses the workspace read with the lease when h has it (one round trip
-// for lock and re-read), and reads the store otherwise.
+// for lock and re-read; only a shared store's lease reads), and reads the
+// store otherwise.
 func (s *Service) freshHeld(ctx context.Context, id string, h *held) (Workspace, bool, error) {
-	if h == nil || h.read == nil || !s.shared() {
+	if h == nil || h.read == nil {
 		return s.fresh(ctx, id)
 	}
 	r := h.read
 	h.read = nil // what the lease read is current only until this holder writes
-	if !r.Found || r.Workspace.Removed {
-		return Workspace{}, false, nil
+	ws, ok := s.stored(r.Workspace, r.Found)
+	return ws, ok, nil
+}
+
+// stored is a workspace read from a shared store as fresh returns it: a
+// removed one is not found, and the progress line (transient, not
+// stored) comes from memory.
+func (s *Service) stored(ws Workspace, found bool) (Workspace, bool) {
+	if !found || ws.Removed {
+		return Workspace{}, false
 	}
-	ws := r.Workspace
-	if mem, ok := s.feed.Get(id); ok {
-		ws.Progress = mem.Progress // transient: not stored
+	if mem, ok := s.feed.Get(ws.ID); ok {
+		ws.Progress = mem.Progress
 	}
-	return ws, true, nil
+	return ws, true
 }
 
 // freshOfHeld is freshHeld for an owner's request: another owner's or a
@@ -392,14 +388,7 @@ func (s *Service) saveUnlocking(ctx context.Context, ws Workspace, h *held) (Wor
 // freshOf is fresh for an owner's request: another owner's or a missing
 // workspace is not found.
 func (s *Service) freshOf(ctx context.Context, owner, id string) (Workspace, error) {
-	ws, ok, err := s.fresh(ctx, id)
-	if err != nil {
-		return Workspace{}, err
-	}
-	if !ok || ws.Owner != owner {
-		return Workspace{}, Errorf(KindNotFound, "workspace %q not found", id)
-	}
-	return ws, nil
+	return s.freshOfHeld(ctx, owner, id, nil)
 }
 
 // leaseAccount takes or renews this process's lease of an account for the
@@ -707,11 +696,19 @@ func (s *Service) rederiveOne(ctx context.Context, id string) error {
 		return nil
 	}
 	defer unlock()
+	_, err := s.rederiveLocked(ctx, id)
+	return err
+}
+
+// rederiveLocked saves workspace id again, for a caller holding its lock,
+// if its delete_after is not the one the policy in memory derives. It
+// returns the workspace as read.
+func (s *Service) rederiveLocked(ctx context.Context, id string) (Workspace, error) {
 	cur, ok, err := s.freshIdle(ctx, id)
 	if err == nil && ok && !s.deriveRetention(cur).DeleteAfter.Equal(cur.DeleteAfter) {
 		_, err = s.feed.Save(ctx, cur)
 	}
-	return err
+	return cur, err
 }
 
 // rederiveAfter derives workspace id's schedule again once this process's
@@ -748,10 +745,7 @@ func (s *Service) rederiveAfter(id string, released <-chan struct{}) {
 				// the policy it holds, which it re-reads as this one did.
 				return
 			}
-			cur, ok, err := s.freshIdle(ctx, id)
-			if err == nil && ok && !s.deriveRetention(cur).DeleteAfter.Equal(cur.DeleteAfter) {
-				_, err = s.feed.Save(ctx, cur)
-			}
+			cur, err := s.rederiveLocked(ctx, id)
 			unlock()
 			if err != nil && ctx.Err() == nil {
 				if cur.AccountID != "" {

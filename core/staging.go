@@ -76,7 +76,7 @@ func (s *Service) SweepStaging(ctx context.Context, workspaceID string) (Staging
 
 // sweepStagingLogged is SweepStaging for the background: failures are
 // logged, not returned.
-func (s *Service) sweepStagingLogged(ctx context.Context, workspaceID string) {
+func (s *Service) sweepStagingLogged(ctx context.Context, workspaceID string) StagingSwept {
 	res, err := s.SweepStaging(ctx, workspaceID)
 	if err != nil && ctx.Err() == nil {
 		s.log.Warn("sweep of export staging files failed; the next one retries", "workspace", workspaceID, "err", err)
@@ -84,4 +84,5 @@ func (s *Service) sweepStagingLogged(ctx context.Context, workspaceID string) {
 	if res.Removed > 0 && workspaceID == "" {
 		s.log.Info("swept export staging files", "removed", res.Removed, "bytes", res.Bytes)
 	}
+	return res
 }
