@@ -140,15 +140,7 @@ func (f *Feed) lock() error {
 // Save stores ws with the next revision and publishes the change. A
 // workspace with Removed set leaves the live set.
 func (f *Feed) Save(ctx context.Context, ws Workspace) (Workspace, error) {
-	if err := f.waitLoaded(ctx); err != nil {
-		return ws, err
-	}
-	if f.prepare != nil {
-		f.prepare(ctx, ws)
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.saveLocked(ctx, ws)
+	return f.saveVia(ctx, ws, f.store.SaveWorkspace)
 }
 
 // saveVia is Save with the store's save done by save (the store's
@@ -156,6 +148,9 @@ func (f *Feed) Save(ctx context.Context, ws Workspace) (Workspace, error) {
 func (f *Feed) saveVia(ctx context.Context, ws Workspace, save func(context.Context, Workspace) (Workspace, error)) (Workspace, error) {
 	if err := f.waitLoaded(ctx); err != nil {
 		return ws, err
+	}
+	if f.prepare != nil {
+		f.prepare(ctx, ws)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
