@@ -38,7 +38,7 @@ func policyReplicas(t *testing.T, deafB bool) (a, b *core.Service, bs *db.PGStor
 		reg := &core.Registry{}
 		reg.Register("flaky", &flakyProvider{})
 		svc := newTestService(t, ctx, core.Config{Store: store, Retention: st, Providers: reg, ScheduledDeletion: true,
-			Logger: slog.New(slog.NewTextHandler(&syncWriter{}, nil))})
+			Logger: slog.New(slog.NewTextHandler(&testsupport.SyncBuffer{}, nil))})
 		svcs[i] = svc
 	}
 	return svcs[0], svcs[1], bs

@@ -109,7 +109,7 @@ func TestReplicaStreamsCarryTransientMessages(t *testing.T) {
 		}
 		reg := &core.Registry{}
 		reg.Register("flaky", flaky)
-		svc := newTestService(t, ctx, core.Config{Store: st, Providers: reg, Logger: slog.New(slog.NewTextHandler(&syncWriter{}, nil))})
+		svc := newTestService(t, ctx, core.Config{Store: st, Providers: reg, Logger: slog.New(slog.NewTextHandler(&testsupport.SyncBuffer{}, nil))})
 		svcs[i] = svc
 	}
 	a, b := svcs[0], svcs[1]

@@ -13,6 +13,7 @@ import (
 	"github.com/canvasapp/companion/core"
 	"github.com/canvasapp/companion/exportrun"
 	"github.com/canvasapp/companion/exports"
+	"github.com/canvasapp/companion/internal/testsupport"
 	"github.com/canvasapp/companion/internal/testsupport/pgtest"
 )
 
@@ -26,17 +27,9 @@ func TestSweepStagingByRecord(t *testing.T) {
 	st := openPG(t, pgtest.NewDatabase(t))
 	root := t.TempDir()
 	w := &exports.Writer{Root: root}
-	var logs syncWriter
-	svc, err := core.NewService(ctx, core.Config{Store: st, Providers: &core.Registry{},
+	var logs testsupport.SyncBuffer
+	svc := newTestService(t, ctx, core.Config{Store: st, Providers: &core.Registry{},
 		Exporter: &exportrun.Exporter{Writer: w}, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		svc.Close(cctx)
-	})
 	now := time.Now().UTC().Truncate(time.Second)
 	put := func(id, state string) {
 		t.Helper()

@@ -1,7 +1,6 @@
 package core_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -122,7 +121,7 @@ type replicaPair struct {
 	emu    *replicaEmu
 	stores [2]*passCounter
 	svcs   [2]*core.Service
-	logs   [2]*syncWriter
+	logs   [2]*testsupport.SyncBuffer
 	acct   core.Account
 	url    string
 }
@@ -150,30 +149,12 @@ func newReplicaPair(t *testing.T, ttl time.Duration, before func(st *db.PGStore)
 	for i, name := range []string{"A", "B"} {
 		reg := &core.Registry{}
 		reg.Register("remu", replicaView{rp.emu, name})
-		rp.logs[i] = &syncWriter{}
+		rp.logs[i] = &testsupport.SyncBuffer{}
 		svc := newTestService(t, ctx, core.Config{Store: rp.stores[i], Providers: reg, LeaseTTL: ttl,
 			Logger: slog.New(slog.NewTextHandler(rp.logs[i], nil))})
 		rp.svcs[i] = svc
 	}
 	return rp
-}
-
-// syncWriter is a log buffer safe to read while a service writes to it.
-type syncWriter struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncWriter) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncWriter) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // TestReconcilerListsAnAccountFromOneReplica: two replicas run the

@@ -2,7 +2,6 @@ package db
 
 import (
 	"context"
-	"database/sql"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -77,12 +76,7 @@ func TestConnectionSettings(t *testing.T) {
 // rolled back whole, version included.
 func TestFailedMigrationLeavesNoTrace(t *testing.T) {
 	ctx := context.Background()
-	conn, err := sql.Open("sqlite", dsn(filepath.Join(t.TempDir(), "m.db"), false))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	conn.SetMaxOpenConns(1)
+	conn := openRaw(t)
 	bad := migration{version: 1, name: "0001_bad.sql", sql: `CREATE TABLE a (x INTEGER); INSERT INTO a VALUES (1); CREATE TABLE a (y INTEGER);`}
 	if err := apply(ctx, conn, []migration{bad}, nil); err == nil {
 		t.Fatal("a failing migration was applied")

@@ -15,17 +15,8 @@ import (
 // openPGPair opens two stores on one fresh database: two replicas.
 func openPGPair(t *testing.T) (*db.PGStore, *db.PGStore) {
 	t.Helper()
-	ctx := context.Background()
 	url := pgtest.NewDatabase(t)
-	open := func() *db.PGStore {
-		s, err := db.OpenPostgres(ctx, url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s
-	}
-	return open(), open()
+	return openPGStore(t, url), openPGStore(t, url)
 }
 
 // TestAccountLeases: the reconciler's account lease is exclusive across

@@ -2,8 +2,6 @@ package e2e
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -62,12 +60,7 @@ func waitLists(t *testing.T, c *webClient, name string, want bool, who string) {
 // are in the database.
 func TestReplicasShareInstalledModules(t *testing.T) {
 	module := buildUnruly(t)
-	bin, err := os.ReadFile(module)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := sha256.Sum256(bin)
-	sha := hex.EncodeToString(sum[:])
+	sha, bin := sha256File(t, module)
 	var listed atomic.Int64
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "Bearer unruly-token" {

@@ -140,11 +140,7 @@ func TestReplicasFollowAPolicyChangeAtOnce(t *testing.T) {
 			t.Errorf("box %s was destroyed %d times, want once", box, n)
 		}
 	}
-	var ticks struct {
-		Scheduler struct {
-			Ticks int64 `json:"ticks"`
-		} `json:"scheduler"`
-	}
+	var ticks retentionAnswer
 	b.must(200, "GET", "/v1/accounts/local-docker/retention", nil, &ticks)
 	if ticks.Scheduler.Ticks > 1 {
 		t.Errorf("B's retention ticked %d times, want only at its start (the policy must reach it without a tick)", ticks.Scheduler.Ticks)

@@ -144,11 +144,7 @@ func TestReplicasRelayTransientMessages(t *testing.T) {
 		}
 		return removed
 	})
-	var ticks struct {
-		Scheduler struct {
-			Ticks int64 `json:"ticks"`
-		} `json:"scheduler"`
-	}
+	var ticks retentionAnswer
 	rs.client(urlB).must(200, "GET", "/v1/accounts/local-docker/retention", nil, &ticks)
 	if ticks.Scheduler.Ticks > 1 {
 		t.Errorf("B's retention ticked %d times, want only at its start (A must be the one that warned)", ticks.Scheduler.Ticks)
