@@ -34,7 +34,7 @@ func (p *Provider) wrapSecret(err error, op, boxID, secret string) error {
 	if boxID == "" {
 		subject = "Docker Engine"
 	}
-	msg := engineMessage(err)
+	msg := err.Error()
 	e := &core.Error{Err: err}
 	var nerr net.Error
 	switch {
@@ -82,10 +82,4 @@ func (p *Provider) wrapSecret(err error, op, boxID, secret string) error {
 		e.Err = errors.New(strings.ReplaceAll(err.Error(), secret, "[redacted]"))
 	}
 	return e
-}
-
-// engineMessage is the daemon's message without the client's "Error
-// response from daemon: " decoration.
-func engineMessage(err error) string {
-	return strings.TrimPrefix(err.Error(), "Error response from daemon: ")
 }

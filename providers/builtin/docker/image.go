@@ -231,7 +231,7 @@ func (p *Provider) pullError(image string, err, cause error) error {
 		Kind: core.KindUnavailable,
 		Message: fmt.Sprintf("Docker image %s is not at the Docker Engine and could not be pulled (%s): "+
 			"pull or build it (docker pull %s), or start companion with %s naming an image the engine has",
-			image, engineMessage(err), image, p.cfg.ImageFlag),
+			image, err.Error(), image, p.cfg.ImageFlag),
 		Err: err,
 	}
 }
@@ -308,7 +308,7 @@ func (p *Provider) createImageError(err error, image string, fromOption bool) er
 	if fromOption && errors.As(err, &ce) && ce.Kind == core.KindUnavailable && ce.Err != nil && !engine.IsConnectionFailed(ce.Err) {
 		return &core.Error{Kind: core.KindInvalid, Err: err, Message: fmt.Sprintf(
 			"options.%s: Docker image %s is not at the Docker Engine and could not be pulled (%s): pull or build it, or name another image",
-			OptionImage, image, engineMessage(ce.Err))}
+			OptionImage, image, ce.Err.Error())}
 	}
 	return err
 }

@@ -81,20 +81,6 @@ func (c *Client) ContainerStop(ctx context.Context, id string, timeout int) erro
 	return c.call(ctx, http.MethodPost, "/containers/"+url.PathEscape(id)+"/stop", q, nil, nil)
 }
 
-// ContainerKill is POST /containers/{id}/kill with a signal ("" is KILL).
-func (c *Client) ContainerKill(ctx context.Context, id, signal string) error {
-	q := url.Values{}
-	if signal != "" {
-		q.Set("signal", signal)
-	}
-	return c.call(ctx, http.MethodPost, "/containers/"+url.PathEscape(id)+"/kill", q, nil, nil)
-}
-
-// ContainerPause is POST /containers/{id}/pause (freezes its processes).
-func (c *Client) ContainerPause(ctx context.Context, id string) error {
-	return c.call(ctx, http.MethodPost, "/containers/"+url.PathEscape(id)+"/pause", nil, nil, nil)
-}
-
 // ContainerUnpause is POST /containers/{id}/unpause.
 func (c *Client) ContainerUnpause(ctx context.Context, id string) error {
 	return c.call(ctx, http.MethodPost, "/containers/"+url.PathEscape(id)+"/unpause", nil, nil, nil)
@@ -201,12 +187,6 @@ func DecodePull(r io.Reader, fn func(PullMessage) error) error {
 			return err
 		}
 	}
-}
-
-// VolumeInspect is GET /volumes/{name}.
-func (c *Client) VolumeInspect(ctx context.Context, name string) (Volume, error) {
-	var out Volume
-	return out, c.call(ctx, http.MethodGet, "/volumes/"+url.PathEscape(name), nil, nil, &out)
 }
 
 // VolumeRemove is DELETE /volumes/{name}.

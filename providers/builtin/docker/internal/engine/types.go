@@ -149,12 +149,6 @@ type Event struct {
 	} `json:"Actor"`
 }
 
-// Volume is GET /volumes/{name}.
-type Volume struct {
-	Name   string            `json:"Name"`
-	Labels map[string]string `json:"Labels"`
-}
-
 // DiskUsage is what GET /system/df says about containers and volumes.
 type DiskUsage struct {
 	Containers []ContainerUsage
