@@ -41,12 +41,10 @@ type providerSet struct {
 // live in the database, shared by every replica; on SQLite they are files
 // in the data dir.
 func newWasmHost(dataDir string, store wasm.PinStore, keys core.Secrets, log *slog.Logger) (*wasm.Host, error) {
-	shared, _ := store.(wasm.ModuleStore)
 	return wasm.New(wasm.Config{
 		CacheDir:      filepath.Join(dataDir, "wasm-cache"),
 		ModulesDir:    filepath.Join(dataDir, "modules"),
 		Pins:          store,
-		Shared:        shared,
 		Credentials:   wasm.FromSecrets(keys),
 		Logger:        log.With("component", "wasm"),
 		ReservedNames: []string{"docker"},

@@ -104,12 +104,10 @@ func openHost(ctx context.Context, where storeAt, progressOut io.Writer) (*wasm.
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	shared, _ := store.(wasm.ModuleStore)
 	host, err := wasm.New(wasm.Config{
 		CacheDir:      filepath.Join(dataDir, "wasm-cache"),
 		ModulesDir:    filepath.Join(dataDir, "modules"),
 		Pins:          store,
-		Shared:        shared,
 		Logger:        slog.New(slog.DiscardHandler),
 		ReservedNames: []string{"docker"},
 		Progress:      func(line string) { fmt.Fprintln(progressOut, "companion: "+line) },

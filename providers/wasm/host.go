@@ -91,15 +91,13 @@ type Config struct {
 	// Installed and Remove.
 	ModulesDir string
 	// Pins is where installed modules' hashes are pinned. Required with
-	// ModulesDir.
-	Pins PinStore
-	// Shared, when set (to the same store as Pins), keeps installed
+	// ModulesDir. A Pins that is also a ModuleStore keeps installed
 	// modules' bytes in the store instead of ModulesDir: hosts sharing a
 	// database (serve replicas on PostgreSQL) install into it, load from
 	// it, and follow each other's installs and removals with Sync. A file
 	// in ModulesDir is then read only for a pin that has no bytes in the
 	// store yet (installed before), and copied into the store.
-	Shared ModuleStore
+	Pins PinStore
 	// Credentials supplies credentials to inject; nil means modules can
 	// only make unauthenticated requests.
 	Credentials Credentials
@@ -133,6 +131,7 @@ type Config struct {
 // Host loads and runs provider modules. It is safe for concurrent use.
 type Host struct {
 	cfg        Config
+	shared     ModuleStore // Pins, when it keeps modules' bytes
 	log        *slog.Logger
 	cacheMu    sync.Mutex
 	cache      wazero.CompilationCache // nil until the first compile with DeferCompile and a CacheDir
@@ -171,6 +170,7 @@ func New(cfg Config) (*Host, error) {
 		gate:       make(chan struct{}),
 		syncFailed: map[string]syncFailure{},
 	}
+	h.shared, _ = cfg.Pins.(ModuleStore)
 	if !cfg.DeferCompile {
 		h.Start()
 	}
@@ -289,8 +289,8 @@ func (h *Host) installedBytes(ctx context.Context, name string) ([]byte, error) 
 		return err
 	}
 	var sum string
-	if h.cfg.Shared != nil {
-		s, bin, err := h.cfg.Shared.ModuleBytes(ctx, name)
+	if h.shared != nil {
+		s, bin, err := h.shared.ModuleBytes(ctx, name)
 		if err != nil {
 			return nil, notInstalled(err)
 		}
@@ -319,8 +319,8 @@ func (h *Host) installedBytes(ctx context.Context, name string) ([]byte, error) 
 			"provider module %s was not loaded: its file %s changed since it was installed (sha256 %s, pinned %s); reinstall it if the change is intended",
 			name, h.modulePath(name), got, sum)
 	}
-	if h.cfg.Shared != nil {
-		if ok, err := h.cfg.Shared.FillModuleBytes(ctx, name, sum, bin); err != nil {
+	if h.shared != nil {
+		if ok, err := h.shared.FillModuleBytes(ctx, name, sum, bin); err != nil {
 			h.log.Warn("provider module not copied into the database", "module", name, "err", err)
 		} else if ok {
 			h.log.Info("provider module copied into the database from its file", "module", name, "sha256", sum)

@@ -78,8 +78,8 @@ func (h *Host) admit(ctx context.Context, m *manifest.Manifest, bin []byte) erro
 }
 
 // Install validates a module (as Inspect does), stores it as
-// <ModulesDir>/<name>.wasm (in the shared store with its pin, when the
-// host has one: Config.Shared) and pins its SHA-256 and manifest. A module of
+// <ModulesDir>/<name>.wasm (in the shared store with its pin, when Pins
+// is a ModuleStore) and pins its SHA-256 and manifest. A module of
 // the same name is replaced; call Load afterwards to (re)load it. To show a
 // person the summary before they confirm, call Inspect and then Install
 // with the same bytes.
@@ -103,8 +103,8 @@ func (h *Host) Install(ctx context.Context, bin []byte) (Summary, error) {
 	sum := summarize(m, sha256Hex(bin), false)
 	h.installMu.Lock()
 	defer h.installMu.Unlock()
-	if h.cfg.Shared != nil {
-		if err := h.cfg.Shared.PutModule(ctx, m.Name, sum.SHA256, mjson, bin); err != nil {
+	if h.shared != nil {
+		if err := h.shared.PutModule(ctx, m.Name, sum.SHA256, mjson, bin); err != nil {
 			return Summary{}, err
 		}
 		// A file left from before the bytes were kept in the store is
@@ -220,8 +220,8 @@ func (h *Host) Installed(ctx context.Context) ([]Module, error) {
 // installedStatus checks the installed bytes of module name against its
 // pinned hash sum; status and problem are kept when they are fine.
 func (h *Host) installedStatus(ctx context.Context, name, sum, status, problem string) (string, string) {
-	if h.cfg.Shared != nil {
-		s, bin, err := h.cfg.Shared.ModuleBytes(ctx, name)
+	if h.shared != nil {
+		s, bin, err := h.shared.ModuleBytes(ctx, name)
 		switch {
 		case err != nil:
 			return "missing", "the module's bytes cannot be read from the database: " + err.Error()
@@ -236,7 +236,7 @@ func (h *Host) installedStatus(ctx context.Context, name, sum, status, problem s
 	bin, err := os.ReadFile(h.modulePath(name))
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		if h.cfg.Shared != nil {
+		if h.shared != nil {
 			return "missing", "the module was installed before modules were kept in the database, and this host does not have its file " + h.modulePath(name) + "; reinstall it"
 		}
 		return "missing", "the module file " + h.modulePath(name) + " is missing"

@@ -36,7 +36,7 @@ func sharedHosts(t *testing.T) (a, b *Host, sa, sb *db.PGStore, dirA, dirB strin
 		}
 		t.Cleanup(func() { s.Close() })
 		dir := t.TempDir()
-		h, err := New(Config{CacheDir: sharedDir, ModulesDir: filepath.Join(dir, "modules"), Pins: s, Shared: s,
+		h, err := New(Config{CacheDir: sharedDir, ModulesDir: filepath.Join(dir, "modules"), Pins: s,
 			Logger: slog.New(slog.DiscardHandler), ReservedNames: []string{"docker"}, CompileOnUse: true})
 		if err != nil {
 			t.Fatal(err)

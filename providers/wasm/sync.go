@@ -8,13 +8,14 @@ import (
 	"github.com/canvasapp/companion/core"
 )
 
-// Shared reports whether installed modules live in a shared store
-// (Config.Shared), where Sync follows other hosts' installs and removals.
-func (h *Host) Shared() bool { return h.cfg.Shared != nil }
+// Shared reports whether installed modules live in a shared store (Pins
+// is a ModuleStore), where Sync follows other hosts' installs and
+// removals.
+func (h *Host) Shared() bool { return h.shared != nil }
 
 // Sync follows the installs and removals that other hosts on the same
-// shared store (Config.Shared) made: a module pinned there that this host
-// has not loaded, or loaded with other bytes, is loaded (compiled at its
+// shared store (Pins is a ModuleStore) made: a module pinned there that
+// this host has not loaded, or loaded with other bytes, is loaded (compiled at its
 // first use, as at start); a loaded module that is no longer pinned is
 // unloaded (calls in flight finish first) and its file, if any, deleted.
 // It returns the adapters it loaded and the names it unloaded, for the
@@ -22,12 +23,12 @@ func (h *Host) Shared() bool { return h.cfg.Shared != nil }
 // pinned hash (in the returned error and the log), not at every Sync.
 // Without a shared store Sync does nothing.
 func (h *Host) Sync(ctx context.Context) (loaded []*Adapter, removed []string, err error) {
-	if h.cfg.Shared == nil {
+	if h.shared == nil {
 		return nil, nil, nil
 	}
 	h.installMu.Lock()
 	defer h.installMu.Unlock()
-	pins, err := h.cfg.Shared.ModuleHashes(ctx)
+	pins, err := h.shared.ModuleHashes(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
