@@ -70,7 +70,7 @@ type Store struct {
 	ws       atomic.Pointer[stmts] // prepared statements of w, after the first write
 	warmOnce sync.Once             // starts warmReads, or (Close) marks it never to run
 	warm     chan struct{}         // closed when rs is set
-	rs       *stmts                // prepared statements of r (none if closed before warming)
+	rs       *stmts                // prepared statements of r (unprepared if closed before warming)
 	wr       *stmts                // unprepared reads on w, until warm
 }
 
@@ -227,14 +227,14 @@ func (s *Store) setup(ctx context.Context) error {
 		if _, err := s.w.ExecContext(ctx, `PRAGMA synchronous = OFF`); err != nil {
 			return openErr(s.path, err)
 		}
-		err := migrate(ctx, s.w, s.path, version)
+	}
+	err = migrate(ctx, s.w, s.path, version)
+	if newFile {
 		if _, serr := s.w.ExecContext(ctx, `PRAGMA synchronous = NORMAL`); serr != nil && err == nil {
 			err = openErr(s.path, serr)
 		}
-		if err != nil {
-			return err
-		}
-	} else if err := migrate(ctx, s.w, s.path, version); err != nil {
+	}
+	if err != nil {
 		return err
 	}
 	// Read first: only a new file needs the write (and a random id).

@@ -3,7 +3,6 @@ package db
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"strings"
 	"sync"
 	"time"
@@ -116,17 +115,8 @@ func (s *PGStore) SweepRetention(ctx context.Context, warnAfter string, warnLimi
 	return next, nil
 }
 
-var pgRetentionPolicy = pgNumbered(qRetentionPolicy)
-
 // RetentionPolicy returns one account's stored policy; ok is false when
 // it has none. Replicas read it when another one announces a change.
 func (s *PGStore) RetentionPolicy(ctx context.Context, accountID string) (core.RetentionPolicy, bool, error) {
-	p, err := scanRetentionPolicy(s.pool.QueryRow(ctx, pgRetentionPolicy(), accountID))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return core.RetentionPolicy{}, false, nil
-	}
-	if err != nil {
-		return core.RetentionPolicy{}, false, s.wrap("read the retention policy of account "+accountID, err)
-	}
-	return p, true, nil
+	return retentionPolicy(ctx, s, accountID)
 }

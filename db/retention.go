@@ -3,7 +3,6 @@ package db
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"time"
 
 	"github.com/canvasapp/companion/core"
@@ -42,26 +41,8 @@ func (s *Store) RetentionPolicies(ctx context.Context) ([]core.RetentionPolicy, 
 	if err != nil {
 		return nil, wrap("list retention policies", err)
 	}
-	defer rows.Close()
-	var out []core.RetentionPolicy
-	for rows.Next() {
-		var (
-			p           core.RetentionPolicy
-			paused, wb  int64
-			price       sql.NullFloat64
-			updatedNano sql.NullInt64
-		)
-		if err := rows.Scan(&p.AccountID, &p.Enabled, &paused, &wb, &price, &updatedNano); err != nil {
-			return nil, wrap("list retention policies", err)
-		}
-		p.PausedFor, p.WarnBefore, p.UpdatedAt = time.Duration(paused), time.Duration(wb), timeOf(updatedNano)
-		if price.Valid {
-			v := price.Float64
-			p.StoragePricePerGiBMonth = &v
-		}
-		out = append(out, p)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := scanRows(liteRows{rows}, scanRetentionPolicy)
+	if err != nil {
 		return nil, wrap("list retention policies", err)
 	}
 	return out, nil
@@ -314,7 +295,7 @@ var _ core.RetentionStore = (*Store)(nil)
 
 // qRetentionPolicy reads one account's policy (both engines).
 const qRetentionPolicy = `SELECT account_id, enabled, paused_for, warn_before, storage_price_per_gib_month, updated_at
-	FROM retention_policies WHERE account_id = ?1`
+	FROM retention_policies WHERE account_id = ?`
 
 // scanRetentionPolicy reads one row of qRetentionPolicy's columns.
 func scanRetentionPolicy(r scanner) (core.RetentionPolicy, error) {
@@ -338,12 +319,17 @@ func scanRetentionPolicy(r scanner) (core.RetentionPolicy, error) {
 // RetentionPolicy returns one account's stored policy; ok is false when
 // it has none.
 func (s *Store) RetentionPolicy(ctx context.Context, accountID string) (core.RetentionPolicy, bool, error) {
-	p, err := scanRetentionPolicy(s.reads().queryRow(ctx, qRetentionPolicy, accountID))
-	if errors.Is(err, sql.ErrNoRows) {
+	return retentionPolicy(ctx, s, accountID)
+}
+
+// retentionPolicy is RetentionPolicy on either engine.
+func retentionPolicy(ctx context.Context, e engine, accountID string) (core.RetentionPolicy, bool, error) {
+	p, err := scanRetentionPolicy(e.row(ctx, qRetentionPolicy, accountID))
+	if isNoRows(err) {
 		return core.RetentionPolicy{}, false, nil
 	}
 	if err != nil {
-		return core.RetentionPolicy{}, false, wrap("read the retention policy of account "+accountID, err)
+		return core.RetentionPolicy{}, false, e.wrapErr("read the retention policy of account "+accountID, err)
 	}
 	return p, true, nil
 }

@@ -41,9 +41,6 @@ func prepare(ctx context.Context, db *sql.DB, queries []string) (*stmts, error) 
 }
 
 func (c *stmts) close() {
-	if c == nil {
-		return
-	}
 	for _, st := range c.m {
 		st.Close()
 	}
