@@ -46,7 +46,6 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
-	"os"
 	"sync"
 	"time"
 
@@ -182,13 +181,7 @@ func New(cfg Config) (*Provider, error) {
 	}
 	cli, err := engine.New(cfg.Host)
 	if err != nil {
-		p.host = cfg.Host
-		if p.host == "" {
-			p.host = os.Getenv("DOCKER_HOST")
-		}
-		if p.host == "" {
-			p.host = engine.DefaultHost
-		}
+		p.host = engine.ResolveHost(cfg.Host)
 		p.setup = &core.Error{
 			Kind:    core.KindUnavailable,
 			Message: "Docker Engine address " + p.host + " is not usable (" + err.Error() + "): set DOCKER_HOST to e.g. unix:///var/run/docker.sock (and DOCKER_CERT_PATH, DOCKER_API_VERSION only if needed)",

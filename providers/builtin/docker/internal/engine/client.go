@@ -57,15 +57,22 @@ type Client struct {
 	version string     // negotiated (or manual) version; "" until then
 }
 
-// New returns a client for host, or for DOCKER_HOST (else DefaultHost)
-// when host is empty. It does not contact the engine.
-func New(host string) (*Client, error) {
+// ResolveHost is the engine address New uses for host: host itself, else
+// $DOCKER_HOST, else DefaultHost.
+func ResolveHost(host string) string {
 	if host == "" {
 		host = os.Getenv("DOCKER_HOST")
 	}
 	if host == "" {
 		host = DefaultHost
 	}
+	return host
+}
+
+// New returns a client for host, or for DOCKER_HOST (else DefaultHost)
+// when host is empty. It does not contact the engine.
+func New(host string) (*Client, error) {
+	host = ResolveHost(host)
 	c := &Client{host: host}
 	if v := os.Getenv("DOCKER_API_VERSION"); v != "" {
 		v = strings.TrimPrefix(v, "v")
