@@ -14,6 +14,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -330,7 +331,7 @@ func (c *Client) call(ctx context.Context, method, p string, q url.Values, in, o
 		if err != nil {
 			return fmt.Errorf("encode %s %s: %w", method, p, err)
 		}
-		body, ct = strings.NewReader(string(b)), "application/json"
+		body, ct = bytes.NewReader(b), "application/json"
 	}
 	resp, err := c.request(ctx, method, p, q, body, ct)
 	if err != nil {
