@@ -16,9 +16,6 @@ var _ auth.Store = (*PGStore)(nil)
 
 // Users, sessions and tokens live in the database every replica shares,
 // so a session started on one replica is valid on all of them.
-var (
-	pgUserBySubject = pgSQL(qUserBySubject)
-)
 
 // pgCode reports whether err is a PostgreSQL error with SQLSTATE code.
 func pgCode(err error, code string) bool {
@@ -67,7 +64,7 @@ func (s *PGStore) UserByID(ctx context.Context, id string) (auth.User, error) {
 
 // UserBySubject implements auth.Store.
 func (s *PGStore) UserBySubject(ctx context.Context, issuer, subject string) (auth.User, error) {
-	u, err := readUser(s.pool.QueryRow(ctx, pgUserBySubject, issuer, subject))
+	u, err := readUser(s.pool.QueryRow(ctx, pgq().userBySubject, issuer, subject))
 	if isNoRows(err) {
 		return auth.User{}, notFound("user", subject)
 	}

@@ -53,10 +53,6 @@ func (s *PGStore) ReleaseWorkspaceLease(ctx context.Context, id, holder string) 
 	return nil
 }
 
-// pgLeaseRead is the read that TryLeaseWorkspaceRead sends after the
-// lease, in the same batch.
-var pgLeaseRead = pgGetWorkspace
-
 // TryLeaseWorkspaceRead takes the lease as TryLeaseWorkspace does and reads
 // the workspace, in one round trip: the two statements go as one batch
 // (one implicit transaction). Each statement takes its own snapshot under
@@ -68,7 +64,7 @@ var pgLeaseRead = pgGetWorkspace
 func (s *PGStore) TryLeaseWorkspaceRead(ctx context.Context, id, holder string, ttl time.Duration) (core.LeaseRead, error) {
 	var b pgx.Batch
 	b.Queue(pgLeaseUpsert, id, holder, ttl.Seconds())
-	b.Queue(pgLeaseRead, id)
+	b.Queue(pgq().getWorkspace, id)
 	br := s.pool.SendBatch(ctx, &b)
 	var (
 		got  string
@@ -100,16 +96,18 @@ func (s *PGStore) TryLeaseWorkspaceRead(ctx context.Context, id, holder string, 
 	return read, nil
 }
 
-// pgSaveReleasing is pgSaveOne with the release of a lease in the same
-// statement (a data-modifying CTE always runs), so both commit together.
-// Its parameters are pgSaveOne's followed by the holder.
-var pgSaveReleasing = fmt.Sprintf(`WITH rl AS (DELETE FROM workspace_leases WHERE workspace_id = $1 AND holder = $%d), `, pgSaveOneParams+1) +
-	strings.TrimPrefix(pgSaveOne, "WITH ")
+// pgSaveReleasing is pgSaveOne (saveOne) with the release of a lease in
+// the same statement (a data-modifying CTE always runs), so both commit
+// together. Its parameters are pgSaveOne's followed by the holder.
+func pgSaveReleasing(saveOne string) string {
+	return fmt.Sprintf(`WITH rl AS (DELETE FROM workspace_leases WHERE workspace_id = $1 AND holder = $%d), `, pgSaveOneParams+1) +
+		strings.TrimPrefix(saveOne, "WITH ")
+}
 
 // SaveWorkspaceReleasing saves ws as SaveWorkspace does and drops holder's
 // lease of ws.ID in the same statement: the lease ends when the save
 // commits, and not at all if it fails. A lease that lapsed and was taken
 // by another holder is left alone.
 func (s *PGStore) SaveWorkspaceReleasing(ctx context.Context, ws core.Workspace, holder string) (core.Workspace, error) {
-	return s.saveOne(ctx, pgSaveReleasing, "save workspace "+ws.ID+" and release its lease", ws, holder)
+	return s.saveOne(ctx, pgq().saveReleasing, "save workspace "+ws.ID+" and release its lease", ws, holder)
 }

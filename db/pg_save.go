@@ -23,9 +23,11 @@ import (
 // The notification's payload is the revision, followed by the saved
 // workspace's progress line when it has one (feedPayloadSuffix): the last
 // parameter, after workspaceArgs without the revision.
-var pgSaveOne = `WITH r AS (` + qBumpRev + `), rn AS (SELECT value FROM r, pg_notify('` + feedChannel + `', value::text || ` +
-	fmt.Sprintf("$%d::text", pgSaveOneParams) + `)) ` +
-	pgSQLWith(qUpsertWorkspace, revArg, `(SELECT value FROM rn)`)
+func pgSaveOne() string {
+	return `WITH r AS (` + qBumpRev + `), rn AS (SELECT value FROM r, pg_notify('` + feedChannel + `', value::text || ` +
+		fmt.Sprintf("$%d::text", pgSaveOneParams) + `)) ` +
+		pgSQLWith(qUpsertWorkspace, revArg, `(SELECT value FROM rn)`)
+}
 
 // pgSQLWith is pgSQL with the placeholder at index i (0-based) replaced
 // by expr and left out of the numbering.

@@ -109,6 +109,61 @@ func TestAgentKeyAndEndpoint(t *testing.T) {
 	}
 }
 
+// TestAgentKeyWithoutKeyring: a desktop with no Secret Service still creates
+// Docker boxes. Companion cannot keep a key it would make, so it says so and
+// lets the adapter make the box's key; the agent-server is then reached with
+// the key read back from the box, and the delete pipeline's export (which
+// must verify before the box goes) gets in with it too. The key is in no
+// database file and no log line.
+func TestAgentKeyWithoutKeyring(t *testing.T) {
+	image, scope := boxImage(t), dockerScope(t)
+	dataDir := t.TempDir()
+	p := start(t, options{dataDir: dataDir, env: noKeyring, args: []string{"--docker-image", image, "--docker-scope", scope}})
+
+	var created struct{ Workspace workspace }
+	p.must(202, "POST", "/v1/workspaces", map[string]any{"account_id": "local-docker", "name": "unkept"}, &created)
+	id := created.Workspace.ID
+	box := p.waitState(id, "running", 90*time.Second).BoxID
+	if !strings.Contains(p.stderr.String(), "the provider makes this box's agent-server key") {
+		t.Fatalf("no warning that the provider makes the key:\n%s", p.stderr.String())
+	}
+	key := containerKey(t, box)
+	if key == "" {
+		t.Fatal("the box runs without an agent-server key")
+	}
+	testsupport.Poll(t, 30*time.Second, func() error { // the agent-server may still be starting
+		if code, raw := p.call("GET", "/v1/workspaces/"+id+"/agent", nil, nil); code != 200 {
+			return fmt.Errorf("GET agent: %d %s", code, raw)
+		}
+		return nil
+	})
+
+	var preview struct {
+		Token string `json:"token"`
+	}
+	p.must(200, "POST", "/v1/workspaces/"+id+"/delete-preview", nil, &preview)
+	p.must(202, "POST", "/v1/workspaces/"+id+"/delete", map[string]string{"token": preview.Token}, nil)
+	testsupport.Poll(t, 2*time.Minute, func() error {
+		if code, _ := p.call("GET", "/v1/workspaces/"+id, nil, nil); code != 404 {
+			return fmt.Errorf("workspace %s still there (%d)", id, code)
+		}
+		return nil
+	})
+	if got := p.verifiedExports(id); len(got) != 1 {
+		t.Fatalf("verified exports of the deleted workspace: %+v", got)
+	}
+	p.stop()
+	if strings.Contains(p.stderr.String(), key) {
+		t.Fatal("the agent-server key is in companion's logs")
+	}
+	files, _ := filepath.Glob(filepath.Join(dataDir, "companion.db*"))
+	for _, f := range files {
+		if b, _ := os.ReadFile(f); bytes.Contains(b, []byte(key)) {
+			t.Fatalf("the agent-server key is in %s", f)
+		}
+	}
+}
+
 // containerKey reads the session key from the box's environment at the
 // engine, bypassing companion.
 func containerKey(t *testing.T, id string) string {

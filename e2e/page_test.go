@@ -110,7 +110,12 @@ func TestPageInChromium(t *testing.T) {
 		tb.choose("#c-account", account)
 		tb.typeInto("#c-name", name)
 		tb.click(`#create-form button[type="submit"]`)
-		return p.workspaceNamed(name)
+		id := p.workspaceNamed(name)
+		// The page clears the name once its request returns, which can be
+		// after the API already lists the workspace; typing the next name
+		// before that would lose it.
+		tb.waitJS("the create form cleared", `document.querySelector("#c-name").value === ""`, 30*time.Second)
+		return id
 	}
 	alpha := create("local-docker", "alpha")
 	bad := create("local-docker", hostileName)

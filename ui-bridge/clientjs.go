@@ -6,6 +6,7 @@ import (
 	_ "embed"
 	"encoding/hex"
 	"net/http"
+	"sync"
 	"time"
 )
 
@@ -17,10 +18,12 @@ import (
 var clientJS []byte
 
 // clientJSETag names the embedded bytes, so a reload revalidates cheaply.
-var clientJSETag = func() string {
+// It is computed at the first request, not at package init, which every
+// start of the binary pays.
+var clientJSETag = sync.OnceValue(func() string {
 	sum := sha256.Sum256(clientJS)
 	return `"` + hex.EncodeToString(sum[:16]) + `"`
-}()
+})
 
 // serveClientJS answers GET /client/companion.js. It needs no token (the
 // code holds no secret, like the page itself); the gate still checks Host
@@ -31,6 +34,6 @@ func (s *Server) serveClientJS(w http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Type", "text/javascript; charset=utf-8")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Cache-Control", "no-cache")
-	h.Set("ETag", clientJSETag)
+	h.Set("ETag", clientJSETag())
 	http.ServeContent(w, r, "companion.js", time.Time{}, bytes.NewReader(clientJS))
 }

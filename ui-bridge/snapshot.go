@@ -74,7 +74,7 @@ func encodeSnapshot(rev int64, now time.Time, items []*entry) []byte {
 // encodeTableSnapshot assembles a snapshot message in table form from the
 // cached rows.
 func encodeTableSnapshot(rev int64, now time.Time, items []*entry) []byte {
-	n := 128 + len(tableFieldsJSON)
+	n := 128 + len(tableFieldsJSON())
 	for _, e := range items {
 		n += len(e.row) + 1
 	}
@@ -82,7 +82,7 @@ func encodeTableSnapshot(rev int64, now time.Time, items []*entry) []byte {
 	b.Grow(n)
 	b.Write(appendHead(make([]byte, 0, 96), "snapshot", rev, now))
 	b.WriteString(`,"fields":`)
-	b.Write(tableFieldsJSON)
+	b.Write(tableFieldsJSON())
 	b.WriteString(`,"rows":[`)
 	for i, e := range items {
 		if i > 0 {

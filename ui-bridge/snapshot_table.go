@@ -71,8 +71,9 @@ var tableColumns = []tableColumn{
 	{"error", func(b []byte, w *Workspace) ([]byte, bool) { return appendOptString(b, w.Error) }},
 }
 
-// tableFieldsJSON is the "fields" array every table snapshot carries.
-var tableFieldsJSON = func() []byte {
+// tableFieldsJSON is the "fields" array every table snapshot carries,
+// built at the first snapshot rather than at package init.
+var tableFieldsJSON = sync.OnceValue(func() []byte {
 	names := make([]string, len(tableColumns))
 	for i, c := range tableColumns {
 		names[i] = c.name
@@ -82,7 +83,7 @@ var tableFieldsJSON = func() []byte {
 		panic(err)
 	}
 	return b
-}()
+})
 
 // rowScratch holds the buffers rows are built in: the hub keeps 10,000 of
 // them, each copied out at its exact size.
