@@ -40,9 +40,10 @@ func compiledModules(t *testing.T, dataDir string) int {
 // TestModulesCompiledOnlyWhenUsed: on a fresh data dir, companion serves
 // and lists its three first-party providers without compiling any of
 // them (empty compile cache, no compile line in the log); adding an
-// account at the Daytona emulator compiles exactly that module, and the
-// log says so before and with its duration after. The others are still
-// not compiled when companion stops.
+// account at the Daytona emulator runs exactly that module interpreted
+// while it compiles, and the log says so, then announces the compile
+// before and with its duration after, and the switch to compiled code.
+// The others are still not compiled when companion stops.
 func TestModulesCompiledOnlyWhenUsed(t *testing.T) {
 	data := t.TempDir()
 	p := start(t, options{dataDir: data, args: []string{"--docker-scope", dockerScope(t)}})
@@ -68,9 +69,9 @@ func TestModulesCompiledOnlyWhenUsed(t *testing.T) {
 		"credentials": map[string]string{"token": cloudToken},
 	}, nil)
 	// The answer may come before the compile ends (it waits at most 3 s
-	// for the first list); the module is ready once the log says so.
+	// for the first list); the module runs compiled once the log says so.
 	deadline := time.Now().Add(2 * time.Minute)
-	for !logHas(p.stderr.String(), `"msg":"provider module ready"`, `"module":"daytona"`) {
+	for !logHas(p.stderr.String(), `"msg":"provider module now runs compiled"`, `"module":"daytona"`) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the daytona module never became ready:\n%s", p.stderr.String())
 		}
@@ -79,7 +80,7 @@ func TestModulesCompiledOnlyWhenUsed(t *testing.T) {
 	p.stop()
 
 	logs := p.stderr.String()
-	for _, want := range []string{"compiling provider module daytona (", "compiled provider module daytona in "} {
+	for _, want := range []string{"provider module daytona runs interpreted while it compiles", "compiling provider module daytona (", "compiled provider module daytona in "} {
 		if strings.Count(logs, want) != 1 {
 			t.Errorf("the log has %q %d times, want once:\n%s", want, strings.Count(logs, want), logs)
 		}

@@ -51,9 +51,11 @@ func newWasmHost(dataDir string, store wasm.PinStore, keys core.Secrets, log *sl
 		Progress:      func(line string) { log.Info(line) },
 		// Manifests are read once companion is serving (see Start); a
 		// module is compiled (about two seconds of a CPU, once per data
-		// dir) only when an account first uses it.
-		DeferCompile: true,
-		CompileOnUse: true,
+		// dir) only when an account first uses it, and a first-party one
+		// runs interpreted meanwhile.
+		DeferCompile:   true,
+		CompileOnUse:   true,
+		InterpretFirst: true,
 	})
 }
 

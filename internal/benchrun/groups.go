@@ -67,6 +67,9 @@ func benchWasm() error {
 			Baseline: "wasm.compile_cold." + m, BaselineValue: cold, Ratio: hit / cold})
 		emit(figure{Name: "wasm.compile_cold." + m, Value: cold, Unit: "ms"})
 	}
+	if err := benchFirstUse(); err != nil {
+		return err
+	}
 	linear, err := metric(res, "BenchmarkInstanceMemory", "linear-bytes/instance")
 	if err != nil {
 		return err
@@ -78,6 +81,30 @@ func benchWasm() error {
 	emit(figure{Name: "wasm.warm_instance_linear_memory", Value: linear, Unit: "bytes"})
 	emit(figure{Name: "wasm.warm_instance_host_heap", Value: heap, Unit: "bytes"})
 	return benchWasmMemory()
+}
+
+// benchFirstUse: how long a first-party module's first use waits on a
+// fresh data dir when it runs interpreted while it compiles, against
+// waiting for the compiler.
+func benchFirstUse() error {
+	res, err := goBench("./providers/wasm", "FirstUse", "3x")
+	if err != nil {
+		return err
+	}
+	for _, m := range []string{"daytona", "e2b", "digitalocean"} {
+		compiled, err := metric(res, "BenchmarkFirstUse/compiler/"+m, "first-use-ms")
+		if err != nil {
+			return err
+		}
+		interp, err := metric(res, "BenchmarkFirstUse/interpreter-first/"+m, "first-use-ms")
+		if err != nil {
+			return err
+		}
+		emit(figure{Name: "wasm.first_use_interpreted." + m, Value: interp, Unit: "ms",
+			Baseline: "wasm.first_use_compiled." + m, BaselineValue: compiled, Ratio: interp / compiled})
+		emit(figure{Name: "wasm.first_use_compiled." + m, Value: compiled, Unit: "ms"})
+	}
+	return nil
 }
 
 // benchWasmMemory: host RSS after 1,000 calls each on 10 modules that grow

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/canvasapp/companion/core"
@@ -48,8 +49,11 @@ type Adapter struct {
 	unloadOnce sync.Once
 	unloaded   chan struct{}
 
-	ready   chan struct{}
-	mod     *sandbox.Module // set before ready closes
+	ready chan struct{}
+	// mod is set before ready closes. A module that runs interpreted while
+	// it compiles (Config.InterpretFirst) is replaced once, by its compiled
+	// twin.
+	mod     atomic.Pointer[sandbox.Module]
 	loadErr error
 	info    LoadInfo
 
@@ -151,25 +155,69 @@ func (a *Adapter) load(ctx context.Context, read func() ([]byte, error)) {
 		}
 	}
 	a.info = LoadInfo{Name: a.name, Version: a.man.Version, SHA256: a.sha256(), CompileCache: "off"}
-	mod, err := a.h.compile(ctx, a.name, a.man, bin, &a.info)
+	interpret := a.h.cfg.InterpretFirst && a.builtin && !a.h.compiledBefore(bin)
+	mod, err := a.h.compile(ctx, a.name, a.man, bin, &a.info, interpret)
 	if err == nil {
-		if err = mod.CheckCapabilities(core.Capabilities(a.man.Capabilities)); err == nil {
-			err = mod.Warm(ctx, a.man.ABIVersion)
-		}
-		if err == nil && a.h.cfg.CompileOnUse {
-			err = a.checkDescribe(ctx, mod)
-		}
-		if err != nil {
-			_ = mod.Close(context.Background())
-		}
+		err = a.check(ctx, mod)
 	}
 	if err != nil {
 		a.fail(ctx, err)
 		return
 	}
-	a.mod = mod
+	a.mod.Store(mod)
 	a.h.log.Info("provider module ready", "module", a.name, "version", a.man.Version, "sha256", a.sha256(),
-		"compile_cache", a.info.CompileCache, "compile_ms", a.info.CompileTime.Milliseconds(), "builtin", a.builtin)
+		"compile_cache", a.info.CompileCache, "compile_ms", a.info.CompileTime.Milliseconds(), "builtin", a.builtin,
+		"interpreted", interpret)
+	if interpret {
+		a.h.background(func() { a.upgrade(ctx, bin) })
+	}
+}
+
+// check runs a freshly compiled module's checks: its capabilities against
+// its exports, one warm instance reporting the ABI version, and (with
+// CompileOnUse) its describe against its manifest. A module that fails
+// them is closed.
+func (a *Adapter) check(ctx context.Context, mod *sandbox.Module) error {
+	err := mod.CheckCapabilities(core.Capabilities(a.man.Capabilities))
+	if err == nil {
+		err = mod.Warm(ctx, a.man.ABIVersion)
+	}
+	if err == nil && a.h.cfg.CompileOnUse {
+		err = a.checkDescribe(ctx, mod)
+	}
+	if err != nil {
+		_ = mod.Close(context.Background())
+	}
+	return err
+}
+
+// upgrade compiles the module that runs interpreted and, once it passes
+// the same checks, puts it in place of the interpreted one, which closes
+// when its calls in flight end. Should compiling fail, the module goes on
+// interpreted, and the next start compiles it again.
+func (a *Adapter) upgrade(ctx context.Context, bin []byte) {
+	info := LoadInfo{CompileCache: "off"}
+	mod, err := a.h.compile(ctx, a.name, a.man, bin, &info, false)
+	if err == nil {
+		err = a.check(ctx, mod)
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			a.h.log.Warn("provider module stays interpreted: compiling it failed", "module", a.name, "err", err)
+		}
+		return
+	}
+	a.life.RLock()
+	if a.closing {
+		a.life.RUnlock()
+		_ = mod.Close(context.Background())
+		return
+	}
+	old := a.mod.Swap(mod)
+	a.life.RUnlock()
+	a.h.log.Info("provider module now runs compiled", "module", a.name, "compile_cache", info.CompileCache,
+		"compile_ms", info.CompileTime.Milliseconds())
+	_ = old.Close(context.Background())
 }
 
 // errUnloaded: the adapter was closed before anything used it.
@@ -243,13 +291,27 @@ func (a *Adapter) fail(ctx context.Context, err error) {
 
 // compile serialises compiles, counting cache entries around each so the
 // outcome (hit or miss) can be reported.
-func (h *Host) compile(ctx context.Context, name string, m *manifest.Manifest, bin []byte, info *LoadInfo) (*sandbox.Module, error) {
+//
+// With interpret the module is prepared for wazero's interpreter instead,
+// a few hundred milliseconds rather than seconds, and nothing is cached.
+func (h *Host) compile(ctx context.Context, name string, m *manifest.Manifest, bin []byte, info *LoadInfo, interpret bool) (*sandbox.Module, error) {
 	h.compileMu.Lock()
 	defer h.compileMu.Unlock()
+	opts := sandbox.Options{Name: name, Limits: m.Limits, PoolSize: h.cfg.PoolSize, Logger: h.log, Interpreter: interpret}
+	if interpret {
+		start := time.Now()
+		if h.cfg.Progress != nil {
+			h.cfg.Progress(fmt.Sprintf("provider module %s runs interpreted while it compiles (first use on this data dir, ~2 s; cached for later runs)", name))
+		}
+		mod, err := sandbox.Compile(ctx, bin, opts)
+		info.CompileTime, info.CompileCache = time.Since(start), "off"
+		return mod, err
+	}
 	cache, err := h.compilationCache()
 	if err != nil {
 		return nil, err
 	}
+	opts.Cache = cache
 	before := h.cacheEntries()
 	start := time.Now()
 	seen := h.seenMarker(bin)
@@ -257,13 +319,7 @@ func (h *Host) compile(ctx context.Context, name string, m *manifest.Manifest, b
 	if h.cfg.Progress != nil && slow {
 		h.cfg.Progress(fmt.Sprintf("compiling provider module %s (first use on this data dir, ~2 s; cached for later runs)...", name))
 	}
-	mod, err := sandbox.Compile(ctx, bin, sandbox.Options{
-		Name:     name,
-		Limits:   m.Limits,
-		PoolSize: h.cfg.PoolSize,
-		Cache:    cache,
-		Logger:   h.log,
-	})
+	mod, err := sandbox.Compile(ctx, bin, opts)
 	info.CompileTime = time.Since(start)
 	if err != nil {
 		return nil, err
@@ -284,6 +340,10 @@ func (h *Host) compile(ctx context.Context, name string, m *manifest.Manifest, b
 	}
 	return mod, nil
 }
+
+// compiledBefore reports whether bin was compiled into the cache dir by an
+// earlier compile (so compiling it now is a cache hit).
+func (h *Host) compiledBefore(bin []byte) bool { return fileExists(h.seenMarker(bin)) }
 
 // seenDir, under the cache dir, holds one empty file per module (by
 // SHA-256) compiled into the cache, so that a compile can tell beforehand
@@ -353,8 +413,8 @@ func (a *Adapter) Prepare(ctx context.Context) error {
 func (a *Adapter) Stats() Stats {
 	select {
 	case <-a.ready:
-		if a.mod != nil {
-			st := a.mod.Stats()
+		if mod := a.mod.Load(); mod != nil {
+			st := mod.Stats()
 			return Stats{Live: st.Live, Idle: st.Idle, Created: st.Created, Discarded: st.Discarded, Calls: st.Calls}
 		}
 	default:
@@ -379,10 +439,24 @@ func (a *Adapter) close(ctx context.Context) error {
 		return nil
 	}
 	a.closing = true
-	if a.mod != nil {
-		return a.mod.Close(ctx)
+	if mod := a.mod.Load(); mod != nil {
+		return mod.Close(ctx)
 	}
 	return nil
+}
+
+// call runs op on the module. A call that found the module closed before
+// reaching it (nothing ran) because the compiled twin has just replaced it
+// goes to the replacement.
+func (a *Adapter) call(ctx context.Context, op string, raw []byte, hc *hostcall.Call) ([]byte, error) {
+	for {
+		mod := a.mod.Load()
+		res, err := mod.Call(ctx, op, raw, hc)
+		if err != nil && errors.Is(err, sandbox.ErrClosed) && a.mod.Load() != mod {
+			continue
+		}
+		return res, err
+	}
 }
 
 // inputBufs recycles the buffers op inputs are encoded into; the sandbox
@@ -424,7 +498,7 @@ func (a *Adapter) invoke1(ctx context.Context, op string, acct *core.Account, bo
 	buf := inputBufs.Get().(*[]byte)
 	raw := wire.AppendInput((*buf)[:0], &in)
 	hc := a.policy.NewCall(acct)
-	res, err := a.mod.Call(ctx, op, raw, hc)
+	res, err := a.call(ctx, op, raw, hc)
 	if cap(raw) <= 64<<10 { // do not keep a big create spec around
 		*buf = raw
 		inputBufs.Put(buf)

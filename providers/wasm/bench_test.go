@@ -175,6 +175,46 @@ func BenchmarkCompile(b *testing.B) {
 	}
 }
 
+// BenchmarkFirstUse times each first-party module's first use on a fresh
+// cache, from loading it to the end of the wait its first call makes
+// (the module prepared, one instance warmed, its describe checked): with
+// the compiler alone, and running interpreted while the compiler works
+// in the background (Config.InterpretFirst). Closing the host, which waits
+// for that background compile, is not timed.
+func BenchmarkFirstUse(b *testing.B) {
+	ctx := context.Background()
+	for _, m := range modules.Embedded() {
+		for _, mode := range []string{"compiler", "interpreter-first"} {
+			b.Run(mode+"/"+m.Name, func(b *testing.B) {
+				var total time.Duration
+				for b.Loop() {
+					h, err := New(Config{CacheDir: filepath.Join(b.TempDir(), "c"), CompileOnUse: true, InterpretFirst: mode == "interpreter-first"})
+					if err != nil {
+						b.Fatal(err)
+					}
+					began := time.Now()
+					a, err := h.LoadEmbedded(m.Wasm)
+					if err != nil {
+						b.Fatal(err)
+					}
+					info, err := a.Wait(ctx)
+					if err != nil {
+						b.Fatal(err)
+					}
+					total += time.Since(began)
+					if want := map[string]string{"compiler": "miss", "interpreter-first": "off"}[mode]; info.CompileCache != want {
+						b.Fatalf("compile_cache %s, want %s", info.CompileCache, want)
+					}
+					if err := h.Close(ctx); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(total.Microseconds())/1e3/float64(b.N), "first-use-ms")
+			})
+		}
+	}
+}
+
 // BenchmarkInstanceMemory reports the memory of one warm instance of the
 // Go module: its linear memory, and the host heap it takes.
 func BenchmarkInstanceMemory(b *testing.B) {
@@ -187,14 +227,14 @@ func BenchmarkInstanceMemory(b *testing.B) {
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
 		b.StartTimer()
-		if err := a.mod.Prewarm(context.Background(), n); err != nil {
+		if err := a.mod.Load().Prewarm(context.Background(), n); err != nil {
 			b.Fatal(err)
 		}
 		b.StopTimer()
 		runtime.GC()
 		runtime.ReadMemStats(&after)
 		var linear uint64
-		sizes := a.mod.MemoryBytes()
+		sizes := a.mod.Load().MemoryBytes()
 		for _, s := range sizes {
 			linear += uint64(s)
 		}

@@ -126,6 +126,13 @@ type Config struct {
 	// from the manifest; the module's own describe is checked against it
 	// when it compiles.
 	CompileOnUse bool
+	// InterpretFirst runs a first-party module that was never compiled
+	// into CacheDir in wazero's interpreter while the compiler works in the
+	// background, and switches its calls to the compiled code when that
+	// is ready: the first call on a fresh data dir waits a few hundred
+	// milliseconds instead of seconds. Installed modules always wait for
+	// the compiler (see RATIONALE.md).
+	InterpretFirst bool
 }
 
 // Host loads and runs provider modules. It is safe for concurrent use.
@@ -138,6 +145,7 @@ type Host struct {
 	transports *hostcall.Transports
 	ctx        context.Context
 	cancel     context.CancelFunc
+	bg         sync.WaitGroup // background compiles (InterpretFirst)
 
 	compileMu sync.Mutex    // one compile at a time: cheaper on small machines, and makes cache hits observable
 	gate      chan struct{} // closed by Start: compiles may begin
@@ -378,6 +386,15 @@ func (h *Host) Close(ctx context.Context) error {
 	for _, a := range all {
 		errs = append(errs, a.close(ctx))
 	}
+	// A compile in the background cannot be interrupted; it uses the
+	// cache, which closes below.
+	bgDone := make(chan struct{})
+	go func() { h.bg.Wait(); close(bgDone) }()
+	select {
+	case <-bgDone:
+	case <-ctx.Done():
+		errs = append(errs, ctx.Err())
+	}
 	h.transports.Close()
 	h.cacheMu.Lock()
 	if h.cache != nil {
@@ -401,6 +418,21 @@ func (h *Host) start(a *Adapter, read func() ([]byte, error)) (*Adapter, error) 
 	}
 	go a.load(h.ctx, read)
 	return a, nil
+}
+
+// background runs f on its own goroutine, which Close waits for; once the
+// host is closing it runs nothing.
+func (h *Host) background(f func()) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return
+	}
+	h.bg.Add(1)
+	go func() {
+		defer h.bg.Done()
+		f()
+	}()
 }
 
 func (h *Host) forget(a *Adapter) {

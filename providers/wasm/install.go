@@ -50,7 +50,7 @@ func check(m *manifest.Manifest, bin []byte, op string) (*sandbox.Checked, error
 // same bounded sandbox as any call, to check the ABI version it reports
 // and that its describe agrees with its manifest.
 func (h *Host) admit(ctx context.Context, m *manifest.Manifest, bin []byte) error {
-	mod, err := h.compile(ctx, m.Name, m, bin, &LoadInfo{})
+	mod, err := h.compile(ctx, m.Name, m, bin, &LoadInfo{}, false)
 	if err != nil {
 		return refused(m.Name, "install", "", err)
 	}

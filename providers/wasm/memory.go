@@ -11,8 +11,8 @@ type MemoryStats = sandbox.MemoryStats
 func (a *Adapter) Memory() MemoryStats {
 	select {
 	case <-a.ready:
-		if a.mod != nil {
-			return a.mod.Memory()
+		if mod := a.mod.Load(); mod != nil {
+			return mod.Memory()
 		}
 	default:
 	}
