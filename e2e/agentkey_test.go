@@ -92,17 +92,8 @@ func TestAgentKeyAndEndpoint(t *testing.T) {
 
 	// Delete the workspace: the key leaves the keyring with it.
 	p = start(t, options{dataDir: dataDir, args: []string{"--docker-image", image, "--docker-scope", scope}})
-	var preview struct {
-		Token string `json:"token"`
-	}
-	p.must(200, "POST", "/v1/workspaces/"+id+"/delete-preview", nil, &preview)
-	p.must(202, "POST", "/v1/workspaces/"+id+"/delete", map[string]string{"token": preview.Token}, nil)
-	testsupport.Poll(t, 60*time.Second, func() error {
-		if code, _ := p.call("GET", "/v1/workspaces/"+id, nil, nil); code != 404 {
-			return fmt.Errorf("workspace %s still there (%d)", id, code)
-		}
-		return nil
-	})
+	p.deleteConfirmed(id)
+	p.waitRemoved(id, 60*time.Second)
 	p.stop()
 	if _, err := keys.Get(context.Background(), core.AgentKeyKey(id)); !core.IsKind(err, core.KindNotFound) {
 		t.Fatalf("after delete the keyring still answers %v for the key", err)
@@ -138,17 +129,8 @@ func TestAgentKeyWithoutKeyring(t *testing.T) {
 		return nil
 	})
 
-	var preview struct {
-		Token string `json:"token"`
-	}
-	p.must(200, "POST", "/v1/workspaces/"+id+"/delete-preview", nil, &preview)
-	p.must(202, "POST", "/v1/workspaces/"+id+"/delete", map[string]string{"token": preview.Token}, nil)
-	testsupport.Poll(t, 2*time.Minute, func() error {
-		if code, _ := p.call("GET", "/v1/workspaces/"+id, nil, nil); code != 404 {
-			return fmt.Errorf("workspace %s still there (%d)", id, code)
-		}
-		return nil
-	})
+	p.deleteConfirmed(id)
+	p.waitRemoved(id, 2*time.Minute)
 	if got := p.verifiedExports(id); len(got) != 1 {
 		t.Fatalf("verified exports of the deleted workspace: %+v", got)
 	}

@@ -389,6 +389,17 @@ type deletePreview struct {
 	} `json:"export"`
 }
 
+// deleteConfirmed deletes id the way a person does: the preview, then the
+// delete with the preview's token. The delete goes on in the background.
+func (p *proc) deleteConfirmed(id string) {
+	p.t.Helper()
+	var preview struct {
+		Token string `json:"token"`
+	}
+	p.must(200, "POST", "/v1/workspaces/"+id+"/delete-preview", nil, &preview)
+	p.must(202, "POST", "/v1/workspaces/"+id+"/delete", map[string]string{"token": preview.Token}, nil)
+}
+
 // waitRemoved polls until the workspace is gone from the API.
 func (p *proc) waitRemoved(id string, timeout time.Duration) {
 	p.t.Helper()

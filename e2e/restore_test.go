@@ -120,15 +120,8 @@ func TestRestoreDockerWorkspace(t *testing.T) {
 	}
 
 	// Delete the workspace the way a person does.
-	var preview struct{ Token string }
-	p.must(200, "POST", "/v1/workspaces/"+id+"/delete-preview", nil, &preview)
-	p.must(202, "POST", "/v1/workspaces/"+id+"/delete", map[string]string{"token": preview.Token}, nil)
-	testsupport.Poll(t, 60*time.Second, func() error {
-		if code, _ := p.call("GET", "/v1/workspaces/"+id, nil, nil); code != 404 {
-			return fmt.Errorf("workspace %s still there (%d)", id, code)
-		}
-		return nil
-	})
+	p.deleteConfirmed(id)
+	p.waitRemoved(id, 60*time.Second)
 	if containerExists(t, ws.BoxID) {
 		t.Fatalf("box %s survived the delete", ws.BoxID)
 	}

@@ -189,17 +189,8 @@ func TestAuditTrail(t *testing.T) {
 	p.waitState(id, "paused", 60*time.Second)
 	p.must(202, "POST", "/v1/workspaces/"+id+"/resume", nil, nil)
 	p.waitState(id, "running", 60*time.Second)
-	var preview struct {
-		Token string `json:"token"`
-	}
-	p.must(200, "POST", "/v1/workspaces/"+id+"/delete-preview", nil, &preview)
-	p.must(202, "POST", "/v1/workspaces/"+id+"/delete", map[string]string{"token": preview.Token}, nil)
-	testsupport.Poll(t, 60*time.Second, func() error {
-		if code, _ := p.call("GET", "/v1/workspaces/"+id, nil, nil); code != 404 {
-			return fmt.Errorf("workspace %s still there (%d)", id, code)
-		}
-		return nil
-	})
+	p.deleteConfirmed(id)
+	p.waitRemoved(id, 60*time.Second)
 
 	// The outcome of the delete is written right after the workspace
 	// goes; wait for it, then page through everything 3 at a time.

@@ -159,6 +159,9 @@ func TestDiscoveryOfAnUnreachableIssuerFailsClearly(t *testing.T) {
 
 // A provider that starts after companion is waited for.
 func TestDiscoveryWaitsForASlowProvider(t *testing.T) {
+	// Built first: on a fresh machine the build alone can outlast the 30 s
+	// discovery waits for.
+	oidcprovider.Build(t)
 	port := oidcprovider.FreePort(t)
 	var mu sync.Mutex
 	var logs bytes.Buffer

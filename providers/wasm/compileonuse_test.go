@@ -101,14 +101,22 @@ func TestCompileOnUse(t *testing.T) {
 	}
 
 	// Another host on the same cache: a hit, and nothing said.
-	again := &progressLog{}
-	e2 := newEnv(t, compileOnUse(t, cache, again))
-	b, err := e2.host.LoadEmbedded(goodWasm)
+	loadsFromCacheSilently(ctx, t, func(p *progressLog) hostOpt { return compileOnUse(t, cache, p) })
+}
+
+// loadsFromCacheSilently loads the good module on a new host configured by
+// opt (around a cache the module was compiled into) and fails t unless it
+// comes from the cache and nothing is said about compiling.
+func loadsFromCacheSilently(ctx context.Context, t *testing.T, opt func(*progressLog) hostOpt) {
+	t.Helper()
+	progress := &progressLog{}
+	e := newEnv(t, opt(progress))
+	a, err := e.host.LoadEmbedded(goodWasm)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if li, err := b.Wait(ctx); err != nil || li.CompileCache != "hit" || again.String() != "" {
-		t.Fatalf("cached load: %+v %v, progress %q", li, err, again.String())
+	if li, err := a.Wait(ctx); err != nil || li.CompileCache != "hit" || progress.String() != "" {
+		t.Fatalf("load on the same cache: %+v %v, progress %q", li, err, progress.String())
 	}
 }
 

@@ -89,15 +89,7 @@ func TestInterpretFirst(t *testing.T) {
 	}
 
 	// A restart on the same cache: compiled code from the cache, said nothing.
-	again := &progressLog{}
-	e2 := newEnv(t, interpretFirst(t, cache, again))
-	b, err := e2.host.LoadEmbedded(goodWasm)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if li, err := b.Wait(ctx); err != nil || li.CompileCache != "hit" || again.String() != "" {
-		t.Fatalf("restart: %+v %v, progress %q", li, err, again.String())
-	}
+	loadsFromCacheSilently(ctx, t, func(p *progressLog) hostOpt { return interpretFirst(t, cache, p) })
 }
 
 // TestInterpretFirstClosedWhileCompiling: a host closed while the compiled

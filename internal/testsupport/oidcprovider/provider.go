@@ -62,11 +62,19 @@ type Provider struct {
 	done   <-chan struct{}
 }
 
+// Build builds the example OpenID provider if it is not built yet (once
+// per version, on a fresh machine tens of seconds), so a test can do it
+// before it starts timing something.
+func Build(tb testing.TB) string {
+	tb.Helper()
+	return binary(tb, zitadelPkg, ZitadelVersion, "server", "zitadel-oidc-example-server")
+}
+
 // Start builds (once) and starts the example OpenID provider, and waits
 // until its discovery document is served.
 func Start(tb testing.TB, o Options) *Provider {
 	tb.Helper()
-	bin := binary(tb, zitadelPkg, ZitadelVersion, "server", "zitadel-oidc-example-server")
+	bin := Build(tb)
 	port := o.Port
 	if port == 0 {
 		port = FreePort(tb)
