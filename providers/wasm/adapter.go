@@ -78,7 +78,7 @@ type LoadInfo struct {
 	SHA256  string
 	// CompileCache is "hit" when the compiled code came from the disk
 	// cache, "miss" when it was compiled (and cached), "off" without a
-	// cache dir.
+	// cache dir or when the module runs interpreted (InterpretFirst).
 	CompileCache string
 	CompileTime  time.Duration
 }
