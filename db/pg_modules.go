@@ -24,15 +24,22 @@ func (s *PGStore) PutModule(ctx context.Context, name, sha256Hex string, manifes
 	if got := hexSHA256(module); got != sha256Hex {
 		return core.Errorf(core.KindInvalid, "module %s: its bytes hash to %s, not the pinned %s", name, got, sha256Hex)
 	}
+	return s.putPin(ctx, "store module "+name, name, sha256Hex, manifest, module)
+}
+
+// putPin upserts module name's pin: its hash, its manifest and its bytes
+// (nil: none kept). One statement, autocommitted.
+func (s *PGStore) putPin(ctx context.Context, what, name, sha256Hex string, manifest, module []byte) error {
 	if manifest == nil {
 		manifest = []byte{}
 	}
-	return s.write(ctx, "store module "+name, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `INSERT INTO module_pins (name, sha256, manifest, updated_at, wasm) VALUES ($1, $2, $3, $4, $5)
-			ON CONFLICT (name) DO UPDATE SET sha256 = excluded.sha256, manifest = excluded.manifest,
-				updated_at = excluded.updated_at, wasm = excluded.wasm`, name, sha256Hex, manifest, s.now().UnixNano(), module)
-		return err
-	})
+	_, err := s.pool.Exec(ctx, `INSERT INTO module_pins (name, sha256, manifest, updated_at, wasm) VALUES ($1, $2, $3, $4, $5)
+		ON CONFLICT (name) DO UPDATE SET sha256 = excluded.sha256, manifest = excluded.manifest,
+			updated_at = excluded.updated_at, wasm = excluded.wasm`, name, sha256Hex, manifest, s.now().UnixNano(), module)
+	if err != nil {
+		return s.wrap(what, err)
+	}
+	return nil
 }
 
 // ModuleBytes returns the pinned hash of module name and the bytes stored

@@ -150,15 +150,7 @@ func (s *PGStore) PutModulePin(ctx context.Context, name, sha256 string, manifes
 	if name == "" || sha256 == "" {
 		return core.Errorf(core.KindInvalid, "a module pin needs a name and a hash")
 	}
-	if manifest == nil {
-		manifest = []byte{}
-	}
-	return s.write(ctx, "pin module "+name, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `INSERT INTO module_pins (name, sha256, manifest, updated_at) VALUES ($1, $2, $3, $4)
-			ON CONFLICT (name) DO UPDATE SET sha256 = excluded.sha256, manifest = excluded.manifest,
-				updated_at = excluded.updated_at, wasm = NULL`, name, sha256, manifest, s.now().UnixNano())
-		return err
-	})
+	return s.putPin(ctx, "pin module "+name, name, sha256, manifest, nil)
 }
 
 // ModulePin returns the pinned hash and manifest of module name.
