@@ -159,6 +159,9 @@ func (w *Writer) BeginRecord(workspaceID, boxID, record string) (*Export, error)
 	if !safeName().MatchString(workspaceID) {
 		return nil, fmt.Errorf("export: workspace id %q is not a safe directory name", workspaceID)
 	}
+	if record != "" && (!safeName().MatchString(record) || strings.Contains(record, ".")) {
+		return nil, fmt.Errorf("export: record id %q is not a safe directory name part", record)
+	}
 	now := time.Now
 	if w.Now != nil {
 		now = w.Now
@@ -179,9 +182,6 @@ func (w *Writer) BeginRecord(workspaceID, boxID, record string) (*Export, error)
 	wsDir := filepath.Join(w.Root, workspaceID)
 	if err := os.MkdirAll(wsDir, 0o700); err != nil {
 		return nil, classify(fmt.Errorf("export: create %s: %w", wsDir, err))
-	}
-	if record != "" && (!safeName().MatchString(record) || strings.Contains(record, ".")) {
-		return nil, fmt.Errorf("export: record id %q is not a safe directory name part", record)
 	}
 	stem := id
 	if record != "" {

@@ -400,6 +400,9 @@ func TestPartialsCarryTheirRecord(t *testing.T) {
 	if _, err := w.BeginRecord("ws-1", "box", "exp.bad"); err == nil {
 		t.Fatal("a record id with a dot was accepted")
 	}
+	if _, err := os.Stat(filepath.Join(root, "ws-1")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a refused record id left a workspace directory behind: %v", err)
+	}
 	live, err := w.BeginRecord("ws-1", "box", "exp_a")
 	if err != nil {
 		t.Fatal(err)
