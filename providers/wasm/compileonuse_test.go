@@ -39,6 +39,19 @@ func compileOnUse(t *testing.T, cacheDir string, progress *progressLog) hostOpt 
 	}
 }
 
+// startEmbedded loads bin as a first-party module on a new host
+// configured by opt, and starts the host.
+func startEmbedded(t *testing.T, bin []byte, opt hostOpt) (*env, *Adapter) {
+	t.Helper()
+	e := newEnv(t, opt)
+	a, err := e.host.LoadEmbedded(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.host.Start()
+	return e, a
+}
+
 // cacheFiles counts the files under dir.
 func cacheFiles(t *testing.T, dir string) int {
 	t.Helper()
@@ -62,12 +75,7 @@ func cacheFiles(t *testing.T, dir string) int {
 func TestCompileOnUse(t *testing.T) {
 	cache := t.TempDir()
 	progress := &progressLog{}
-	e := newEnv(t, compileOnUse(t, cache, progress))
-	a, err := e.host.LoadEmbedded(goodWasm)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.host.Start()
+	e, a := startEmbedded(t, goodWasm, compileOnUse(t, cache, progress))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	info, err := a.Describe(ctx)
@@ -125,18 +133,13 @@ func loadsFromCacheSilently(ctx context.Context, t *testing.T, opt func(*progres
 // compiles it, runs describe and refuses it, naming the field, and
 // Describe reports that from then on.
 func TestCompileOnUseChecksDescribe(t *testing.T) {
-	e := newEnv(t, compileOnUse(t, t.TempDir(), &progressLog{}))
-	a, err := e.host.LoadEmbedded(repack(t, goodWasm, func(m map[string]any) { m["version"] = "9.9.9" }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.host.Start()
+	_, a := startEmbedded(t, repack(t, goodWasm, func(m map[string]any) { m["version"] = "9.9.9" }), compileOnUse(t, t.TempDir(), &progressLog{}))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if info, err := a.Describe(ctx); err != nil || info.Version != "9.9.9" {
 		t.Fatalf("describe before use: %+v %v", info, err)
 	}
-	_, err = a.Wait(ctx)
+	_, err := a.Wait(ctx)
 	mustKind(t, err, core.KindInternal, "contradicts its manifest", `describe says version "1.0.0"`)
 	_, err = a.Describe(ctx)
 	mustKind(t, err, core.KindInternal, "contradicts its manifest")

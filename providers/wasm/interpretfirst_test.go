@@ -29,12 +29,7 @@ func interpretFirst(t *testing.T, cacheDir string, progress *progressLog) hostOp
 func TestInterpretFirst(t *testing.T) {
 	cache := t.TempDir()
 	progress := &progressLog{}
-	e := newEnv(t, interpretFirst(t, cache, progress))
-	a, err := e.host.LoadEmbedded(goodWasm)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.host.Start()
+	e, a := startEmbedded(t, goodWasm, interpretFirst(t, cache, progress))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	acct := core.Account{ID: "acc", Provider: "good", Config: map[string]string{"mode": "static"}}
@@ -96,12 +91,7 @@ func TestInterpretFirst(t *testing.T) {
 // twin is still compiling closes cleanly, and the module answers that it
 // was unloaded.
 func TestInterpretFirstClosedWhileCompiling(t *testing.T) {
-	e := newEnv(t, interpretFirst(t, t.TempDir(), &progressLog{}))
-	a, err := e.host.LoadEmbedded(goodWasm)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.host.Start()
+	e, a := startEmbedded(t, goodWasm, interpretFirst(t, t.TempDir(), &progressLog{}))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if li, err := a.Wait(ctx); err != nil || li.CompileCache != "off" {
@@ -110,7 +100,7 @@ func TestInterpretFirstClosedWhileCompiling(t *testing.T) {
 	if err := e.host.Close(ctx); err != nil {
 		t.Fatalf("close while compiling: %v", err)
 	}
-	_, err = a.List(ctx, core.Account{ID: "acc", Provider: "good", Config: map[string]string{"mode": "static"}})
+	_, err := a.List(ctx, core.Account{ID: "acc", Provider: "good", Config: map[string]string{"mode": "static"}})
 	mustKind(t, err, core.KindUnavailable, "unloaded")
 }
 
