@@ -64,7 +64,7 @@ func (s *PGStore) UserByID(ctx context.Context, id string) (auth.User, error) {
 
 // UserBySubject implements auth.Store.
 func (s *PGStore) UserBySubject(ctx context.Context, issuer, subject string) (auth.User, error) {
-	u, err := readUser(s.pool.QueryRow(ctx, pgq().userBySubject, issuer, subject))
+	u, err := readUser(s.pool.QueryRow(ctx, pgText(qUserBySubject), issuer, subject))
 	if isNoRows(err) {
 		return auth.User{}, notFound("user", subject)
 	}

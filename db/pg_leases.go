@@ -64,7 +64,7 @@ func (s *PGStore) ReleaseWorkspaceLease(ctx context.Context, id, holder string) 
 func (s *PGStore) TryLeaseWorkspaceRead(ctx context.Context, id, holder string, ttl time.Duration) (core.LeaseRead, error) {
 	var b pgx.Batch
 	b.Queue(pgLeaseUpsert, id, holder, ttl.Seconds())
-	b.Queue(pgq().getWorkspace, id)
+	b.Queue(pgText(qGetWorkspace), id)
 	br := s.pool.SendBatch(ctx, &b)
 	var (
 		got  string

@@ -37,7 +37,7 @@ func (s *PGStore) AppendAudit(ctx context.Context, e core.AuditEntry) (core.Audi
 		}
 		e.ID, e.PrevHash = last+1, prev
 		e.Hash = core.AuditHash(prev, e)
-		if _, err := tx.Exec(ctx, pgq().auditAdd, e.ID, at, e.Owner, e.Actor, e.Action, e.WorkspaceID, e.AccountID,
+		if _, err := tx.Exec(ctx, pgText(qAuditAdd), e.ID, at, e.Owner, e.Actor, e.Action, e.WorkspaceID, e.AccountID,
 			e.Provider, e.Outcome, e.ExportSHA256, e.PrevHash, e.Hash); err != nil {
 			return err
 		}
@@ -52,7 +52,7 @@ func (s *PGStore) ListAudit(ctx context.Context, owner string, before int64, lim
 	if before <= 0 {
 		before = 1<<63 - 1
 	}
-	rows, err := s.pool.Query(ctx, pgq().auditPage, owner, before, limit)
+	rows, err := s.pool.Query(ctx, pgText(qAuditPage), owner, before, limit)
 	if err != nil {
 		return nil, s.wrap("list audit entries", err)
 	}
@@ -99,14 +99,14 @@ func (s *PGStore) PutExport(ctx context.Context, e core.ExportRecord) error {
 		return err
 	}
 	return s.write(ctx, "put export "+e.ID, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, pgq().putExport, args...)
+		_, err := tx.Exec(ctx, pgText(qPutExport), args...)
 		return err
 	})
 }
 
 // GetExport returns one export record.
 func (s *PGStore) GetExport(ctx context.Context, id string) (core.ExportRecord, error) {
-	e, err := scanExport(s.pool.QueryRow(ctx, pgq().getExport, id))
+	e, err := scanExport(s.pool.QueryRow(ctx, pgText(qGetExport), id))
 	if isNoRows(err) {
 		return e, notFound("export", id)
 	}

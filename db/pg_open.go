@@ -252,8 +252,6 @@ func (s *PGStore) wrap(what string, err error) error {
 // PostgreSQL's $1, $2, …, so both engines share the queries that are the
 // same in both dialects. Queries here hold no literal '?'.
 func pgSQL(q string) string {
-	// Several of these run at package init, which every start of the
-	// binary pays: one buffer, no fmt.
 	b := make([]byte, 0, len(q)+strings.Count(q, "?")*2)
 	n := 0
 	for i := 0; i < len(q); i++ {
