@@ -60,8 +60,7 @@ type Module struct {
 	sem     chan struct{}
 	mu      sync.Mutex
 	idle    []*instance
-	closed  bool
-	done    chan struct{} // closed with closed, for calls waiting for a slot
+	done    chan struct{} // closed by Close, under mu
 	created atomic.Int64
 	discard atomic.Int64
 	calls   atomic.Int64
@@ -295,7 +294,7 @@ func (m *Module) acquire(ctx context.Context) (*instance, error) {
 		return nil, &core.Error{Kind: core.KindUnavailable, Message: fmt.Sprintf("provider module %s is busy (%d calls in flight)", m.opts.Name, m.opts.PoolSize), Err: ctx.Err()}
 	}
 	m.mu.Lock()
-	if m.closed {
+	if m.closed() {
 		m.mu.Unlock()
 		<-m.sem
 		return nil, m.closedErr()
@@ -325,7 +324,7 @@ func (m *Module) release(inst *instance, bad bool) {
 	// An instance that grew past its pooled share is closed, which
 	// unmaps its memory: an idle module holds at most PoolSize shares.
 	grown := uint64(inst.mem.Size()) > m.budget.pooled
-	keep := !bad && !grown && !m.closed && inst.calls < m.opts.MaxCalls && !inst.mod.IsClosed()
+	keep := !bad && !grown && !m.closed() && inst.calls < m.opts.MaxCalls && !inst.mod.IsClosed()
 	if keep {
 		m.idle = append(m.idle, inst)
 	}
@@ -369,11 +368,10 @@ func (m *Module) MemoryBytes() []uint32 {
 // first, Close returns and the runtime is closed when those calls finish.
 func (m *Module) Close(ctx context.Context) error {
 	m.mu.Lock()
-	if m.closed {
+	if m.closed() {
 		m.mu.Unlock()
 		return nil
 	}
-	m.closed = true
 	close(m.done)
 	m.idle = nil
 	m.mu.Unlock()
@@ -393,6 +391,16 @@ func (m *Module) Close(ctx context.Context) error {
 		}
 	}
 	return finish()
+}
+
+// closed reports whether Close has begun.
+func (m *Module) closed() bool {
+	select {
+	case <-m.done:
+		return true
+	default:
+		return false
+	}
 }
 
 func (m *Module) closedErr() error {
