@@ -79,20 +79,29 @@ func checkSchema(ctx context.Context, conn *sql.DB, file string) (int, error) {
 	if err != nil {
 		return 0, openErr(file, err)
 	}
+	if err := checkIDs(file, version, appID, len(ms)); err != nil {
+		return 0, err
+	}
+	return version, nil
+}
+
+// checkIDs refuses a file whose user_version and application_id say it is
+// another application's, or was written by a build that knows more than
+// known migrations.
+func checkIDs(file string, version, appID, known int) error {
 	if (version > 0 || appID != 0) && appID != applicationID {
-		return 0, &openError{
+		return &openError{
 			msg:  fmt.Sprintf("db: %s is a SQLite database of another application (application_id %#x, user_version %d); point --data-dir elsewhere", file, appID, version),
 			kind: ErrNotDatabase,
 		}
 	}
-	known := len(ms)
 	if version > known {
-		return 0, &openError{
+		return &openError{
 			msg:  fmt.Sprintf("db: %s was written by a newer companion (schema version %d; this build knows versions up to %d); upgrade companion or point --data-dir elsewhere", file, version, known),
 			kind: ErrSchemaTooNew,
 		}
 	}
-	return version, nil
+	return nil
 }
 
 // migrate brings the database from version up to the newest embedded

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -291,6 +293,55 @@ func openErr(path string, err error) error {
 // sqliteHeader starts every SQLite database file.
 var sqliteHeader = []byte("SQLite format 3\x00")
 
+// CheckFile refuses, from its 100-byte header alone, a file Open would
+// refuse: not a SQLite database, another application's, or written by a
+// newer companion. A missing, empty or short file passes (Open decides).
+// It costs one read and none of SQLite's start-up, so a caller can check
+// before it announces itself; the header may trail changes still in the
+// WAL after a crash, so Open checks again and its answer is final.
+func CheckFile(path string) error {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("db: open %s: %w", path, err)
+	}
+	defer f.Close()
+	head := make([]byte, headerSize)
+	n, err := io.ReadFull(f, head)
+	switch {
+	case n == 0 && errors.Is(err, io.EOF):
+		return nil
+	case err != nil && !errors.Is(err, io.ErrUnexpectedEOF):
+		return fmt.Errorf("db: read %s: %w", path, err)
+	case n < len(sqliteHeader) || !bytes.Equal(head[:len(sqliteHeader)], sqliteHeader):
+		return notSQLite(path)
+	case n < headerSize:
+		return nil
+	}
+	ms, err := migrations()
+	if err != nil {
+		return fmt.Errorf("db: embedded migrations: %w", err)
+	}
+	// The header is big-endian: user_version at offset 60, application_id
+	// (signed) at 68.
+	version := int(binary.BigEndian.Uint32(head[60:]))
+	appID := int(int32(binary.BigEndian.Uint32(head[68:])))
+	return checkIDs(path, version, appID, len(ms))
+}
+
+// headerSize is the length of a SQLite database file's header.
+const headerSize = 100
+
+// notSQLite is the error for a file that does not start as SQLite's do.
+func notSQLite(path string) error {
+	return &openError{
+		msg:  fmt.Sprintf("db: %s is not a SQLite database; move it away or point --data-dir elsewhere", path),
+		kind: ErrNotDatabase,
+	}
+}
+
 // prepareFile creates path with mode 0600 if it is missing (SQLite would
 // create it world-readable under a usual umask; its -wal and -shm files
 // copy the main file's mode) and refuses a file that is not empty and does
@@ -309,10 +360,7 @@ func prepareFile(path string) error {
 	case err != nil && !errors.Is(err, io.ErrUnexpectedEOF):
 		return fmt.Errorf("db: read %s: %w", path, err)
 	case !bytes.Equal(head[:n], sqliteHeader):
-		return &openError{
-			msg:  fmt.Sprintf("db: %s is not a SQLite database; move it away or point --data-dir elsewhere", path),
-			kind: ErrNotDatabase,
-		}
+		return notSQLite(path)
 	}
 	return nil
 }

@@ -111,6 +111,9 @@ func TestNewerSchemaRefused(t *testing.T) {
 			t.Errorf("message %q does not mention %q", msg, want)
 		}
 	}
+	if err := db.CheckFile(path); !errors.Is(err, db.ErrSchemaTooNew) || err.Error() != msg {
+		t.Errorf("CheckFile = %v, want Open's refusal %q", err, msg)
+	}
 	if after, _ := os.ReadFile(path); !bytes.Equal(before, after) {
 		t.Fatal("the refused file was modified")
 	}
@@ -142,6 +145,9 @@ func TestGarbageFileRefused(t *testing.T) {
 			if !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "--data-dir") {
 				t.Errorf("message %q should name the file and say what to do", err)
 			}
+			if err := db.CheckFile(path); !errors.Is(err, db.ErrNotDatabase) {
+				t.Errorf("CheckFile = %v, want ErrNotDatabase", err)
+			}
 			got, _ := os.ReadFile(path)
 			if !bytes.Equal(got, content) {
 				t.Error("the refused file was modified")
@@ -157,6 +163,9 @@ func TestOtherApplicationsDatabaseRefused(t *testing.T) {
 	_, err := db.Open(context.Background(), path)
 	if !errors.Is(err, db.ErrNotDatabase) || !strings.Contains(err.Error(), "another application") || !strings.Contains(err.Error(), path) {
 		t.Fatalf("Open = %v, want ErrNotDatabase naming the file and another application", err)
+	}
+	if err2 := db.CheckFile(path); !errors.Is(err2, db.ErrNotDatabase) || err2.Error() != err.Error() {
+		t.Errorf("CheckFile = %v, want Open's refusal %q", err2, err)
 	}
 	if after, _ := os.ReadFile(path); !bytes.Equal(before, after) {
 		t.Fatal("the other application's file was modified")
@@ -204,5 +213,32 @@ func TestClosedStoreFails(t *testing.T) {
 	}
 	if _, err := s.ListWorkspaces(context.Background()); err == nil {
 		t.Fatal("ListWorkspaces on a closed store succeeded")
+	}
+}
+
+// TestCheckFilePassesWhatOpenAccepts: a missing file, an empty one and
+// companion's own (new, and reopened at the newest schema) pass the
+// header check; it creates nothing.
+func TestCheckFilePassesWhatOpenAccepts(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "missing.db")
+	if err := db.CheckFile(missing); err != nil {
+		t.Fatalf("CheckFile(missing) = %v", err)
+	}
+	if _, err := os.Stat(missing); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("CheckFile created %s: %v", missing, err)
+	}
+	empty := filepath.Join(dir, "empty.db")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.CheckFile(empty); err != nil {
+		t.Fatalf("CheckFile(empty) = %v", err)
+	}
+	s, path := openTemp(t)
+	save(t, s, core.Workspace{ID: "ws_1"})
+	s.Close()
+	if err := db.CheckFile(path); err != nil {
+		t.Fatalf("CheckFile(companion's file) = %v", err)
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -135,7 +134,7 @@ func (w storeAt) exists() error {
 	if w.url != "" {
 		return nil
 	}
-	path := filepath.Join(w.dataDir, "companion.db")
+	path := sqlitePath(w.dataDir)
 	if _, err := os.Stat(path); err != nil {
 		return fmt.Errorf("no companion database at %s: %w", path, err)
 	}
@@ -152,7 +151,7 @@ func (w storeAt) open(ctx context.Context, mustExist bool) (serverStore, error) 
 	if w.url != "" {
 		return db.OpenPostgres(ctx, w.url)
 	}
-	return db.Open(ctx, filepath.Join(w.dataDir, "companion.db"))
+	return db.Open(ctx, sqlitePath(w.dataDir))
 }
 
 // openOffline takes the data dir's lock (SQLite only: replicas on

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 
 	"github.com/canvasapp/companion/core"
 	"github.com/canvasapp/companion/db"
@@ -40,7 +39,7 @@ func runAudit(args []string, stdout, stderr io.Writer) int {
 }
 
 func auditVerify(ctx context.Context, dataDir string, stdout, stderr io.Writer) int {
-	path := filepath.Join(dataDir, "companion.db")
+	path := sqlitePath(dataDir)
 	if _, err := os.Stat(path); err != nil {
 		fmt.Fprintf(stderr, "companion audit verify: no companion database at %s: %v\n", path, err)
 		return 2

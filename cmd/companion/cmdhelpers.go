@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 
 	"github.com/canvasapp/companion/db"
 )
@@ -62,5 +61,5 @@ func openDataDirStore(ctx context.Context, dataDir string) (*db.Store, error) {
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create data dir: %w", err)
 	}
-	return db.Open(ctx, filepath.Join(dataDir, "companion.db"))
+	return db.Open(ctx, sqlitePath(dataDir))
 }

@@ -46,6 +46,13 @@ func (d *databaseFlags) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&d.file, "database-file", "", "serve only: `file` holding the PostgreSQL URL (mode 0600), instead of --database")
 }
 
+// sqlite says whether the store is SQLite in the data dir (no PostgreSQL
+// URL is configured).
+func (d *databaseFlags) sqlite() bool { return d.url == "" && d.file == "" }
+
+// sqlitePath is the SQLite store's file in dataDir.
+func sqlitePath(dataDir string) string { return filepath.Join(dataDir, "companion.db") }
+
 // resolve returns the PostgreSQL URL the flags name, or "" for SQLite.
 func (d *databaseFlags) resolve() (string, error) {
 	if d.url != "" && d.file != "" {
@@ -73,7 +80,7 @@ func openServerStore(ctx context.Context, f *serverFlags) (serverStore, error) {
 		return nil, err
 	}
 	if u == "" {
-		return db.Open(ctx, filepath.Join(f.dataDir, "companion.db"))
+		return db.Open(ctx, sqlitePath(f.dataDir))
 	}
 	return db.OpenPostgres(ctx, u)
 }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 
 	"github.com/canvasapp/companion/db"
 )
@@ -63,7 +62,7 @@ func runMigrate(args []string, stdout, stderr io.Writer) int {
 }
 
 func migrateToPostgres(ctx context.Context, dir, url string, stdout io.Writer) error {
-	path := filepath.Join(dir, "companion.db")
+	path := sqlitePath(dir)
 	if _, err := os.Stat(path); err != nil {
 		return fmt.Errorf("no companion database at %s: %w", path, err)
 	}

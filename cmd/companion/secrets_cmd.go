@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/canvasapp/companion/core"
@@ -214,7 +213,7 @@ func rotateKey(ctx context.Context, dataDir, oldFile, newFile string, stdout io.
 	if err != nil {
 		return fmt.Errorf("new key: %w", err)
 	}
-	path := filepath.Join(dataDir, "companion.db")
+	path := sqlitePath(dataDir)
 	if _, err := os.Stat(path); err != nil {
 		return fmt.Errorf("no companion database at %s: %w", path, err)
 	}

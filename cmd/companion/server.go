@@ -21,8 +21,8 @@ import (
 	"time"
 
 	"github.com/canvasapp/companion/core"
+	"github.com/canvasapp/companion/db"
 	"github.com/canvasapp/companion/providers/builtin/docker"
-	"github.com/canvasapp/companion/providers/wasm"
 	uibridge "github.com/canvasapp/companion/ui-bridge"
 )
 
@@ -285,6 +285,17 @@ func newToken() string {
 const dataDirLockWait = 15 * time.Second
 
 // serve runs companion until ctx ends.
+//
+// Desktop prints its ready line as soon as it listens, and opens the
+// store, the secret store and the providers behind the start gate (which
+// holds requests until they are open): the app that started it gets on
+// with its own start-up meanwhile. A file that is plainly not this
+// companion's is still refused before the line (db.CheckFile reads its
+// header); anything else that stops a start afterwards is logged, held
+// requests get 503 and companion exits 1. Serve opens everything first,
+// so an operator's mistake (a key file, a sealed data dir without its
+// key, a login setting) stops it before any ready line. See
+// docs/decisions.md, "Desktop announces itself before it opens the store".
 func serve(ctx context.Context, m mode, f *serverFlags, log *slog.Logger, stdout io.Writer) error {
 	if err := os.MkdirAll(f.dataDir, 0o700); err != nil {
 		return fmt.Errorf("create data dir: %w", err)
@@ -294,51 +305,10 @@ func serve(ctx context.Context, m mode, f *serverFlags, log *slog.Logger, stdout
 		return err
 	}
 	defer unlock()
-	store, err := openServerStore(ctx, f)
-	if err != nil {
-		return err
-	}
-	defer store.Close()
-	use := useServer
-	if m == modeDesktop {
-		use = useDesktop
-	}
-	keys, err := openSecretStore(ctx, use, f.secrets, store, log)
-	if err != nil {
-		return err
-	}
-
-	var registry core.Registry
-	provs, err := startProviders(ctx, f, store, keys, log, &registry)
-	if err != nil {
-		return err
-	}
-	defer provs.Close()
-
-	// Nothing before the ready line may take time in proportion to the
-	// store: the workspaces are loaded, the journal recovered and the API
-	// built after it, while the start gate holds early requests.
-	exporter, err := newExporter(f)
-	if err != nil {
-		return err
-	}
-	hook, err := crashHook(log)
-	if err != nil {
-		return err
-	}
-	exporter.Staged = exportHook(log)
-	exportLocation := ""
-	if m == modeDesktop {
-		exportLocation = exporter.Writer.Root // serve mode keeps its paths to itself
-	}
-	svc, err := core.NewService(ctx, core.Config{Store: store, Providers: &registry, Secrets: keys, Logger: log, DeferLoad: true,
-		Exporter: exporter, ScheduledDeletion: m == modeServe,
-		ExportLocation: exportLocation, ExportBudget: f.exportBudget, StepHook: hook, LeaseTTL: f.leaseTTL})
-	if err != nil {
-		return err
-	}
-	if err := provs.EnsureAccounts(ctx, svc); err != nil {
-		return err
+	if f.database.sqlite() {
+		if err := db.CheckFile(sqlitePath(f.dataDir)); err != nil {
+			return err
+		}
 	}
 
 	ln, err := net.Listen("tcp", f.listen)
@@ -349,35 +319,11 @@ func serve(ctx context.Context, m mode, f *serverFlags, log *slog.Logger, stdout
 	if f.login.enabled() {
 		token = "" // users sign in; the launch token is nobody (docs/decisions.md)
 	}
-	bridgeCfg := uibridge.Config{
-		Service:    svc,
-		Token:      token,
-		TokenActor: tokenActor(m),
-		// Whatever address was bound (127.0.0.2, [::1]) is the one the
-		// ready URL names, so it must be allowed.
-		AllowedHosts:   append(uibridge.ListenerHosts(ln.Addr()), f.hosts...),
-		AllowedOrigins: f.origins,
-		BodyTimeout:    f.timeouts.body,
-		Version:        version,
-		Logger:         log,
-		Modules:        provs,
-		AgentHTTP:      wasm.EndpointClient(),
-	}
-	if bridgeCfg.Login, err = f.login.bridgeLogin(ctx, store, &bridgeCfg, log); err != nil {
-		ln.Close()
-		return err
-	}
-	f.login.warnUnreachable(log, f.listen, f.hosts)
-	// The bridge is built after the ready line; bad flags stop companion
-	// before it.
-	if err := uibridge.CheckConfig(bridgeCfg); err != nil {
-		ln.Close()
-		return err
-	}
 	gate := newStartGate()
 	srv := newHTTPServer(gate, f.timeouts, log)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
+	var app started
 	var bridge *uibridge.Server
 	defer func() {
 		gate.open(nil) // no-op once opened; frees requests held by a failed start
@@ -389,27 +335,40 @@ func serve(ctx context.Context, m mode, f *serverFlags, log *slog.Logger, stdout
 		if err := srv.Shutdown(sctx); err != nil {
 			log.Warn("http shutdown", "err", err)
 		}
-		if err := svc.Close(sctx); err != nil {
-			log.Warn("service shutdown", "err", err)
-		}
+		app.close(sctx, log)
 	}()
 
 	url := "http://" + ln.Addr().String() + f.login.basePath
-	pageURL := url + "/"
-	if token != "" {
-		pageURL += "#token=" + token
+	announce := func() {
+		pageURL := url + "/"
+		if token != "" {
+			pageURL += "#token=" + token
+		}
+		if err := json.NewEncoder(stdout).Encode(readyLine{Event: "ready", URL: url, Token: token, Version: version,
+			PageURL: pageURL}); err != nil {
+			log.Warn("could not write the ready line", "err", err)
+		}
+		log.Info("companion ready", "mode", m, "url", url, "data_dir", f.dataDir, "version", version)
 	}
-	if err := json.NewEncoder(stdout).Encode(readyLine{Event: "ready", URL: url, Token: token, Version: version,
-		PageURL: pageURL}); err != nil {
-		log.Warn("could not write the ready line", "err", err)
+	if m == modeDesktop {
+		announce()
 	}
-	log.Info("companion ready", "mode", m, "url", url, "data_dir", f.dataDir, "version", version)
-	// SQLite's read pool opens now rather than during start-up, where it
-	// would share the CPU with what the ready line waits for.
+	if err := app.open(ctx, m, f, log, ln.Addr(), token); err != nil {
+		return err
+	}
+	if m != modeDesktop {
+		announce()
+	}
+	store, svc, provs, exporter := app.store, app.svc, app.provs, app.exporter
+	// SQLite's read pool opens now rather than while the store opens,
+	// where it would share the CPU with what serving waits for.
 	if w, ok := store.(interface{ WarmReads() }); ok {
 		w.WarmReads()
 	}
 
+	// Nothing before the ready line may take time in proportion to the
+	// store: the workspaces are loaded, the journal recovered and the API
+	// built after it, while the start gate holds early requests.
 	loadStart := time.Now()
 	if err := svc.Load(ctx); err != nil {
 		return err
@@ -423,7 +382,7 @@ func serve(ctx context.Context, m mode, f *serverFlags, log *slog.Logger, stdout
 	if err := svc.Recover(ctx); err != nil {
 		return err
 	}
-	bridge, err = uibridge.New(bridgeCfg)
+	bridge, err = uibridge.New(app.bridgeCfg)
 	if err != nil {
 		return err
 	}

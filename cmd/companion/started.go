@@ -1,0 +1,109 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"net"
+
+	"github.com/canvasapp/companion/core"
+	"github.com/canvasapp/companion/exportrun"
+	"github.com/canvasapp/companion/providers/wasm"
+	uibridge "github.com/canvasapp/companion/ui-bridge"
+)
+
+// started is what serve opens before it can answer requests: the stores,
+// the providers and the service, and the bridge's configuration. Fields
+// stay nil until opened, so close releases exactly what open got to.
+type started struct {
+	store     serverStore
+	registry  core.Registry
+	provs     *providerSet
+	exporter  *exportrun.Exporter
+	svc       *core.Service
+	bridgeCfg uibridge.Config
+}
+
+// open opens the store, the secret store and the providers, builds the
+// service, creates the default accounts and checks the bridge's
+// configuration. addr is the address serve listens on; token the launch
+// token ("" when users sign in).
+func (a *started) open(ctx context.Context, m mode, f *serverFlags, log *slog.Logger, addr net.Addr, token string) error {
+	store, err := openServerStore(ctx, f)
+	if err != nil {
+		return err
+	}
+	a.store = store
+	use := useServer
+	if m == modeDesktop {
+		use = useDesktop
+	}
+	keys, err := openSecretStore(ctx, use, f.secrets, store, log)
+	if err != nil {
+		return err
+	}
+	if a.provs, err = startProviders(ctx, f, store, keys, log, &a.registry); err != nil {
+		return err
+	}
+	if a.exporter, err = newExporter(f); err != nil {
+		return err
+	}
+	hook, err := crashHook(log)
+	if err != nil {
+		return err
+	}
+	a.exporter.Staged = exportHook(log)
+	exportLocation := ""
+	if m == modeDesktop {
+		exportLocation = a.exporter.Writer.Root // serve mode keeps its paths to itself
+	}
+	a.svc, err = core.NewService(ctx, core.Config{Store: store, Providers: &a.registry, Secrets: keys, Logger: log, DeferLoad: true,
+		Exporter: a.exporter, ScheduledDeletion: m == modeServe,
+		ExportLocation: exportLocation, ExportBudget: f.exportBudget, StepHook: hook, LeaseTTL: f.leaseTTL})
+	if err != nil {
+		return err
+	}
+	if err := a.provs.EnsureAccounts(ctx, a.svc); err != nil {
+		return err
+	}
+	a.bridgeCfg = uibridge.Config{
+		Service:    a.svc,
+		Token:      token,
+		TokenActor: tokenActor(m),
+		// Whatever address was bound (127.0.0.2, [::1]) is the one the
+		// ready URL names, so it must be allowed.
+		AllowedHosts:   append(uibridge.ListenerHosts(addr), f.hosts...),
+		AllowedOrigins: f.origins,
+		BodyTimeout:    f.timeouts.body,
+		Version:        version,
+		Logger:         log,
+		Modules:        a.provs,
+		AgentHTTP:      wasm.EndpointClient(),
+	}
+	if a.bridgeCfg.Login, err = f.login.bridgeLogin(ctx, store, &a.bridgeCfg, log); err != nil {
+		return err
+	}
+	f.login.warnUnreachable(log, f.listen, f.hosts)
+	// The bridge itself is built once the workspaces are loaded; bad
+	// settings stop companion now.
+	return uibridge.CheckConfig(a.bridgeCfg)
+}
+
+// close stops the service and releases the providers and the store, in
+// that order; ctx bounds waiting for the service's running actions.
+func (a *started) close(ctx context.Context, log *slog.Logger) {
+	if a.svc != nil {
+		if err := a.svc.Close(ctx); err != nil {
+			log.Warn("service shutdown", "err", err)
+		}
+	}
+	if a.provs != nil {
+		if err := a.provs.Close(); err != nil {
+			log.Warn("closing the providers", "err", err)
+		}
+	}
+	if a.store != nil {
+		if err := a.store.Close(); err != nil {
+			log.Warn("closing the store", "err", err)
+		}
+	}
+}
