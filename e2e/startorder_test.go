@@ -31,7 +31,7 @@ func TestDesktopRefusesForeignDatabaseBeforeReady(t *testing.T) {
 		dir, stmt, want string
 	}{
 		"another application's file": {other, `CREATE TABLE notes (body TEXT); PRAGMA user_version = 3`, "another application"},
-		"a newer companion's file":    {newer, `PRAGMA user_version = 999`, "written by a newer companion"},
+		"a newer companion's file":   {newer, `PRAGMA user_version = 999`, "written by a newer companion"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			path := filepath.Join(c.dir, "companion.db")
