@@ -3,8 +3,8 @@ package uibridge
 import (
 	"bytes"
 	"embed"
+	"fmt"
 	"io/fs"
-	"mime"
 	"net/http"
 	"path"
 	"sort"
@@ -44,14 +44,19 @@ func pageAssets() map[string]pageAsset {
 		if err != nil {
 			return err
 		}
-		ctype := mime.TypeByExtension(path.Ext(p))
-		switch path.Ext(p) { // not left to the OS's MIME table
+		// Not left to package mime, whose first use reads the OS's MIME
+		// tables (milliseconds of the first answer, and a type that would
+		// depend on the machine).
+		var ctype string
+		switch path.Ext(p) {
 		case ".js":
 			ctype = "text/javascript; charset=utf-8"
 		case ".html":
 			ctype = "text/html; charset=utf-8"
 		case ".css":
 			ctype = "text/css; charset=utf-8"
+		default:
+			return fmt.Errorf("%s: no content type for %q files; add one here", p, path.Ext(p))
 		}
 		rel := p[len("web"):]
 		if rel == "/index.html" {

@@ -103,8 +103,9 @@ func parseServerFlags(m mode, args []string, stderr io.Writer) (*serverFlags, er
 		case modeDesktop:
 			fmt.Fprint(stderr, `Usage: companion desktop [flags]
 
-Runs companion for Canvas desktop. It listens on loopback only, and once it
-serves it prints exactly one JSON line on stdout:
+Runs companion for Canvas desktop. It listens on loopback only, and as soon
+as it listens it prints exactly one JSON line on stdout (requests wait until
+its store is open and its workspaces are loaded):
 
   {"event":"ready","url":"http://127.0.0.1:PORT","token":"...","version":"...",
    "page_url":"http://127.0.0.1:PORT/#token=..."}
@@ -214,7 +215,8 @@ func checkListen(m mode, addr string, login bool) error {
 	return fmt.Errorf("--listen %q: refusing a non-loopback address: no login method is configured, and without one anyone who reaches the server could spend the provider accounts; listen on 127.0.0.1 behind your ingress (with --allow-host for the name it forwards) until login is set up", addr)
 }
 
-// readyLine is what desktop (and serve) print on stdout once serving.
+// readyLine is what desktop (once listening) and serve (once open) print
+// on stdout.
 type readyLine struct {
 	Event   string `json:"event"`
 	URL     string `json:"url"`

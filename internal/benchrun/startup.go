@@ -2,8 +2,11 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -39,8 +42,8 @@ func measureStartup(runs int) error {
 		return err
 	}
 	defer os.RemoveAll(fresh)
-	times := map[int][]time.Duration{}
-	var tf, tb []time.Duration
+	times := map[int][]startTimes{}
+	var tf, tb []startTimes
 	for i := 0; i < runs; i++ {
 		// One start of each per round, in an order shuffled every round
 		// (the same every run): a start right after another binary's finds
@@ -84,17 +87,29 @@ func measureStartup(runs int) error {
 			}
 		}
 	}
-	bare := ms(median(tb))
+	bare := ms(median(readies(tb)))
 	const baseline = "startup.bare_go_http_server_to_ready_median"
 	for _, n := range sizes {
-		c := ms(median(times[n]))
+		c := ms(median(readies(times[n])))
 		emit(figure{
 			Name: fmt.Sprintf("startup.desktop_%dk_workspaces_to_ready_median", n/1000), Value: c, Unit: "ms",
 			Baseline: baseline, BaselineValue: bare, Ratio: c / bare,
 			Goal: "ratio <= 2.5 (warm compile cache)", Met: met(c/bare <= 2.5),
 		})
 	}
-	f := ms(median(tf))
+	// Desktop announces itself before it opens the store, so the ready
+	// line alone would flatter it: the first answer is shown beside it.
+	bareAnswer := ms(median(answers(tb)))
+	const answerBaseline = "startup.bare_go_http_server_to_first_answer_median"
+	for _, n := range sizes {
+		c := ms(median(answers(times[n])))
+		emit(figure{
+			Name: fmt.Sprintf("startup.desktop_%dk_workspaces_to_first_answer_median", n/1000), Value: c, Unit: "ms",
+			Baseline: answerBaseline, BaselineValue: bareAnswer, Ratio: c / bareAnswer,
+		})
+	}
+	emit(figure{Name: answerBaseline, Value: bareAnswer, Unit: "ms"})
+	f := ms(median(readies(tf)))
 	emit(figure{
 		Name: "startup.desktop_first_start_to_ready_median", Value: f, Unit: "ms",
 		Baseline: baseline, BaselineValue: bare, Ratio: f / bare,
@@ -119,33 +134,73 @@ func warm(bin, dir string) error {
 	return waitQuiet(s.pid(), 3*time.Minute)
 }
 
-// timeToReady starts bin and returns how long its first stdout line took.
-// The process is killed afterwards.
-func timeToReady(bin string, args ...string) (time.Duration, error) {
+// startTimes are how long a start took to its ready line, and to its
+// first answer: GET /healthz answered 200, which companion gives once its
+// start gate opens (the store open and the workspaces loaded).
+type startTimes struct{ ready, answer time.Duration }
+
+// timeToReady starts bin and times its first stdout line, then its first
+// answer to GET /healthz at the line's URL. The process is killed
+// afterwards.
+func timeToReady(bin string, args ...string) (startTimes, error) {
 	cmd := exec.Command(bin, args...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		return 0, err
+		return startTimes{}, err
 	}
 	stdin, err := cmd.StdinPipe() // kept open: desktop exits when it closes
 	if err != nil {
-		return 0, err
+		return startTimes{}, err
 	}
 	defer stdin.Close()
 	began := time.Now()
 	if err := cmd.Start(); err != nil {
-		return 0, err
+		return startTimes{}, err
 	}
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
 	line, err := bufio.NewReader(out).ReadString('\n')
-	took := time.Since(began)
+	var t startTimes
+	t.ready = time.Since(began)
 	if err != nil {
-		return 0, fmt.Errorf("no ready line: %v", err)
+		return t, fmt.Errorf("no ready line: %v", err)
 	}
-	if len(line) < 10 {
-		return 0, fmt.Errorf("odd ready line %q", line)
+	var rl struct {
+		URL string `json:"url"`
 	}
-	return took, nil
+	if err := json.Unmarshal([]byte(line), &rl); err != nil || rl.URL == "" {
+		return t, fmt.Errorf("odd ready line %q", line)
+	}
+	resp, err := healthClient.Get(rl.URL + "/healthz")
+	if err != nil {
+		return t, fmt.Errorf("first request: %w", err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	t.answer = time.Since(began)
+	if resp.StatusCode != http.StatusOK {
+		return t, fmt.Errorf("first request: GET /healthz: %s", resp.Status)
+	}
+	return t, nil
+}
+
+// healthClient opens a new connection for every start (each is another
+// server) and keeps none.
+var healthClient = &http.Client{Timeout: time.Minute, Transport: &http.Transport{DisableKeepAlives: true}}
+
+func readies(ts []startTimes) []time.Duration {
+	ds := make([]time.Duration, len(ts))
+	for i, t := range ts {
+		ds[i] = t.ready
+	}
+	return ds
+}
+
+func answers(ts []startTimes) []time.Duration {
+	ds := make([]time.Duration, len(ts))
+	for i, t := range ts {
+		ds[i] = t.answer
+	}
+	return ds
 }
 
 func median(ds []time.Duration) time.Duration {
