@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
@@ -33,12 +35,16 @@ type Adapter struct {
 	parsed chan struct{}
 	man    *manifest.Manifest
 	mjson  []byte
-	bin    []byte
+	bin    []byte // nil for a module read from open
 	policy *hostcall.Policy
 
-	// The SHA-256 of a module is worked out on first use: hashing the
-	// first-party modules (megabytes each) at start-up would delay the
-	// ready line.
+	// open reads a lazily loaded first-party module (LoadEmbeddedLazy);
+	// nil for the others, whose bytes are in bin.
+	open func() (fs.File, error)
+
+	// The SHA-256 of a module is worked out when first asked for: hashing
+	// the first-party modules (megabytes each) at every start would
+	// compete with companion's first answers.
 	shaOnce sync.Once
 	sha     string
 
@@ -108,31 +114,26 @@ func (a *Adapter) setModule(m *manifest.Manifest, mjson, bin []byte) {
 
 // load compiles the module (one compile at a time per host), checks it
 // against the ABI and its manifest, and warms one instance. A lazily
-// loaded first-party module is read and parsed here first.
-func (a *Adapter) load(ctx context.Context, read func() ([]byte, error)) {
+// loaded first-party module's manifest is read here first, and its code
+// only once it is to be compiled.
+func (a *Adapter) load(ctx context.Context) {
 	defer close(a.ready)
 	select {
 	case <-a.h.gate:
 	case <-ctx.Done():
-		if read != nil {
+		if a.open != nil {
 			close(a.parsed) // never read
 		}
 		a.fail(ctx, ctx.Err())
 		return
 	}
-	if read != nil {
-		if err := a.readModule(read); err != nil {
+	if a.open != nil {
+		if err := a.readManifest(); err != nil {
 			a.fail(ctx, err)
 			return
 		}
 	}
-	bin := a.bin
 	if a.h.cfg.CompileOnUse {
-		if read != nil {
-			// Megabytes per module: not kept while nobody uses it.
-			a.sha256()
-			a.bin, bin = nil, nil
-		}
 		select {
 		case <-a.wanted:
 		case <-a.unloaded:
@@ -142,16 +143,13 @@ func (a *Adapter) load(ctx context.Context, read func() ([]byte, error)) {
 			a.fail(ctx, ctx.Err())
 			return
 		}
-		if bin == nil {
-			var err error
-			if bin, err = read(); err != nil {
-				a.fail(ctx, err)
-				return
-			}
-			if sha256Hex(bin) != a.sha256() {
-				a.fail(ctx, errors.New("its bytes changed since its manifest was read"))
-				return
-			}
+	}
+	bin := a.bin
+	if a.open != nil {
+		var err error
+		if bin, err = a.readCode(); err != nil {
+			a.fail(ctx, err)
+			return
 		}
 	}
 	a.info = LoadInfo{Name: a.name, Version: a.man.Version, SHA256: a.sha256(), CompileCache: "off"}
@@ -254,13 +252,14 @@ func (a *Adapter) checkDescribe(ctx context.Context, mod *sandbox.Module) error 
 }
 
 // readModule reads and parses a lazily loaded module.
-func (a *Adapter) readModule(read func() ([]byte, error)) error {
-	bin, err := read()
+func (a *Adapter) readManifest() error {
+	f, err := a.open()
 	if err != nil {
 		close(a.parsed)
 		return err
 	}
-	m, mjson, err := parseModule(bin)
+	defer f.Close()
+	m, mjson, err := parseModuleFile(f)
 	if err == nil && m.Name != a.name {
 		err = fmt.Errorf("the module calls itself %q", m.Name)
 	}
@@ -268,8 +267,28 @@ func (a *Adapter) readModule(read func() ([]byte, error)) error {
 		close(a.parsed)
 		return err
 	}
-	a.setModule(m, mjson, bin)
+	a.setModule(m, mjson, nil)
 	return nil
+}
+
+// readCode reads the whole of a lazily loaded module to compile it. Its
+// SHA-256, if already reported, must not have changed since.
+func (a *Adapter) readCode() ([]byte, error) {
+	f, err := a.open()
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	bin, err := io.ReadAll(io.LimitReader(f, MaxModuleBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256Hex(bin)
+	a.shaOnce.Do(func() { a.sha = sum })
+	if sum != a.sha {
+		return nil, errors.New("its bytes changed since its manifest was read")
+	}
+	return bin, nil
 }
 
 // fail records why the module could not be loaded.
@@ -384,7 +403,13 @@ func (a *Adapter) Summary() Summary {
 }
 
 func (a *Adapter) sha256() string {
-	a.shaOnce.Do(func() { a.sha = sha256Hex(a.bin) })
+	a.shaOnce.Do(func() {
+		if a.open == nil {
+			a.sha = sha256Hex(a.bin)
+			return
+		}
+		a.sha = a.hashFile()
+	})
 	return a.sha
 }
 

@@ -2,10 +2,12 @@ package wasm
 
 import (
 	"context"
+	"io"
 	"io/fs"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -143,4 +145,58 @@ func TestCompileOnUseChecksDescribe(t *testing.T) {
 	mustKind(t, err, core.KindInternal, "contradicts its manifest", `describe says version "1.0.0"`)
 	_, err = a.Describe(ctx)
 	mustKind(t, err, core.KindInternal, "contradicts its manifest")
+}
+
+// countedFile counts the bytes read through an embedded module's file.
+type countedFile struct {
+	fs.File
+	n *atomic.Int64
+}
+
+func (f countedFile) Read(b []byte) (int, error) {
+	n, err := f.File.Read(b)
+	f.n.Add(int64(n))
+	return n, err
+}
+
+func (f countedFile) ReadAt(b []byte, off int64) (int, error) {
+	n, err := f.File.(io.ReaderAt).ReadAt(b, off)
+	f.n.Add(int64(n))
+	return n, err
+}
+
+// TestLazyModuleReadsItsManifestOnly: a first-party module loaded lazily
+// is described after reading its section headers and manifest, not its
+// code; its SHA-256, once asked for, is the file's; its first call reads
+// the whole file once and compiles it.
+func TestLazyModuleReadsItsManifestOnly(t *testing.T) {
+	e := newEnv(t, compileOnUse(t, t.TempDir(), &progressLog{}))
+	var read atomic.Int64
+	a, err := e.host.LoadEmbeddedLazy("good", func() (fs.File, error) {
+		f, err := moduleFile(goodWasm)()
+		return countedFile{File: f, n: &read}, err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.host.Start()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if info, err := a.Describe(ctx); err != nil || info.Name != "good" {
+		t.Fatalf("describe: %+v %v", info, err)
+	}
+	if n := read.Load(); n == 0 || n > int64(len(goodWasm))/20 {
+		t.Fatalf("describing read %d bytes of a %d-byte module; want the manifest's few", n, len(goodWasm))
+	}
+	if got, want := a.Summary().SHA256, sha256Hex(goodWasm); got != want {
+		t.Fatalf("SHA-256 %s, want %s", got, want)
+	}
+	before := read.Load()
+	_, _ = a.List(ctx, core.Account{ID: "acc", Provider: "good"}) // a use, whatever it answers
+	if li, err := a.Wait(ctx); err != nil || li.SHA256 != sha256Hex(goodWasm) {
+		t.Fatalf("after the first call: %+v %v", li, err)
+	}
+	if n := read.Load() - before; n != int64(len(goodWasm)) {
+		t.Fatalf("the first call read %d bytes, want the module's %d once", n, len(goodWasm))
+	}
 }

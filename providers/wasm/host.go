@@ -19,6 +19,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -227,7 +228,7 @@ func (h *Host) LoadEmbedded(bin []byte) (*Adapter, error) {
 	if err != nil {
 		return nil, err
 	}
-	a, err := h.start(newAdapter(h, m, mjson, bin, true), nil)
+	a, err := h.start(newAdapter(h, m, mjson, bin, true))
 	if err != nil {
 		return nil, err
 	}
@@ -237,18 +238,21 @@ func (h *Host) LoadEmbedded(bin []byte) (*Adapter, error) {
 	return a, nil
 }
 
-// LoadEmbeddedLazy is LoadEmbedded for a module that is only read when
-// compilation may begin (see Config.DeferCompile and Start): reading and
-// hashing megabytes of embedded modules would otherwise delay start-up.
-// name must be the name in the module's manifest; a module that turns out
-// to be invalid fails every call with the reason.
-func (h *Host) LoadEmbeddedLazy(name string, read func() ([]byte, error)) (*Adapter, error) {
+// LoadEmbeddedLazy is LoadEmbedded for a module that is read from open's
+// file piecemeal: its manifest once compilation may begin (see
+// Config.DeferCompile and Start), its code only to compile, its SHA-256
+// when asked. Copying and hashing megabytes of embedded modules at every
+// start would compete with companion's first answers. The file must read
+// at any offset (io.ReaderAt), as embed.FS files do. name must be the name
+// in the module's manifest; a module that turns out to be invalid fails
+// every call with the reason.
+func (h *Host) LoadEmbeddedLazy(name string, open func() (fs.File, error)) (*Adapter, error) {
 	if err := manifest.CheckName(name); err != nil {
 		return nil, core.Errorf(core.KindInvalid, "first-party module name: %v", err)
 	}
-	a := &Adapter{h: h, name: name, builtin: true, parsed: make(chan struct{}), ready: make(chan struct{}),
+	a := &Adapter{h: h, name: name, builtin: true, open: open, parsed: make(chan struct{}), ready: make(chan struct{}),
 		wanted: make(chan struct{}), unloaded: make(chan struct{})}
-	a, err := h.start(a, read)
+	a, err := h.start(a)
 	if err != nil {
 		return nil, err
 	}
@@ -282,7 +286,7 @@ func (h *Host) Load(ctx context.Context, name string) (*Adapter, error) {
 	if m.Name != name {
 		return nil, core.Errorf(core.KindConflict, "provider module file %s holds module %q, not %q", h.modulePath(name), m.Name, name)
 	}
-	return h.start(newAdapter(h, m, mjson, bin, false), nil)
+	return h.start(newAdapter(h, m, mjson, bin, false))
 }
 
 // installedBytes returns the bytes of installed module name, checked
@@ -404,7 +408,7 @@ func (h *Host) Close(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-func (h *Host) start(a *Adapter, read func() ([]byte, error)) (*Adapter, error) {
+func (h *Host) start(a *Adapter) (*Adapter, error) {
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
@@ -416,7 +420,7 @@ func (h *Host) start(a *Adapter, read func() ([]byte, error)) (*Adapter, error) 
 	if old != nil {
 		go func() { _ = old.close(context.Background()) }()
 	}
-	go a.load(h.ctx, read)
+	go a.load(h.ctx)
 	return a, nil
 }
 

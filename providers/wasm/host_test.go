@@ -3,6 +3,7 @@ package wasm
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/fstest"
 	"testing/synctest"
 	"time"
 
@@ -397,9 +399,9 @@ func TestDeferredLazyLoadReadsNothingBeforeStart(t *testing.T) {
 		// it returns, also when the test fails.
 		defer h.Close(context.Background())
 		var reads atomic.Int32
-		a, err := h.LoadEmbeddedLazy("good", func() ([]byte, error) {
+		a, err := h.LoadEmbeddedLazy("good", func() (fs.File, error) {
 			reads.Add(1)
-			return goodWasm, nil
+			return moduleFile(goodWasm)()
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -419,9 +421,9 @@ func TestDeferredLazyLoadReadsNothingBeforeStart(t *testing.T) {
 	var reads sync.WaitGroup
 	reads.Add(1)
 	var once sync.Once
-	a, err := e.host.LoadEmbeddedLazy("good", func() ([]byte, error) {
+	a, err := e.host.LoadEmbeddedLazy("good", func() (fs.File, error) {
 		once.Do(reads.Done)
-		return goodWasm, nil
+		return moduleFile(goodWasm)()
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -444,9 +446,14 @@ func TestDeferredLazyLoadReadsNothingBeforeStart(t *testing.T) {
 	}
 }
 
+// moduleFile opens b as an embedded module's file, as embed.FS would.
+func moduleFile(b []byte) func() (fs.File, error) {
+	return func() (fs.File, error) { return fstest.MapFS{"m.wasm": {Data: b}}.Open("m.wasm") }
+}
+
 func TestLazyLoadOfAMisnamedModuleFailsCalls(t *testing.T) {
 	e := newEnv(t)
-	a, err := e.host.LoadEmbeddedLazy("other", func() ([]byte, error) { return goodWasm, nil })
+	a, err := e.host.LoadEmbeddedLazy("other", moduleFile(goodWasm))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -455,7 +462,7 @@ func TestLazyLoadOfAMisnamedModuleFailsCalls(t *testing.T) {
 	if s := a.Summary(); s.Name != "other" {
 		t.Fatalf("summary of a failed module: %+v", s)
 	}
-	if _, err := e.host.LoadEmbeddedLazy("Not A Name", func() ([]byte, error) { return nil, nil }); !core.IsKind(err, core.KindInvalid) {
+	if _, err := e.host.LoadEmbeddedLazy("Not A Name", moduleFile(nil)); !core.IsKind(err, core.KindInvalid) {
 		t.Fatalf("bad name: %v", err)
 	}
 }

@@ -2,6 +2,9 @@ package wasm
 
 import (
 	"errors"
+	"fmt"
+	"io"
+	"io/fs"
 
 	"github.com/canvasapp/companion/core"
 	"github.com/canvasapp/companion/providers/wasm/internal/manifest"
@@ -51,15 +54,50 @@ func parseModule(bin []byte) (*manifest.Manifest, []byte, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	m, err := parseManifest(mjson)
+	if err != nil {
+		return nil, nil, err
+	}
+	return m, mjson, nil
+}
+
+// parseModuleFile is parseModule for a module read through f, which must
+// read at any offset (as embed.FS files do): only the section headers and
+// the manifest are read, not the code.
+func parseModuleFile(f fs.File) (*manifest.Manifest, []byte, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return nil, nil, err
+	}
+	if st.Size() > MaxModuleBytes {
+		return nil, nil, core.Errorf(core.KindInvalid, "module is larger than %d MiB", MaxModuleBytes>>20)
+	}
+	r, ok := f.(io.ReaderAt)
+	if !ok {
+		return nil, nil, fmt.Errorf("module file %s cannot be read at an offset", st.Name())
+	}
+	mjson, err := manifest.ExtractAt(r, st.Size())
+	if err != nil {
+		return nil, nil, invalid(err)
+	}
+	m, err := parseManifest(mjson)
+	if err != nil {
+		return nil, nil, err
+	}
+	return m, mjson, nil
+}
+
+// parseManifest validates manifest JSON; a field error keeps its message.
+func parseManifest(mjson []byte) (*manifest.Manifest, error) {
 	m, err := manifest.Parse(mjson)
 	if err != nil {
 		var fe *manifest.Error
 		if errors.As(err, &fe) {
-			return nil, nil, &core.Error{Kind: core.KindInvalid, Message: fe.Error(), Err: err}
+			return nil, &core.Error{Kind: core.KindInvalid, Message: fe.Error(), Err: err}
 		}
-		return nil, nil, core.Errorf(core.KindInvalid, "manifest: %v", err)
+		return nil, core.Errorf(core.KindInvalid, "manifest: %v", err)
 	}
-	return m, mjson, nil
+	return m, nil
 }
 
 // ValidateManifest checks manifest JSON as Install would, so tools can

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -166,4 +167,20 @@ func (s Summary) String() string {
 func sha256Hex(b []byte) string {
 	h := sha256.Sum256(b)
 	return hex.EncodeToString(h[:])
+}
+
+// hashFile is the SHA-256 of a lazily loaded module, streamed from its
+// file rather than held; "" when it cannot be read (its load then fails
+// with the reason).
+func (a *Adapter) hashFile() string {
+	f, err := a.open()
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return ""
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }

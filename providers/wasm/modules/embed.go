@@ -23,8 +23,8 @@ type Module struct {
 }
 
 // Names returns the names of the modules built into this binary, sorted.
-// It reads no module: start-up uses it with Read to defer the (copying)
-// read of several megabytes until the modules are compiled.
+// It reads no module: start-up uses it with Open to read each module's
+// manifest, and its code only to compile it.
 func Names() []string {
 	entries, err := fs.ReadDir(dist, "dist")
 	if err != nil {
@@ -40,9 +40,10 @@ func Names() []string {
 	return out
 }
 
-// Read returns a copy of the named module's bytes.
-func Read(name string) ([]byte, error) {
-	return dist.ReadFile("dist/" + name + ".wasm")
+// Open opens the named module's file. It reads at any offset (io.ReaderAt)
+// without copying the rest, so a host can read the manifest alone.
+func Open(name string) (fs.File, error) {
+	return dist.Open("dist/" + name + ".wasm")
 }
 
 // Embedded returns the modules built into this binary, sorted by name. It

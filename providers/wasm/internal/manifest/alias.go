@@ -5,6 +5,7 @@
 package manifest
 
 import (
+	"io"
 	"net/url"
 
 	sdkmanifest "github.com/canvasapp/companion/providers/wasm/sdk/manifest"
@@ -58,6 +59,8 @@ func Pack(module, manifestJSON []byte) ([]byte, error) {
 }
 
 func Extract(module []byte) ([]byte, error) { return sdkmanifest.Extract(module) }
+
+func ExtractAt(r io.ReaderAt, size int64) ([]byte, error) { return sdkmanifest.ExtractAt(r, size) }
 
 func ParseOverride(raw string) (*url.URL, error) { return sdkmanifest.ParseOverride(raw) }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 )
 
 // Section is the name of the custom section that carries a module's
@@ -52,21 +53,32 @@ func Pack(module, manifestJSON []byte) ([]byte, error) {
 // Extract returns the manifest JSON embedded in module, unvalidated (Parse
 // validates it). A module must carry exactly one.
 func Extract(module []byte) ([]byte, error) {
-	secs, err := Sections(module)
+	return ExtractAt(bytes.NewReader(module), int64(len(module)))
+}
+
+// ExtractAt is Extract for a module of size bytes read through r. It reads
+// the section headers and the manifest only, not the code, so a host can
+// learn what a module of megabytes is without reading it.
+func ExtractAt(r io.ReaderAt, size int64) ([]byte, error) {
+	type span struct{ from, to int }
+	var found []span
+	err := walk(r, size, func(s ModuleSection, payload int) {
+		if s.ID == 0 && s.Name == Section {
+			found = append(found, span{payload, s.End})
+		}
+	})
 	if err != nil {
 		return nil, fmt.Errorf("module %v", err)
-	}
-	var found [][]byte
-	for _, s := range secs {
-		if s.ID == 0 && s.Name == Section {
-			found = append(found, s.Payload)
-		}
 	}
 	switch len(found) {
 	case 0:
 		return nil, fmt.Errorf("module has no %s section: embed its manifest with companion providers pack (see ABI.md)", Section)
 	case 1:
-		return bytes.Clone(found[0]), nil
+		b := make([]byte, found[0].to-found[0].from)
+		if _, err := r.ReadAt(b, int64(found[0].from)); err != nil {
+			return nil, fmt.Errorf("module: reading its %s section: %v", Section, err)
+		}
+		return b, nil
 	}
 	return nil, fmt.Errorf("module has %d %s sections; it must have exactly one", len(found), Section)
 }
@@ -92,45 +104,86 @@ const MaxSections = 10_000
 // the sentence "module ...". The host's validator walks modules with it
 // too, so a packer and the host agree on what a module's sections are.
 func Sections(b []byte) ([]ModuleSection, error) {
-	if len(b) < 8 || !bytes.Equal(b[:4], magic) {
-		return nil, errors.New("is not a WebAssembly binary (bad magic number)")
-	}
-	switch {
-	case b[4] == 1 && b[5] == 0 && b[6] == 0 && b[7] == 0:
-	case b[6] == 1 && b[7] == 0:
-		return nil, errors.New("is a WebAssembly component; companion loads core modules (wasip1) only")
-	default:
-		return nil, fmt.Errorf("has unsupported WebAssembly binary version %x", b[4:8])
-	}
 	var out []ModuleSection
-	for i := 8; i < len(b); {
-		if len(out) == MaxSections {
-			return nil, fmt.Errorf("has more than %d sections", MaxSections)
-		}
-		start := i
-		id := b[i]
-		size, n, err := uleb32(b[i+1:])
-		if err != nil {
-			return nil, fmt.Errorf("has a malformed size in the section at byte %d: %v", start, err)
-		}
-		i += 1 + n
-		if uint64(i)+uint64(size) > uint64(len(b)) {
-			return nil, fmt.Errorf("has a section at byte %d that runs past the end of the file", start)
-		}
-		s := ModuleSection{ID: id, Start: start, End: i + int(size)}
-		if id == 0 {
-			body := b[i:s.End]
-			nl, n, err := uleb32(body)
-			if err != nil || uint64(n)+uint64(nl) > uint64(len(body)) {
-				return nil, fmt.Errorf("has a custom section at byte %d with a malformed name", start)
-			}
-			s.Name = string(body[n : n+int(nl)])
-			s.Payload = body[n+int(nl):]
+	err := walk(bytes.NewReader(b), int64(len(b)), func(s ModuleSection, payload int) {
+		if s.ID == 0 {
+			s.Payload = b[payload:s.End]
 		}
 		out = append(out, s)
-		i = s.End
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
+}
+
+// walk calls visit for each top-level section of the module of size bytes
+// in r, in order, with where its payload starts (after a custom section's
+// name). It reads only the header, the section headers and custom
+// sections' names. Its errors complete the sentence "module ...".
+func walk(r io.ReaderAt, size int64, visit func(s ModuleSection, payload int)) error {
+	var head [8]byte
+	if size < 8 || readFull(r, head[:], 0) != nil || !bytes.Equal(head[:4], magic) {
+		return errors.New("is not a WebAssembly binary (bad magic number)")
+	}
+	switch {
+	case head[4] == 1 && head[5] == 0 && head[6] == 0 && head[7] == 0:
+	case head[6] == 1 && head[7] == 0:
+		return errors.New("is a WebAssembly component; companion loads core modules (wasip1) only")
+	default:
+		return fmt.Errorf("has unsupported WebAssembly binary version %x", head[4:8])
+	}
+	var buf [6]byte // an id and a size, or a name's length
+	for i, n := int64(8), 0; i < size; n++ {
+		if n == MaxSections {
+			return fmt.Errorf("has more than %d sections", MaxSections)
+		}
+		start := i
+		h := buf[:min(int64(len(buf)), size-i)]
+		if err := readFull(r, h, i); err != nil {
+			return fmt.Errorf("could not be read at byte %d: %v", start, err)
+		}
+		id := h[0]
+		secSize, k, err := uleb32(h[1:])
+		if err != nil {
+			return fmt.Errorf("has a malformed size in the section at byte %d: %v", start, err)
+		}
+		i += 1 + int64(k)
+		if uint64(i)+uint64(secSize) > uint64(size) {
+			return fmt.Errorf("has a section at byte %d that runs past the end of the file", start)
+		}
+		s := ModuleSection{ID: id, Start: int(start), End: int(i) + int(secSize)}
+		payload := int(i)
+		if id == 0 {
+			nh := buf[:min(5, int64(secSize))]
+			err := readFull(r, nh, i)
+			nl, k, lerr := uleb32(nh)
+			if err != nil || lerr != nil || uint64(k)+uint64(nl) > uint64(secSize) {
+				return fmt.Errorf("has a custom section at byte %d with a malformed name", start)
+			}
+			name := make([]byte, nl)
+			if err := readFull(r, name, i+int64(k)); err != nil {
+				return fmt.Errorf("has a custom section at byte %d with a malformed name", start)
+			}
+			s.Name = string(name)
+			payload += k + int(nl)
+		}
+		visit(s, payload)
+		i = int64(s.End)
+	}
+	return nil
+}
+
+// readFull fills b from r at off; a short read is an error.
+func readFull(r io.ReaderAt, b []byte, off int64) error {
+	n, err := r.ReadAt(b, off)
+	if n == len(b) {
+		return nil
+	}
+	if err == nil {
+		err = io.ErrUnexpectedEOF
+	}
+	return err
 }
 
 // uleb32 decodes an unsigned LEB128 of at most 32 bits.

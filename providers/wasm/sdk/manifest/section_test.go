@@ -129,3 +129,57 @@ func TestUleb(t *testing.T) {
 		}
 	}
 }
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r    *bytes.Reader
+	read int
+}
+
+func (c *countingReader) ReadAt(b []byte, off int64) (int, error) {
+	n, err := c.r.ReadAt(b, off)
+	c.read += n
+	return n, err
+}
+
+// TestExtractAtReadsHeadersOnly: the manifest comes out of a module with
+// a megabyte of code and a large custom section, as from Extract, while
+// reading no more than the section headers, names and the manifest.
+func TestExtractAtReadsHeadersOnly(t *testing.T) {
+	code := make([]byte, 1<<20)
+	mod := append(bytes.Clone(emptyModule), 0x0a) // a code section (id 10)
+	mod = appendUleb(mod, uint32(len(code)))
+	mod = append(mod, code...)
+	names := append(appendUleb(nil, 4), "name"...)
+	names = append(names, make([]byte, 256<<10)...)
+	mod = append(mod, 0x00)
+	mod = appendUleb(mod, uint32(len(names)))
+	mod = append(mod, names...)
+	packed, err := Pack(mod, manifestJSON(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := Extract(packed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &countingReader{r: bytes.NewReader(packed)}
+	got, err := ExtractAt(c, int64(len(packed)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("ExtractAt = %s, want %s", got, want)
+	}
+	if c.read > len(want)+64 {
+		t.Fatalf("ExtractAt read %d bytes of a %d-byte module for a %d-byte manifest", c.read, len(packed), len(want))
+	}
+	// Errors are Extract's: a truncated file, no manifest.
+	for _, b := range [][]byte{packed[:len(packed)-3], mod} {
+		_, errAt := ExtractAt(bytes.NewReader(b), int64(len(b)))
+		_, err := Extract(b)
+		if errAt == nil || err == nil || errAt.Error() != err.Error() {
+			t.Errorf("ExtractAt error %v, Extract error %v: want the same error", errAt, err)
+		}
+	}
+}
