@@ -133,12 +133,13 @@ func (s *Service) AddAccount(ctx context.Context, owner string, req AddAccountRe
 }
 
 // EnsureAccount creates an account without credentials with a fixed id if
-// it does not exist yet (the local Docker account, say).
-func (s *Service) EnsureAccount(ctx context.Context, acct Account) error {
-	if _, err := s.cfg.Store.GetAccount(ctx, acct.ID); err == nil {
-		return nil
+// it does not exist yet (the local Docker account, say), and returns the
+// account as stored: the one found, or acct as created.
+func (s *Service) EnsureAccount(ctx context.Context, acct Account) (Account, error) {
+	if have, err := s.cfg.Store.GetAccount(ctx, acct.ID); err == nil {
+		return have, nil
 	} else if !IsKind(err, KindNotFound) {
-		return err
+		return Account{}, err
 	}
 	if acct.CreatedAt.IsZero() {
 		acct.CreatedAt = s.now()
@@ -147,10 +148,10 @@ func (s *Service) EnsureAccount(ctx context.Context, acct Account) error {
 		acct.Config = map[string]string{}
 	}
 	if err := s.cfg.Store.PutAccount(ctx, acct); err != nil {
-		return err
+		return Account{}, err
 	}
 	s.noteAccountsChanged()
-	return nil
+	return acct, nil
 }
 
 // addChecked lists the new account's boxes once, so a mistyped token is

@@ -89,7 +89,7 @@ func runCreate(t *testing.T, p core.Provider, cfg core.Config) core.Workspace {
 	}
 	t.Cleanup(func() { svc.Close(context.Background()) })
 	acct := core.Account{ID: "acc-flaky", Provider: "flaky"}
-	if err := svc.EnsureAccount(ctx, acct); err != nil {
+	if _, err := svc.EnsureAccount(ctx, acct); err != nil {
 		t.Fatal(err)
 	}
 	ws, err := svc.Create(ctx, "", core.CreateRequest{AccountID: acct.ID, Name: "budget"})

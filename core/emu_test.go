@@ -242,7 +242,7 @@ func (e *clockEnv) close() {
 func (e *clockEnv) account(id, provider string) core.Account {
 	e.t.Helper()
 	a := core.Account{ID: id, Provider: provider, Label: id}
-	if err := e.svc.EnsureAccount(context.Background(), a); err != nil {
+	if _, err := e.svc.EnsureAccount(context.Background(), a); err != nil {
 		e.t.Fatal(err)
 	}
 	return a

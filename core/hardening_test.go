@@ -53,7 +53,7 @@ func TestBoxlessWorkspaceDeletedWithoutItsProvider(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	ghost := core.Account{ID: "acc_ghost", Provider: "uninstalled"}
-	if err := e.svc.EnsureAccount(ctx, ghost); err != nil {
+	if _, err := e.svc.EnsureAccount(ctx, ghost); err != nil {
 		t.Fatal(err)
 	}
 	ws := core.Workspace{ID: core.NewID("ws"), Name: "never made", AccountID: ghost.ID, Provider: "uninstalled",

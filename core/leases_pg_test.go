@@ -39,7 +39,7 @@ func TestActionWaitsForAnotherProcesssLease(t *testing.T) {
 	logs := &bytes.Buffer{}
 	svc := newTestService(t, ctx, core.Config{Store: st, Providers: reg, Logger: slog.New(slog.NewTextHandler(logs, nil)), MaxAttempts: 2})
 	acct := core.Account{ID: "local-docker", Provider: "docker", Label: "Local Docker"}
-	if err := svc.EnsureAccount(ctx, acct); err != nil {
+	if _, err := svc.EnsureAccount(ctx, acct); err != nil {
 		t.Fatal(err)
 	}
 	e := &env{t: t, svc: svc, logs: logs}

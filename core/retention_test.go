@@ -126,7 +126,7 @@ func newRetEnvWith(t *testing.T, serve bool, wrap func(core.RetentionStore) core
 	t.Cleanup(func() { st.Close() })
 	e.svc = newTestService(t, ctx, core.Config{Store: st, Retention: rs, Providers: reg, Clock: e.clock, MaxAttempts: 1,
 		ScheduledDeletion: serve, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err := e.svc.EnsureAccount(ctx, core.Account{ID: retAccount, Provider: "ret", Label: "ret"}); err != nil {
+	if _, err := e.svc.EnsureAccount(ctx, core.Account{ID: retAccount, Provider: "ret", Label: "ret"}); err != nil {
 		t.Fatal(err)
 	}
 	return e

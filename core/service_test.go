@@ -70,7 +70,7 @@ func (e *env) open() {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	if err := svc.EnsureAccount(ctx, e.acct); err != nil {
+	if _, err := svc.EnsureAccount(ctx, e.acct); err != nil {
 		e.t.Fatal(err)
 	}
 	e.store, e.svc = st, svc
@@ -414,7 +414,7 @@ func TestAdoptionRespectsLiveAndForgottenWorkspaces(t *testing.T) {
 	ctx := context.Background()
 	ws := e.create("shared")
 	other := core.Account{ID: "docker-two", Provider: "docker", Label: "same engine, second account"}
-	if err := e.svc.EnsureAccount(ctx, other); err != nil {
+	if _, err := e.svc.EnsureAccount(ctx, other); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.svc.ReconcileAccount(ctx, other); err != nil {
@@ -493,7 +493,7 @@ func TestActionWithoutItsProviderSaysSo(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	ghost := core.Account{ID: "acc_ghost", Provider: "uninstalled"}
-	if err := e.svc.EnsureAccount(ctx, ghost); err != nil {
+	if _, err := e.svc.EnsureAccount(ctx, ghost); err != nil {
 		t.Fatal(err)
 	}
 	ws := core.Workspace{ID: core.NewID("ws"), Name: "orphan", AccountID: ghost.ID, Provider: "uninstalled",
@@ -511,5 +511,24 @@ func TestActionWithoutItsProviderSaysSo(t *testing.T) {
 	got := e.waitState(ws.ID, core.StateUnknown)
 	if !strings.Contains(got.Error, "not installed") {
 		t.Fatalf("no reason given: %+v", got)
+	}
+}
+
+// TestEnsureAccountReturnsTheStoredAccount: an account that exists is
+// returned as stored, not as asked for, so a caller can compare what the
+// data dir remembers (the docker scope) with what it was started with.
+func TestEnsureAccountReturnsTheStoredAccount(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	first := core.Account{ID: "acc_fixed", Provider: e.acct.Provider, Label: "fixed", Config: map[string]string{"scope": "a"}}
+	got, err := e.svc.EnsureAccount(ctx, first)
+	if err != nil || got.Config["scope"] != "a" || got.CreatedAt.IsZero() {
+		t.Fatalf("created: %+v %v", got, err)
+	}
+	again := first
+	again.Config = map[string]string{"scope": "b"}
+	got, err = e.svc.EnsureAccount(ctx, again)
+	if err != nil || got.Config["scope"] != "a" {
+		t.Fatalf("second ensure returned %+v %v; want the stored scope a", got, err)
 	}
 }

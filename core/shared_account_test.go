@@ -16,7 +16,7 @@ func TestSharedAccount(t *testing.T) {
 	e.reg.Register("cloud", emu)
 	ctx := context.Background()
 	acct := core.Account{ID: "shared", Owner: "u_admin", Provider: "cloud", Label: "Local", Shared: true}
-	if err := e.svc.EnsureAccount(ctx, acct); err != nil {
+	if _, err := e.svc.EnsureAccount(ctx, acct); err != nil {
 		t.Fatal(err)
 	}
 	for _, who := range []string{"u_admin", "u_bob"} {

@@ -62,7 +62,7 @@ func TestAccountFlagOnListAndStream(t *testing.T) {
 	e := newEnvWith(t, openStore(t), reg, nil)
 	ctx := context.Background()
 	acct := core.Account{ID: "acc_liar", Provider: "liar", Label: "liar"}
-	if err := e.svc.EnsureAccount(ctx, acct); err != nil {
+	if _, err := e.svc.EnsureAccount(ctx, acct); err != nil {
 		t.Fatal(err)
 	}
 	c := e.mustDial("")

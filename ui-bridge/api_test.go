@@ -134,7 +134,7 @@ func TestProviderUnavailable(t *testing.T) {
 	ctx := context.Background()
 	// An account whose provider is not installed (a Wasm module removed,
 	// say): core reports it unavailable.
-	if err := e.svc.EnsureAccount(ctx, core.Account{ID: "acc_gone", Provider: "gone", Label: "gone"}); err != nil {
+	if _, err := e.svc.EnsureAccount(ctx, core.Account{ID: "acc_gone", Provider: "gone", Label: "gone"}); err != nil {
 		t.Fatal(err)
 	}
 	resp, body := e.do("POST", "/v1/workspaces", `{"account_id":"acc_gone","name":"x"}`)
@@ -292,7 +292,7 @@ func TestWorkspaceJSON(t *testing.T) {
 func TestAccounts(t *testing.T) {
 	e := newEnv(t, nil)
 	ctx := context.Background()
-	if err := e.svc.EnsureAccount(ctx, core.Account{ID: "acc_local", Provider: "docker", Label: "Local Docker"}); err != nil {
+	if _, err := e.svc.EnsureAccount(ctx, core.Account{ID: "acc_local", Provider: "docker", Label: "Local Docker"}); err != nil {
 		t.Fatal(err)
 	}
 	ws := testWorkspace("a")

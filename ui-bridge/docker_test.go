@@ -40,7 +40,7 @@ func dockerEnv(t *testing.T, host string) *testEnv {
 	reg.Register("docker", p)
 	e := newEnvWith(t, openStore(t), reg, nil)
 	e.t = t
-	if err := e.svc.EnsureAccount(ctx, core.Account{ID: "acc_local", Provider: "docker", Label: "Local Docker"}); err != nil {
+	if _, err := e.svc.EnsureAccount(ctx, core.Account{ID: "acc_local", Provider: "docker", Label: "Local Docker"}); err != nil {
 		t.Fatal(err)
 	}
 	return e

@@ -55,7 +55,7 @@ func TestRetentionNoticeGoesToItsOwner(t *testing.T) {
 
 	pausedAt := time.Now().UTC().Add(-time.Hour)
 	for _, user := range []string{"alice", "bob"} {
-		if err := svc.EnsureAccount(ctx, core.Account{ID: "acc_" + user, Owner: user, Provider: "still", Label: user}); err != nil {
+		if _, err := svc.EnsureAccount(ctx, core.Account{ID: "acc_" + user, Owner: user, Provider: "still", Label: user}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := svc.Feed().Save(ctx, core.Workspace{ID: "ws_" + user, Owner: user, Name: user, AccountID: "acc_" + user,

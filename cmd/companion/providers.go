@@ -94,12 +94,8 @@ func (p *providerSet) Start() { p.host.Start() }
 // with another scope, companion would see none of its boxes and report
 // every one as deleted, so that is refused.
 func (p *providerSet) EnsureAccounts(ctx context.Context, svc *core.Service) error {
-	err := svc.EnsureAccount(ctx, core.Account{ID: localDockerAccount, Provider: "docker", Label: "Local Docker",
+	acct, err := svc.EnsureAccount(ctx, core.Account{ID: localDockerAccount, Provider: "docker", Label: "Local Docker",
 		Config: map[string]string{"scope": p.scope}})
-	if err != nil {
-		return err
-	}
-	acct, err := svc.Account(ctx, "", localDockerAccount)
 	if err != nil {
 		return err
 	}
