@@ -39,13 +39,7 @@ func TestReconcilerFollowsAccountsChangedElsewhere(t *testing.T) {
 	rp := newReplicaPair(t, time.Second, nil)
 	a, b := rp.svcs[0], rp.svcs[1]
 	passes := &passLog{n: map[string]int{}}
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		b.RunReconciler(ctx, core.ReconcileConfig{Interval: 100 * time.Millisecond, AfterPass: passes.after})
-	}()
-	t.Cleanup(func() { stop(); <-done })
+	runReconciler(t, b, core.ReconcileConfig{Interval: 100 * time.Millisecond, AfterPass: passes.after})
 	testsupport.Until(t, 30*time.Second, "B's first pass over the account it started with", func() bool {
 		return passes.of(rp.acct.ID) >= 1
 	})
@@ -124,13 +118,7 @@ func TestAccountStatusSharedByReplicas(t *testing.T) {
 	rp := newReplicaPair(t, time.Second, nil)
 	rp.emu.boxes["b1"] = core.Box{ID: "b1", Name: "b1", State: core.StateRunning}
 	for _, svc := range rp.svcs {
-		ctx, stop := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			svc.RunReconciler(ctx, core.ReconcileConfig{Interval: 100 * time.Millisecond})
-		}()
-		t.Cleanup(func() { stop(); <-done })
+		runReconciler(t, svc, core.ReconcileConfig{Interval: 100 * time.Millisecond})
 	}
 	lists := func(r string) int { return rp.emu.count(func() int { return rp.emu.lists[r] }) }
 	testsupport.Until(t, 30*time.Second, "five lists of the account", func() bool { return lists("A")+lists("B") >= 5 })

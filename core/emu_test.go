@@ -250,14 +250,8 @@ func (e *clockEnv) account(id, provider string) core.Account {
 
 // run starts the reconciler until the test ends.
 func (e *clockEnv) run(cfg core.ReconcileConfig) {
-	ctx, cancel := context.WithCancel(context.Background())
 	cfg.AfterPass = func(id string, err error) { e.passes <- passDone{id, err} }
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		e.svc.RunReconciler(ctx, cfg)
-	}()
-	e.t.Cleanup(func() { cancel(); <-done })
+	runReconciler(e.t, e.svc, cfg)
 }
 
 // waitPass waits for the reconciler to finish a pass over account (the

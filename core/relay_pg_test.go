@@ -195,13 +195,7 @@ func TestReplicaStreamsCarryTransientMessages(t *testing.T) {
 
 	// Account statuses: only A runs the reconciler.
 	evA, evB := collectAccountEvents(t, a), collectAccountEvents(t, b)
-	rctx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		a.RunReconciler(rctx, core.ReconcileConfig{Interval: 50 * time.Millisecond, MaxBackoff: 100 * time.Millisecond})
-	}()
-	defer func() { stop(); <-done }()
+	defer runReconciler(t, a, core.ReconcileConfig{Interval: 50 * time.Millisecond, MaxBackoff: 100 * time.Millisecond})()
 	testsupport.Until(t, 30*time.Second, "A lists the account fine", func() bool { return a.AccountStatusOf(acct.ID).State == core.AccountOK })
 	flaky.failing.Store(true)
 	testsupport.Until(t, 30*time.Second, "B hears that the account fails", func() bool { return len(evB.states()) >= 1 })

@@ -532,3 +532,18 @@ func TestEnsureAccountReturnsTheStoredAccount(t *testing.T) {
 		t.Fatalf("second ensure returned %+v %v; want the stored scope a", got, err)
 	}
 }
+
+// runReconciler runs svc's reconciler until the returned stop is called or
+// the test ends; stop waits for it to return and may be called again.
+func runReconciler(t *testing.T, svc *core.Service, cfg core.ReconcileConfig) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		svc.RunReconciler(ctx, cfg)
+	}()
+	stop = func() { cancel(); <-done }
+	t.Cleanup(stop)
+	return stop
+}

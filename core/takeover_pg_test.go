@@ -164,23 +164,10 @@ func newReplicaPair(t *testing.T, ttl time.Duration, before func(st *db.PGStore)
 func TestReconcilerListsAnAccountFromOneReplica(t *testing.T) {
 	rp := newReplicaPair(t, time.Second, nil)
 	rp.emu.boxes["b1"] = core.Box{ID: "b1", Name: "b1", State: core.StateRunning}
-	var ctxs [2]context.Context
-	var stops [2]context.CancelFunc
-	var dones [2]chan struct{}
+	var stops [2]func()
 	for i, svc := range rp.svcs {
-		ctxs[i], stops[i] = context.WithCancel(context.Background())
-		dones[i] = make(chan struct{})
-		go func() {
-			defer close(dones[i])
-			svc.RunReconciler(ctxs[i], core.ReconcileConfig{Interval: 100 * time.Millisecond})
-		}()
+		stops[i] = runReconciler(t, svc, core.ReconcileConfig{Interval: 100 * time.Millisecond})
 	}
-	t.Cleanup(func() {
-		for i := range stops {
-			stops[i]()
-			<-dones[i]
-		}
-	})
 	lists := func(r string) int { return rp.emu.count(func() int { return rp.emu.lists[r] }) }
 	testsupport.Until(t, 30*time.Second, "ten lists of the account", func() bool { return lists("A")+lists("B") >= 10 })
 	holder, other := 0, 1
@@ -196,7 +183,6 @@ func TestReconcilerListsAnAccountFromOneReplica(t *testing.T) {
 		t.Fatalf("workspaces after both replicas reconciled: %d, %v", len(ws), err)
 	}
 	stops[holder]()
-	<-dones[holder]
 	before := lists(names[holder])
 	testsupport.Until(t, 30*time.Second, "the other replica lists the account once the holder stopped", func() bool {
 		return lists(names[other]) >= 3
