@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -102,9 +103,31 @@ func newHub(feed *core.Feed, log *slog.Logger, now func() time.Time, queueLimit,
 func (h *hub) load(rev int64, list []core.Workspace) {
 	h.rev = rev
 	h.entries = make(map[string]*entry, len(list))
-	for _, ws := range list {
-		h.entries[ws.ID] = newEntry(ws)
+	for _, e := range newEntries(list) {
+		h.entries[e.id] = e
 	}
+}
+
+// entryChunk is the fewest workspaces one goroutine of newEntries encodes.
+const entryChunk = 1024
+
+// newEntries encodes list's workspaces on every CPU: at start-up the hub
+// encodes them all before companion answers its first request (about
+// 110 ms at 10,000 workspaces on one core of the 2-core test machine).
+func newEntries(list []core.Workspace) []*entry {
+	out := make([]*entry, len(list))
+	chunk := max(entryChunk, (len(list)+runtime.GOMAXPROCS(0)-1)/runtime.GOMAXPROCS(0))
+	var wg sync.WaitGroup
+	for from := 0; from < len(list); from += chunk {
+		to := min(from+chunk, len(list))
+		wg.Go(func() {
+			for i := from; i < to; i++ {
+				out[i] = newEntry(list[i])
+			}
+		})
+	}
+	wg.Wait()
+	return out
 }
 
 func newEntry(ws core.Workspace) *entry {
