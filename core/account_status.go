@@ -51,10 +51,11 @@ type AccountStatus struct {
 // SharedAccountStatus keeps each account's status in a store shared by
 // several replicas: only the replica holding an account's lease lists it,
 // and the others show what it found. The PostgreSQL store implements it.
-// Flag is not part of it (flags have their own table).
+// PutAccountStatus does not record Flag (flags have their own table).
 type SharedAccountStatus interface {
 	PutAccountStatus(ctx context.Context, accountID string, st AccountStatus) error
-	// AccountStatusShared reports false when no replica recorded one.
+	// AccountStatusShared reports false when no replica recorded one. Its
+	// Flag is the account's flag as stored now.
 	AccountStatusShared(ctx context.Context, accountID string) (AccountStatus, bool, error)
 }
 
@@ -83,17 +84,9 @@ func (s *Service) followStatus(ctx context.Context, acct Account) {
 	}
 	// The holder may have raised or cleared the flag since this process
 	// read the flags at start; it also gates adoption here on a takeover.
-	flags, err := s.cfg.Store.AccountFlags(ctx)
-	if err != nil {
-		return
-	}
-	var flag *AccountFlag
-	if f, ok := flags[acct.ID]; ok {
-		flag = &f
-	}
 	s.updateStatus(acct, func(st *AccountStatus) {
 		st.State, st.Kind, st.Message, st.LastOKAt, st.NextAttemptAt = got.State, got.Kind, got.Message, got.LastOKAt, got.NextAttemptAt
-		st.Flag = flag
+		st.Flag = got.Flag
 	}, statusFollowed)
 }
 

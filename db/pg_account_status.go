@@ -2,6 +2,7 @@ package db
 
 import (
 	"context"
+	"database/sql"
 	"time"
 
 	"github.com/canvasapp/companion/core"
@@ -24,12 +25,16 @@ func (s *PGStore) PutAccountStatus(ctx context.Context, accountID string, st cor
 }
 
 // AccountStatusShared returns the status another replica recorded for an
-// account; ok is false when none did.
+// account, with the account's flag as the flags table holds it now; ok is
+// false when no replica recorded one.
 func (s *PGStore) AccountStatusShared(ctx context.Context, accountID string) (st core.AccountStatus, ok bool, err error) {
 	var state, kind string
 	var lastOK, next *time.Time
-	err = s.pool.QueryRow(ctx, `SELECT state, kind, message, last_ok_at, next_attempt_at FROM account_status WHERE account_id = $1`,
-		accountID).Scan(&state, &kind, &st.Message, &lastOK, &next)
+	var flagCode, flagMessage *string
+	var flagSince *int64
+	err = s.pool.QueryRow(ctx, `SELECT s.state, s.kind, s.message, s.last_ok_at, s.next_attempt_at, f.code, f.message, f.since
+		FROM account_status s LEFT JOIN account_flags f ON f.account_id = s.account_id WHERE s.account_id = $1`,
+		accountID).Scan(&state, &kind, &st.Message, &lastOK, &next, &flagCode, &flagMessage, &flagSince)
 	if isNoRows(err) {
 		return core.AccountStatus{}, false, nil
 	}
@@ -42,6 +47,9 @@ func (s *PGStore) AccountStatusShared(ctx context.Context, accountID string) (st
 	}
 	if next != nil {
 		st.NextAttemptAt = next.UTC()
+	}
+	if flagCode != nil && flagMessage != nil && flagSince != nil {
+		st.Flag = &core.AccountFlag{Code: *flagCode, Message: *flagMessage, Since: timeOf(sql.NullInt64{Int64: *flagSince, Valid: true})}
 	}
 	return st, true, nil
 }

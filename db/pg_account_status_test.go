@@ -36,6 +36,20 @@ func TestSharedAccountStatus(t *testing.T) {
 	if got, _, _ = b.AccountStatusShared(ctx, acct.ID); got != failing {
 		t.Fatalf("B reads %+v, want %+v", got, failing)
 	}
+	// The account's flag comes with its status, as stored now.
+	flag := core.AccountFlag{Code: "invented_boxes", Message: "many unknown boxes", Since: okAt}
+	if err := a.SetAccountFlag(ctx, acct.ID, &flag); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, _ = b.AccountStatusShared(ctx, acct.ID); got.Flag == nil || *got.Flag != flag || got.State != failing.State {
+		t.Fatalf("B reads %+v (flag %+v), want the status with flag %+v", got, got.Flag, flag)
+	}
+	if err := a.SetAccountFlag(ctx, acct.ID, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, _ = b.AccountStatusShared(ctx, acct.ID); got != failing {
+		t.Fatalf("B reads %+v once the flag is cleared, want %+v", got, failing)
+	}
 	if err := b.DeleteAccount(ctx, acct.ID); err != nil {
 		t.Fatal(err)
 	}
