@@ -309,16 +309,8 @@ func CheckFile(path string) error {
 	}
 	defer f.Close()
 	head := make([]byte, headerSize)
-	n, err := io.ReadFull(f, head)
-	switch {
-	case n == 0 && errors.Is(err, io.EOF):
-		return nil
-	case err != nil && !errors.Is(err, io.ErrUnexpectedEOF):
-		return fmt.Errorf("db: read %s: %w", path, err)
-	case n < len(sqliteHeader) || !bytes.Equal(head[:len(sqliteHeader)], sqliteHeader):
-		return notSQLite(path)
-	case n < headerSize:
-		return nil
+	if n, err := readHead(f, path, head); err != nil || n < headerSize {
+		return err
 	}
 	ms, err := migrations()
 	if err != nil {
@@ -334,12 +326,23 @@ func CheckFile(path string) error {
 // headerSize is the length of a SQLite database file's header.
 const headerSize = 100
 
-// notSQLite is the error for a file that does not start as SQLite's do.
-func notSQLite(path string) error {
-	return &openError{
-		msg:  fmt.Sprintf("db: %s is not a SQLite database; move it away or point --data-dir elsewhere", path),
-		kind: ErrNotDatabase,
+// readHead reads up to len(head) bytes from the start of f, the file at
+// path, and refuses one that is neither empty nor starts as SQLite's
+// files do. It returns how many bytes it read.
+func readHead(f io.Reader, path string, head []byte) (int, error) {
+	n, err := io.ReadFull(f, head)
+	switch {
+	case n == 0 && errors.Is(err, io.EOF):
+		return 0, nil // new or empty: SQLite initialises it
+	case err != nil && !errors.Is(err, io.ErrUnexpectedEOF):
+		return n, fmt.Errorf("db: read %s: %w", path, err)
+	case n < len(sqliteHeader) || !bytes.Equal(head[:len(sqliteHeader)], sqliteHeader):
+		return n, &openError{
+			msg:  fmt.Sprintf("db: %s is not a SQLite database; move it away or point --data-dir elsewhere", path),
+			kind: ErrNotDatabase,
+		}
 	}
+	return n, nil
 }
 
 // prepareFile creates path with mode 0600 if it is missing (SQLite would
@@ -352,17 +355,8 @@ func prepareFile(path string) error {
 		return fmt.Errorf("db: open %s: %w", path, err)
 	}
 	defer f.Close()
-	head := make([]byte, len(sqliteHeader))
-	n, err := io.ReadFull(f, head)
-	switch {
-	case n == 0 && errors.Is(err, io.EOF):
-		return nil // new or empty: SQLite initialises it
-	case err != nil && !errors.Is(err, io.ErrUnexpectedEOF):
-		return fmt.Errorf("db: read %s: %w", path, err)
-	case !bytes.Equal(head[:n], sqliteHeader):
-		return notSQLite(path)
-	}
-	return nil
+	_, err = readHead(f, path, make([]byte, len(sqliteHeader)))
+	return err
 }
 
 // dsn is the modernc.org/sqlite connection string for path. Pragmas set
