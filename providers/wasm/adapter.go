@@ -251,7 +251,8 @@ func (a *Adapter) checkDescribe(ctx context.Context, mod *sandbox.Module) error 
 	return nil
 }
 
-// readModule reads and parses a lazily loaded module.
+// readManifest reads and parses the manifest of a lazily loaded module,
+// not its code.
 func (a *Adapter) readManifest() error {
 	f, err := a.open()
 	if err != nil {

@@ -1,6 +1,7 @@
 package wasm
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -47,18 +48,7 @@ func invalid(err error) error {
 
 // parseModule extracts and validates a module's manifest.
 func parseModule(bin []byte) (*manifest.Manifest, []byte, error) {
-	if len(bin) > MaxModuleBytes {
-		return nil, nil, core.Errorf(core.KindInvalid, "module is larger than %d MiB", MaxModuleBytes>>20)
-	}
-	mjson, err := ManifestJSON(bin)
-	if err != nil {
-		return nil, nil, err
-	}
-	m, err := parseManifest(mjson)
-	if err != nil {
-		return nil, nil, err
-	}
-	return m, mjson, nil
+	return parseModuleAt(bytes.NewReader(bin), int64(len(bin)))
 }
 
 // parseModuleFile is parseModule for a module read through f, which must
@@ -69,14 +59,20 @@ func parseModuleFile(f fs.File) (*manifest.Manifest, []byte, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if st.Size() > MaxModuleBytes {
-		return nil, nil, core.Errorf(core.KindInvalid, "module is larger than %d MiB", MaxModuleBytes>>20)
-	}
 	r, ok := f.(io.ReaderAt)
 	if !ok {
 		return nil, nil, fmt.Errorf("module file %s cannot be read at an offset", st.Name())
 	}
-	mjson, err := manifest.ExtractAt(r, st.Size())
+	return parseModuleAt(r, st.Size())
+}
+
+// parseModuleAt extracts and validates the manifest of the module of size
+// bytes in r.
+func parseModuleAt(r io.ReaderAt, size int64) (*manifest.Manifest, []byte, error) {
+	if size > MaxModuleBytes {
+		return nil, nil, core.Errorf(core.KindInvalid, "module is larger than %d MiB", MaxModuleBytes>>20)
+	}
+	mjson, err := manifest.ExtractAt(r, size)
 	if err != nil {
 		return nil, nil, invalid(err)
 	}
