@@ -30,8 +30,8 @@ func (s *PGStore) PutAccountStatus(ctx context.Context, accountID string, st cor
 func (s *PGStore) AccountStatusShared(ctx context.Context, accountID string) (st core.AccountStatus, ok bool, err error) {
 	var state, kind string
 	var lastOK, next *time.Time
-	var flagCode, flagMessage *string
-	var flagSince *int64
+	var flagCode, flagMessage *string // nil when the account has no flag (the columns are NOT NULL)
+	var flagSince sql.NullInt64
 	err = s.pool.QueryRow(ctx, `SELECT s.state, s.kind, s.message, s.last_ok_at, s.next_attempt_at, f.code, f.message, f.since
 		FROM account_status s LEFT JOIN account_flags f ON f.account_id = s.account_id WHERE s.account_id = $1`,
 		accountID).Scan(&state, &kind, &st.Message, &lastOK, &next, &flagCode, &flagMessage, &flagSince)
@@ -48,8 +48,8 @@ func (s *PGStore) AccountStatusShared(ctx context.Context, accountID string) (st
 	if next != nil {
 		st.NextAttemptAt = next.UTC()
 	}
-	if flagCode != nil && flagMessage != nil && flagSince != nil {
-		st.Flag = &core.AccountFlag{Code: *flagCode, Message: *flagMessage, Since: timeOf(sql.NullInt64{Int64: *flagSince, Valid: true})}
+	if flagCode != nil {
+		st.Flag = &core.AccountFlag{Code: *flagCode, Message: *flagMessage, Since: timeOf(flagSince)}
 	}
 	return st, true, nil
 }
