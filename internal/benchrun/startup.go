@@ -57,7 +57,7 @@ func measureStartup(runs int) error {
 				continue // the slowest size runs half as often
 			}
 			round = append(round, func() error {
-				d, err := timeToReady(b.companion, desktopArgs(dirs[n])...)
+				d, err := timeStart(b.companion, desktopArgs(dirs[n])...)
 				if err != nil {
 					return fmt.Errorf("companion at %d workspaces: %w", n, err)
 				}
@@ -66,14 +66,14 @@ func measureStartup(runs int) error {
 			})
 		}
 		round = append(round, func() error {
-			d, err := timeToReady(b.companion, desktopArgs(filepath.Join(fresh, fmt.Sprint(i)))...)
+			d, err := timeStart(b.companion, desktopArgs(filepath.Join(fresh, fmt.Sprint(i)))...)
 			if err != nil {
 				return fmt.Errorf("companion on a fresh data dir: %w", err)
 			}
 			tf = append(tf, d)
 			return nil
 		}, func() error {
-			d, err := timeToReady(b.bare)
+			d, err := timeStart(b.bare)
 			if err != nil {
 				return fmt.Errorf("bare server: %w", err)
 			}
@@ -139,10 +139,10 @@ func warm(bin, dir string) error {
 // start gate opens (the store open and the workspaces loaded).
 type startTimes struct{ ready, answer time.Duration }
 
-// timeToReady starts bin and times its first stdout line, then its first
+// timeStart starts bin and times its first stdout line, then its first
 // answer to GET /healthz at the line's URL. The process is killed
 // afterwards.
-func timeToReady(bin string, args ...string) (startTimes, error) {
+func timeStart(bin string, args ...string) (startTimes, error) {
 	cmd := exec.Command(bin, args...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
