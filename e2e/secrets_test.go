@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net/http/httptest"
 	"os"
@@ -72,11 +73,27 @@ func assertTokenNowhere(t *testing.T, tok, dir string, text []byte) {
 // runCLI runs a companion subcommand to its end.
 func runCLI(t *testing.T, env []string, stdin string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
+	return runCommand(t, env, strings.NewReader(stdin), args...)
+}
+
+// runCommand runs a companion subcommand to its end, stdin read from in;
+// with in nil, stdin stays open until it exits, as an app that starts
+// desktop holds it (closed, desktop would stop rather than refuse).
+func runCommand(t *testing.T, env []string, in io.Reader, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, companionBin, args...)
 	cmd.Env = append(os.Environ(), env...)
-	cmd.Stdin = strings.NewReader(stdin)
+	if in != nil {
+		cmd.Stdin = in
+	} else {
+		held, err := cmd.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer held.Close()
+	}
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -92,10 +109,11 @@ func runCLI(t *testing.T, env []string, stdin string, args ...string) (stdout, s
 }
 
 // startRefused runs a server command that must refuse to start: it exits
-// non-zero without printing a ready line. It returns the logs.
+// non-zero without printing a ready line. Its stdin stays open. It returns
+// the logs.
 func startRefused(t *testing.T, env []string, args ...string) string {
 	t.Helper()
-	out, errs, code := runCLI(t, env, "", args...)
+	out, errs, code := runCommand(t, env, nil, args...)
 	if code == 0 || strings.Contains(out, `"ready"`) {
 		t.Fatalf("companion %s started (exit %d, stdout %q); want a refusal\n%s", strings.Join(args, " "), code, out, errs)
 	}

@@ -2,15 +2,11 @@ package e2e
 
 import (
 	"bytes"
-	"context"
 	"database/sql"
-	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	_ "modernc.org/sqlite"
 )
@@ -49,7 +45,7 @@ func TestDesktopRefusesForeignDatabaseBeforeReady(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			logs := desktopRefused(t, "--data-dir", c.dir, "--docker-scope", "unused")
+			logs := startRefused(t, noKeyring, "desktop", "--data-dir", c.dir, "--docker-scope", "unused")
 			if !strings.Contains(logs, c.want) || !strings.Contains(logs, path) {
 				t.Fatalf("refusal does not say %q and name %s:\n%s", c.want, path, logs)
 			}
@@ -58,29 +54,4 @@ func TestDesktopRefusesForeignDatabaseBeforeReady(t *testing.T) {
 			}
 		})
 	}
-}
-
-// desktopRefused runs companion desktop with its stdin held open, as the
-// app that starts it does (closed, it would be told to stop), and fails
-// the test unless it exits non-zero without printing a ready line. It
-// returns the logs.
-func desktopRefused(t *testing.T, args ...string) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, companionBin, append([]string{"desktop"}, args...)...)
-	cmd.Env = append(os.Environ(), noKeyring...)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stdin.Close()
-	var out, logs bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &logs
-	err = cmd.Run()
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ctx.Err() != nil || strings.Contains(out.String(), `"ready"`) {
-		t.Fatalf("companion desktop %s: %v, stdout %q; want a refusal before any ready line\n%s", strings.Join(args, " "), err, out.String(), logs.String())
-	}
-	return logs.String()
 }
