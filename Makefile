@@ -50,7 +50,7 @@ test: modules
 
 # One JSON line per figure on stdout (with its in-run baseline, goal and
 # whether it is met), then a Markdown table of the run on stderr for README.
-# About 4 minutes on 2 cores; `go run ./internal/benchrun -only GROUP` runs one group.
+# About 9 minutes on 2 cores; `go run ./internal/benchrun -only GROUP` runs one group.
 bench: setup modules
 	@scripts/setup.sh --test # the page benchmark runs headless Chromium
 	scripts/with-keyring.sh --private $(GO) run ./internal/benchrun
