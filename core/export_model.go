@@ -67,6 +67,10 @@ type ExportStore interface {
 	// FailUnfinishedExports marks every running record failed with
 	// reason and returns how many it changed.
 	FailUnfinishedExports(ctx context.Context, reason string, now time.Time) (int, error)
+	// GiveExports changes the owner of a workspace's records owned by from
+	// to to (PutExport keeps an owner as first written) and returns how
+	// many changed.
+	GiveExports(ctx context.Context, workspaceID, from, to string) (int, error)
 }
 
 // BoxEndpoint is how companion reaches a box's agent-server: its URL, the

@@ -231,6 +231,20 @@ func (f *Feed) OfAccount(accountID string) []Workspace {
 	return out
 }
 
+// idsOwnedBy returns the ids of owner's live workspaces, without copying
+// the others.
+func (f *Feed) idsOwnedBy(owner string) []string {
+	_ = f.lock()
+	defer f.mu.Unlock()
+	var out []string
+	for id, ws := range f.live {
+		if ws.Owner == owner {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
 // Get returns a live workspace from memory.
 func (f *Feed) Get(id string) (Workspace, bool) {
 	_ = f.lock() // a failed load leaves live empty

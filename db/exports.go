@@ -20,6 +20,7 @@ const (
 	qGetExport   = `SELECT ` + exportCols + ` FROM exports WHERE id = ?`
 	qListExports = `SELECT ` + exportCols + ` FROM exports WHERE workspace_id = ? ORDER BY created_at DESC, id DESC`
 	qFailExports = `UPDATE exports SET state = 'failed', verified = 0, error = ?, updated_at = ? WHERE state = 'running'`
+	qGiveExports = `UPDATE exports SET owner = ? WHERE workspace_id = ? AND owner = ?`
 )
 
 // PutExport inserts or updates an export record. A verified record must
@@ -104,6 +105,22 @@ func (s *Store) FailUnfinishedExports(ctx context.Context, reason string, now ti
 	var n int64
 	err := s.write(ctx, "fail unfinished exports", func(t txn) error {
 		res, err := t.exec(qFailExports, reason, nanos(now))
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	return int(n), err
+}
+
+// GiveExports changes the owner of a workspace's export records owned by
+// from to to, and returns how many changed. PutExport never changes an
+// owner; this is the one statement that does.
+func (s *Store) GiveExports(ctx context.Context, workspaceID, from, to string) (int, error) {
+	var n int64
+	err := s.write(ctx, "give the exports of "+workspaceID, func(t txn) error {
+		res, err := t.exec(qGiveExports, to, workspaceID, from)
 		if err != nil {
 			return err
 		}

@@ -144,6 +144,18 @@ func (s *PGStore) FailUnfinishedExports(ctx context.Context, reason string, now 
 	return int(n), err
 }
 
+// GiveExports changes the owner of a workspace's export records; see
+// Store.GiveExports.
+func (s *PGStore) GiveExports(ctx context.Context, workspaceID, from, to string) (int, error) {
+	var n int64
+	err := s.write(ctx, "give the exports of "+workspaceID, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, pgText(qGiveExports), to, workspaceID, from)
+		n = tag.RowsAffected()
+		return err
+	})
+	return int(n), err
+}
+
 // PutModulePin records (or replaces) the pin of module name, without
 // bytes: a replaced pin's old bytes are dropped (see PutModule).
 func (s *PGStore) PutModulePin(ctx context.Context, name, sha256 string, manifest []byte) error {

@@ -104,7 +104,8 @@ func refusedOIDC(t *testing.T, p *proc, prov *oidcprovider.Provider, u oidcprovi
 // (a second login is the same user, another subject with the same email
 // is not); the first of them is the admin; a disallowed email domain is
 // refused; logout ends the session; an OpenID user and a local user see
-// 404 on each other's things. A second companion requiring a group the
+// 404 on each other's things; a workspace made before sign-in goes to the
+// admin at her first sign-in. A second companion requiring a group the
 // provider does not issue refuses the same person.
 func TestServeOIDCLogin(t *testing.T) {
 	dt := daytona.New(daytona.Options{Token: cloudToken, Clock: emulator.NewWallClock(), Delays: &daytona.Delays{}})
@@ -122,6 +123,15 @@ func TestServeOIDCLogin(t *testing.T) {
 	})
 
 	data := t.TempDir()
+	// Made before sign-in was turned on: nobody has signed in when serve
+	// starts with --auth, so it goes to alice, the first admin, at her
+	// first sign-in.
+	pre := start(t, options{mode: "serve", dataDir: data, args: []string{"--listen", fmt.Sprintf("127.0.0.1:%d", port), "--docker-scope", "unused"}})
+	early := newWebClient(t, pre.ready.URL)
+	early.bearer = pre.ready.Token
+	_, earlyWs := early.addDaytona(api.URL+"/api", "early-box")
+	waitStateOn(t, early, earlyWs, "running")
+	pre.term()
 	p := oidcServe(t, data, port, prov, "--oidc-allowed-domains", "example.com")
 
 	var methods struct {
@@ -141,6 +151,8 @@ func TestServeOIDCLogin(t *testing.T) {
 		t.Fatalf("me after the OpenID login: %+v, want issuer %s, name %s, admin (first user)", me, prov.Issuer, alice.Email)
 	}
 	aliceID := me.User.ID
+	p.waitLog(handOverLog, map[string]string{"admin": alice.Email}, 10*time.Second)
+	a1.must(200, "GET", "/v1/workspaces/"+earlyWs, nil, nil)
 	var again meAnswer
 	signInOIDC(t, p, prov, alice).must(200, "GET", "/v1/me", nil, &again)
 	if again.User.ID != aliceID {
@@ -181,6 +193,9 @@ func TestServeOIDCLogin(t *testing.T) {
 		}
 	}
 	a1.must(200, "GET", "/v1/workspaces/"+aliceWs, nil, nil)
+	bob.must(404, "GET", "/v1/workspaces/"+earlyWs, nil, nil)
+	twinClient := signInOIDC(t, p, prov, twin)
+	twinClient.must(404, "GET", "/v1/workspaces/"+earlyWs, nil, nil)
 
 	// Logout ends the OpenID session like any other.
 	a1.must(204, "POST", "/v1/logout", nil, nil)

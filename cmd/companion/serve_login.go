@@ -122,8 +122,9 @@ type loginStore interface {
 }
 
 // bridgeLogin builds the bridge's login layer, or nil without --auth. It
-// also allows the public URL's host and origin.
-func (l *loginFlags) bridgeLogin(ctx context.Context, store loginStore, cfg *uibridge.Config, log *slog.Logger) (_ *uibridge.Login, err error) {
+// also allows the public URL's host and origin. workspaces is the service
+// an OpenID Connect sign-in of the first admin hands over to (handOver).
+func (l *loginFlags) bridgeLogin(ctx context.Context, store loginStore, workspaces *core.Service, cfg *uibridge.Config, log *slog.Logger) (_ *uibridge.Login, err error) {
 	if !l.enabled() {
 		return nil, nil
 	}
@@ -145,7 +146,7 @@ func (l *loginFlags) bridgeLogin(ctx context.Context, store loginStore, cfg *uib
 		lg.Proxy = &uibridge.Proxy{Trusted: l.trusted, UserHeader: l.userHeader}
 	}
 	if l.oidc {
-		if lg.OIDC, err = l.oidcRoutes(ctx, store, svc, lg, log); err != nil {
+		if lg.OIDC, err = l.oidcRoutes(ctx, store, svc, workspaces, lg, log); err != nil {
 			return nil, err
 		}
 	}
@@ -173,27 +174,59 @@ func (l *loginFlags) warnUnreachable(log *slog.Logger, listen string, hosts []st
 // shareDocker makes the built-in Docker account the first admin's and
 // shared, so every user can make boxes on the local Docker Engine and each
 // box belongs to whoever made it. With no admin yet (an ingress has named
-// nobody so far) it stays as it is until a start after one exists.
-// Workspaces made before sign-in was turned on keep owner "" and are seen
-// by nobody.
+// nobody so far) it stays as it is until a start after one exists. The
+// rest of what was made before sign-in goes to the same admin once the
+// workspaces are loaded (handOver).
 func shareDocker(ctx context.Context, store loginStore, svc *auth.Service) error {
-	users, err := svc.ListUsers(ctx)
+	admin, ok, err := firstAdmin(ctx, svc)
+	if err != nil || !ok {
+		return err
+	}
+	acct, err := store.GetAccount(ctx, localDockerAccount)
 	if err != nil {
 		return err
 	}
-	for _, u := range users {
-		if !u.Admin {
-			continue
-		}
-		acct, err := store.GetAccount(ctx, localDockerAccount)
-		if err != nil {
-			return err
-		}
-		if acct.Shared && acct.Owner != "" {
-			return nil // already made; a later admin does not take it over
-		}
-		acct.Owner, acct.Shared = u.ID, true
-		return store.PutAccount(ctx, acct)
+	if acct.Shared && acct.Owner != "" {
+		return nil // already made; a later admin does not take it over
+	}
+	acct.Owner, acct.Shared = admin.ID, true
+	return store.PutAccount(ctx, acct)
+}
+
+// handOver gives the first admin every account, workspace and export that
+// was made before sign-in was turned on (owner "", seen by nobody once
+// there are users; core.Service.HandOverUnowned). It runs after
+// shareDocker, which keeps the built-in Docker account shared, and does
+// nothing until an admin exists.
+func handOver(ctx context.Context, users *auth.Service, svc *core.Service, log *slog.Logger) error {
+	admin, ok, err := firstAdmin(ctx, users)
+	if err != nil || !ok {
+		return err
+	}
+	n, err := svc.HandOverUnowned(ctx, admin.ID)
+	if n.Accounts+n.Workspaces+n.Exports > 0 {
+		log.Info("gave what was made before sign-in was turned on to the first admin", "admin", admin.Name,
+			"accounts", n.Accounts, "workspaces", n.Workspaces, "exports", n.Exports)
+	}
+	if len(n.Busy) > 0 {
+		log.Warn("workspaces busy during the hand-over stay unowned until the next start", "workspaces", n.Busy)
+	}
+	if err != nil {
+		return fmt.Errorf("hand over what was made before sign-in to %s: %w", admin.Name, err)
 	}
 	return nil
+}
+
+// firstAdmin is the admin created first, when there is one.
+func firstAdmin(ctx context.Context, svc *auth.Service) (auth.User, bool, error) {
+	users, err := svc.ListUsers(ctx)
+	if err != nil {
+		return auth.User{}, false, err
+	}
+	for _, u := range users {
+		if u.Admin {
+			return u, true, nil
+		}
+	}
+	return auth.User{}, false, nil
 }

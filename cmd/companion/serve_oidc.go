@@ -8,6 +8,7 @@ import (
 
 	"github.com/canvasapp/companion/auth"
 	"github.com/canvasapp/companion/auth/oidclogin"
+	"github.com/canvasapp/companion/core"
 	uibridge "github.com/canvasapp/companion/ui-bridge"
 )
 
@@ -37,7 +38,7 @@ func (l *loginFlags) checkOIDC() error {
 // successful login finds or creates the user by the ID token's issuer and
 // subject, never by email, and starts a session with the same cookie a
 // password login gets.
-func (l *loginFlags) oidcRoutes(ctx context.Context, store loginStore, svc *auth.Service, lg *uibridge.Login, log *slog.Logger) (*uibridge.OIDCRoutes, error) {
+func (l *loginFlags) oidcRoutes(ctx context.Context, store loginStore, svc *auth.Service, workspaces *core.Service, lg *uibridge.Login, log *slog.Logger) (*uibridge.OIDCRoutes, error) {
 	// The provider gets scheme and host only; the base path is passed
 	// on its own (oidclogin.Config.PublicURL).
 	public := l.public.Scheme + "://" + l.public.Host
@@ -48,10 +49,14 @@ func (l *loginFlags) oidcRoutes(ctx context.Context, store loginStore, svc *auth
 		}
 		if u.Admin {
 			// The first user may arrive through OpenID Connect after
-			// start: give them the built-in Docker account now rather
-			// than at the next start. A no-op once done.
+			// start: give them the built-in Docker account and what was
+			// made before sign-in now rather than at the next start.
+			// No-ops once done.
 			if err := shareDocker(r.Context(), store, svc); err != nil {
 				log.Warn("could not share the built-in Docker account", "err", err)
+			}
+			if err := handOver(r.Context(), svc, workspaces, log); err != nil {
+				log.Warn("could not hand over what was made before sign-in", "err", err)
 			}
 		}
 		return lg.SignIn(r.Context(), w, u, "oidc")

@@ -384,6 +384,11 @@ func serve(ctx context.Context, m mode, f *serverFlags, log *slog.Logger, stdout
 	if err := svc.Recover(ctx); err != nil {
 		return err
 	}
+	if lg := app.bridgeCfg.Login; lg != nil {
+		if err := handOver(ctx, lg.Auth, svc, log); err != nil {
+			return err
+		}
+	}
 	bridge, err = uibridge.New(app.bridgeCfg)
 	if err != nil {
 		return err

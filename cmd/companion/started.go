@@ -79,7 +79,7 @@ func (a *started) open(ctx context.Context, m mode, f *serverFlags, log *slog.Lo
 		Modules:        a.provs,
 		AgentHTTP:      wasm.EndpointClient(),
 	}
-	if a.bridgeCfg.Login, err = f.login.bridgeLogin(ctx, store, &a.bridgeCfg, log); err != nil {
+	if a.bridgeCfg.Login, err = f.login.bridgeLogin(ctx, store, a.svc, &a.bridgeCfg, log); err != nil {
 		return err
 	}
 	f.login.warnUnreachable(log, f.listen, f.hosts)

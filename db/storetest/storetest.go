@@ -523,6 +523,33 @@ func exports(t *testing.T, e Engine) {
 	if none := must(s.ListExports(ctx, "nope")); none == nil || len(none) != 0 {
 		t.Errorf("ListExports of an unknown workspace = %#v, want an empty list", none)
 	}
+
+	// PutExport keeps the owner first written; GiveExports changes it,
+	// for one workspace's records of one owner only.
+	moved := done
+	moved.Owner = "someone else"
+	if err := s.PutExport(ctx, moved); err != nil {
+		t.Fatal(err)
+	}
+	other := run
+	other.ID, other.WorkspaceID = "exp3", "w2"
+	if err := s.PutExport(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	if got := must(s.GetExport(ctx, "exp2")); got.Owner != "u" {
+		t.Fatalf("PutExport changed the owner to %q", got.Owner)
+	}
+	if n := must(s.GiveExports(ctx, "w", "u", "v")); n != 2 {
+		t.Fatalf("GiveExports changed %d records, want w's 2", n)
+	}
+	for id, want := range map[string]string{"exp1": "v", "exp2": "v", "exp3": "u"} {
+		if got := must(s.GetExport(ctx, id)); got.Owner != want {
+			t.Errorf("%s's owner is %q after GiveExports, want %q", id, got.Owner, want)
+		}
+	}
+	if n := must(s.GiveExports(ctx, "w", "u", "v")); n != 0 {
+		t.Errorf("a second GiveExports changed %d records", n)
+	}
 }
 
 func modulePins(t *testing.T, e Engine) {

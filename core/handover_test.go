@@ -1,0 +1,102 @@
+package core_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/canvasapp/companion/core"
+)
+
+// TestHandOverUnowned: what was made before sign-in (owner "") goes to the
+// admin: the account, its workspaces (announced on the feed under the new
+// owner) and their export records, each audited under the admin. Another
+// user's account and workspace stay theirs, and a second hand-over finds
+// nothing left.
+func TestHandOverUnowned(t *testing.T) {
+	e := newClockEnv(t)
+	emu := newEmu("cloud")
+	e.reg.Register("cloud", emu)
+	ctx := context.Background()
+	before := e.account("before", "cloud") // owner "": made before sign-in
+	bobs := core.Account{ID: "bobs", Owner: "u_bob", Provider: "cloud", Label: "bob's"}
+	if _, err := e.svc.EnsureAccount(ctx, bobs); err != nil {
+		t.Fatal(err)
+	}
+	emu.addBox(before.ID, "box-1")
+	emu.addBox(before.ID, "box-2")
+	emu.addBox(bobs.ID, "box-bob")
+	for _, a := range []core.Account{before, bobs} {
+		if err := e.svc.ReconcileAccount(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	unowned := e.svc.Workspaces("")
+	if len(unowned) != 2 || len(e.svc.Workspaces("u_bob")) != 1 {
+		t.Fatalf("adopted: %d unowned, %d of bob's; want 2 and 1", len(unowned), len(e.svc.Workspaces("u_bob")))
+	}
+	now := e.clock.Now()
+	exp := core.ExportRecord{ID: "exp_before", WorkspaceID: unowned[0].ID, CreatedAt: now, UpdatedAt: now,
+		State: core.ExportFailed, Error: "the box was gone"}
+	if err := e.store.PutExport(ctx, exp); err != nil {
+		t.Fatal(err)
+	}
+	_, _, sub := e.svc.Feed().SubscribeSnapshot(16)
+	defer sub.Close()
+
+	n, err := e.svc.HandOverUnowned(ctx, "u_admin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.Accounts != 1 || n.Workspaces != 2 || n.Exports != 1 || len(n.Busy) != 0 {
+		t.Fatalf("handed over %+v; want 1 account, 2 workspaces, 1 export", n)
+	}
+	if got := e.svc.Workspaces(""); len(got) != 0 {
+		t.Fatalf("%d workspaces still unowned", len(got))
+	}
+	if got := e.svc.Workspaces("u_admin"); len(got) != 2 {
+		t.Fatalf("the admin has %d workspaces, want 2", len(got))
+	}
+	if got := e.svc.Workspaces("u_bob"); len(got) != 1 || got[0].BoxID != "box-bob" {
+		t.Fatalf("bob's workspaces: %+v", got)
+	}
+	if a, err := e.svc.Account(ctx, "u_admin", before.ID); err != nil || a.Owner != "u_admin" {
+		t.Fatalf("the account made before sign-in: %+v %v", a, err)
+	}
+	if a, err := e.store.GetAccount(ctx, bobs.ID); err != nil || a.Owner != "u_bob" {
+		t.Fatalf("bob's account: %+v %v", a, err)
+	}
+	if got, err := e.svc.Export(ctx, "u_admin", exp.ID); err != nil || got.Owner != "u_admin" {
+		t.Fatalf("the export record: %+v %v", got, err)
+	}
+	for range 2 {
+		select {
+		case ch := <-sub.C:
+			if ch.Workspace.Owner != "u_admin" {
+				t.Fatalf("the feed announced %s for %q, want u_admin", ch.Workspace.ID, ch.Workspace.Owner)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the feed announced fewer than two hand-overs")
+		}
+	}
+	audit, err := e.svc.Audit(ctx, "u_admin", 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	handed := map[string]bool{}
+	for _, a := range audit {
+		if a.Action == core.AuditHandOver && a.Actor == core.ActorHandOver {
+			handed[a.AccountID+"/"+a.WorkspaceID] = true
+		}
+	}
+	if len(handed) != 3 || !handed[before.ID+"/"] {
+		t.Fatalf("hand-over audit entries of the admin: %v; want the account and both workspaces", handed)
+	}
+
+	if n, err := e.svc.HandOverUnowned(ctx, "u_admin"); err != nil || n.Accounts+n.Workspaces+n.Exports != 0 {
+		t.Fatalf("second hand-over: %+v %v; want nothing left", n, err)
+	}
+	if _, err := e.svc.HandOverUnowned(ctx, ""); !core.IsKind(err, core.KindInvalid) {
+		t.Fatalf("hand-over to nobody: %v, want invalid", err)
+	}
+}

@@ -1,0 +1,110 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// handOverLog is the log line of a start that handed things over.
+const handOverLog = "gave what was made before sign-in was turned on to the first admin"
+
+// TestServeHandsOverWhatWasMadeBeforeSignIn: serve runs without sign-in
+// for a while (the launch token, owner ""), an account and a workspace
+// are made, then sign-in is turned on. The first admin finds them (list,
+// stream, actions that need the account's sealed token, the audit trail);
+// the other user does not; a later start hands over nothing again. On
+// SQLite and on PostgreSQL (users added through serve's database).
+func TestServeHandsOverWhatWasMadeBeforeSignIn(t *testing.T) {
+	t.Run("sqlite", func(t *testing.T) { testHandOver(t, nil) })
+	t.Run("postgres", func(t *testing.T) {
+		urlFile := filepath.Join(t.TempDir(), "database-url")
+		if err := os.WriteFile(urlFile, []byte(startPG(t)+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		testHandOver(t, []string{"--database-file", urlFile})
+	})
+}
+
+func testHandOver(t *testing.T, database []string) {
+	_, apiURL := daytonaAPI(t)
+	data, dir := t.TempDir(), t.TempDir()
+	key := genKey(t, dir, "secret-key")
+	// One address throughout, so alice's cookie jar follows her session
+	// across the last restart.
+	base := []string{"--listen", "127.0.0.1:" + freePort(t), "--secrets", "sealed", "--secret-key-file", key,
+		"--docker-scope", dockerScope(t)}
+	base = append(base, database...)
+	p := start(t, options{mode: "serve", dataDir: data, args: base, env: noKeyring})
+	early := newWebClient(t, p.ready.URL)
+	early.bearer = p.ready.Token
+	var acct struct{ Account struct{ ID string } }
+	early.must(201, "POST", "/v1/accounts", map[string]any{"provider": "daytona", "label": "before sign-in",
+		"config": map[string]string{"api_url": apiURL}, "credentials": map[string]string{"token": sealedToken}}, &acct)
+	var created struct{ Workspace workspace }
+	early.must(202, "POST", "/v1/workspaces", map[string]any{"account_id": acct.Account.ID, "name": "early"}, &created)
+	id := created.Workspace.ID
+	waitStateOn(t, early, id, "running")
+	p.term()
+
+	addUser(t, data, "alice", "alice-password-1", database...) // the first user is an admin
+	addUser(t, data, "bob", "bob-password-22", database...)
+	signIn := append(base, "--auth", "local")
+	p = start(t, options{mode: "serve", dataDir: data, args: signIn, env: noKeyring})
+	if line := p.waitLog(handOverLog, map[string]string{"admin": "alice"}, 30*time.Second); line["accounts"] != 1.0 || line["workspaces"] != 1.0 {
+		t.Fatalf("hand-over log line: %v, want 1 account and 1 workspace", line)
+	}
+
+	alice := newWebClient(t, p.ready.URL)
+	alice.login("alice", "alice-password-1")
+	var list struct{ Workspaces []workspace }
+	alice.must(200, "GET", "/v1/workspaces", nil, &list)
+	if len(list.Workspaces) != 1 || list.Workspaces[0].ID != id {
+		t.Fatalf("alice's workspaces: %+v, want %s", list.Workspaces, id)
+	}
+	ws, _ := alice.dialWS(-1, nil)
+	if snap := ws.next(10 * time.Second); snap.Type != "snapshot" || len(snap.Workspaces) != 1 || snap.Workspaces[0].ID != id {
+		t.Fatalf("alice's first stream message: %s", snap.Raw)
+	}
+	var accounts struct{ Accounts []struct{ ID string } }
+	alice.must(200, "GET", "/v1/accounts", nil, &accounts)
+	found := false
+	for _, a := range accounts.Accounts {
+		found = found || a.ID == acct.Account.ID
+	}
+	if !found {
+		t.Fatalf("alice's accounts %+v lack %s", accounts.Accounts, acct.Account.ID)
+	}
+	// Pausing needs the account's sealed token: the account is hers now.
+	alice.must(202, "POST", "/v1/workspaces/"+id+"/pause", nil, nil)
+	waitStateOn(t, alice, id, "paused")
+	var audit struct {
+		Entries []struct{ Action, Actor string }
+	}
+	alice.must(200, "GET", "/v1/audit", nil, &audit)
+	handed := 0
+	for _, e := range audit.Entries {
+		if e.Action == "handover" && e.Actor == "sign-in hand-over" {
+			handed++
+		}
+	}
+	if handed != 2 {
+		t.Fatalf("alice's audit trail has %d hand-over entries, want 2 (account, workspace): %+v", handed, audit.Entries)
+	}
+
+	bob := newWebClient(t, p.ready.URL)
+	bob.login("bob", "bob-password-22")
+	bob.must(404, "GET", "/v1/workspaces/"+id, nil, nil)
+	bob.must(200, "GET", "/v1/workspaces", nil, &list)
+	if len(list.Workspaces) != 0 {
+		t.Fatalf("bob sees %+v", list.Workspaces)
+	}
+	p.term()
+
+	p = start(t, options{mode: "serve", dataDir: data, args: signIn, env: noKeyring})
+	alice.must(200, "GET", "/v1/workspaces/"+id, nil, nil) // answered once loaded, after any hand-over
+	if lines := p.logs(handOverLog, nil); len(lines) != 0 {
+		t.Fatalf("a later start handed over again: %v", lines)
+	}
+}
