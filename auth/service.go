@@ -181,9 +181,34 @@ func (s *Service) User(ctx context.Context, id string) (User, error) {
 	return s.store.UserByID(ctx, id)
 }
 
+// Exists reports whether a user with id exists. Ids are never reused, so
+// a user that existed once and is missing now was removed.
+func (s *Service) Exists(ctx context.Context, id string) (bool, error) {
+	_, err := s.store.UserByID(ctx, id)
+	if isNotFound(err) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// FirstAdmin returns the admin created first, when there is one: the user
+// that what nobody owns is handed over to.
+func (s *Service) FirstAdmin(ctx context.Context) (User, bool, error) {
+	users, err := s.store.ListUsers(ctx)
+	if err != nil {
+		return User{}, false, err
+	}
+	for _, u := range users {
+		if u.Admin {
+			return u, true, nil
+		}
+	}
+	return User{}, false, nil
+}
+
 // RemoveUser deletes a user with their sessions and tokens. Their
-// accounts and workspaces stay in the store, reachable by nobody, until
-// an admin deals with them.
+// accounts, workspaces and exports stay in the store for the first admin
+// to take over (core.Service.HandOverOrphans).
 func (s *Service) RemoveUser(ctx context.Context, id string) error {
 	return s.store.DeleteUser(ctx, id)
 }

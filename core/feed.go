@@ -231,14 +231,30 @@ func (f *Feed) OfAccount(accountID string) []Workspace {
 	return out
 }
 
-// idsOwnedBy returns the ids of owner's live workspaces, without copying
-// the others.
-func (f *Feed) idsOwnedBy(owner string) []string {
+// owners returns the distinct owners of the live workspaces.
+func (f *Feed) owners() []string {
+	_ = f.lock()
+	defer f.mu.Unlock()
+	seen := map[string]bool{}
+	var out []string
+	for _, ws := range f.live {
+		if !seen[ws.Owner] {
+			seen[ws.Owner] = true
+			out = append(out, ws.Owner)
+		}
+	}
+	return out
+}
+
+// idsOwnedBy returns the ids of the live workspaces whose owner match
+// accepts, without copying the workspaces. match runs under the feed's
+// lock.
+func (f *Feed) idsOwnedBy(match func(owner string) bool) []string {
 	_ = f.lock()
 	defer f.mu.Unlock()
 	var out []string
 	for id, ws := range f.live {
-		if ws.Owner == owner {
+		if match(ws.Owner) {
 			out = append(out, id)
 		}
 	}

@@ -2,18 +2,28 @@ package core_test
 
 import (
 	"context"
+	"errors"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/canvasapp/companion/core"
 )
 
-// TestHandOverUnowned: what was made before sign-in (owner "") goes to the
+// users is the OwnerExists of a fixed set of users.
+func users(ids ...string) core.OwnerExists {
+	return func(_ context.Context, owner string) (bool, error) {
+		return slices.Contains(ids, owner), nil
+	}
+}
+
+// TestHandOverOrphans: what was made before sign-in (owner "") goes to the
 // admin: the account, its workspaces (announced on the feed under the new
 // owner) and their export records, each audited under the admin. Another
 // user's account and workspace stay theirs, and a second hand-over finds
 // nothing left.
-func TestHandOverUnowned(t *testing.T) {
+func TestHandOverOrphans(t *testing.T) {
 	e := newClockEnv(t)
 	emu := newEmu("cloud")
 	e.reg.Register("cloud", emu)
@@ -44,7 +54,7 @@ func TestHandOverUnowned(t *testing.T) {
 	_, _, sub := e.svc.Feed().SubscribeSnapshot(16)
 	defer sub.Close()
 
-	n, err := e.svc.HandOverUnowned(ctx, "u_admin")
+	n, err := e.svc.HandOverOrphans(ctx, "u_admin", users("u_admin", "u_bob"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,10 +103,41 @@ func TestHandOverUnowned(t *testing.T) {
 		t.Fatalf("hand-over audit entries of the admin: %v; want the account and both workspaces", handed)
 	}
 
-	if n, err := e.svc.HandOverUnowned(ctx, "u_admin"); err != nil || n.Accounts+n.Workspaces+n.Exports != 0 {
+	if n, err := e.svc.HandOverOrphans(ctx, "u_admin", users("u_admin", "u_bob")); err != nil || n.Accounts+n.Workspaces+n.Exports != 0 {
 		t.Fatalf("second hand-over: %+v %v; want nothing left", n, err)
 	}
-	if _, err := e.svc.HandOverUnowned(ctx, ""); !core.IsKind(err, core.KindInvalid) {
+
+	// Bob is removed: his account and workspace go to the admin too,
+	// audited as such, and the admin's own things are not asked about.
+	asked := map[string]int{}
+	gone := func(_ context.Context, owner string) (bool, error) {
+		asked[owner]++
+		return owner == "u_admin", nil
+	}
+	if n, err := e.svc.HandOverOrphans(ctx, "u_admin", gone); err != nil || n.Accounts != 1 || n.Workspaces != 1 {
+		t.Fatalf("hand-over of removed bob's things: %+v %v; want 1 account and 1 workspace", n, err)
+	}
+	if asked["u_admin"] != 0 || asked["u_bob"] != 1 {
+		t.Fatalf("owners asked about: %v; want bob once (remembered as gone), never the admin", asked)
+	}
+	if got := e.svc.Workspaces("u_admin"); len(got) != 3 {
+		t.Fatalf("the admin has %d workspaces after bob's removal, want 3", len(got))
+	}
+	audit, err = e.svc.Audit(ctx, "u_admin", 0, 1)
+	if err != nil || len(audit) != 1 || audit[0].WorkspaceID == "" || audit[0].Outcome != "ok (its user was removed)" {
+		t.Fatalf("the newest audit entry: %+v %v; want bob's workspace handed over as its user was removed", audit, err)
+	}
+
+	// An owner that cannot be looked up is an error, and nothing of its
+	// is handed over.
+	lookupFails := func(context.Context, string) (bool, error) { return false, errors.New("the users table is locked") }
+	if _, err := e.svc.HandOverOrphans(ctx, "u_carol", lookupFails); err == nil || !strings.Contains(err.Error(), "the users table is locked") {
+		t.Fatalf("hand-over with a failing lookup: %v", err)
+	}
+	if got := e.svc.Workspaces("u_carol"); len(got) != 0 {
+		t.Fatalf("carol got %d workspaces from a failed lookup", len(got))
+	}
+	if _, err := e.svc.HandOverOrphans(ctx, "", users()); !core.IsKind(err, core.KindInvalid) {
 		t.Fatalf("hand-over to nobody: %v, want invalid", err)
 	}
 }

@@ -1,22 +1,26 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/canvasapp/companion/internal/testsupport"
 )
 
-// handOverLog is the log line of a start that handed things over.
-const handOverLog = "gave what was made before sign-in was turned on to the first admin"
+// handOverLog is the log line of a hand-over that gave something.
+const handOverLog = "handed what nobody owned to the first admin"
 
-// TestServeHandsOverWhatWasMadeBeforeSignIn: serve runs without sign-in
+// TestServeHandsOverWhatNobodyOwns: serve runs without sign-in
 // for a while (the launch token, owner ""), an account and a workspace
 // are made, then sign-in is turned on. The first admin finds them (list,
 // stream, actions that need the account's sealed token, the audit trail);
-// the other user does not; a later start hands over nothing again. On
+// the other user does not until he is removed, when what he made goes to
+// her at once; a later start hands over nothing again. On
 // SQLite and on PostgreSQL (users added through serve's database).
-func TestServeHandsOverWhatWasMadeBeforeSignIn(t *testing.T) {
+func TestServeHandsOverWhatNobodyOwns(t *testing.T) {
 	t.Run("sqlite", func(t *testing.T) { testHandOver(t, nil) })
 	t.Run("postgres", func(t *testing.T) {
 		urlFile := filepath.Join(t.TempDir(), "database-url")
@@ -85,7 +89,7 @@ func testHandOver(t *testing.T, database []string) {
 	alice.must(200, "GET", "/v1/audit", nil, &audit)
 	handed := 0
 	for _, e := range audit.Entries {
-		if e.Action == "handover" && e.Actor == "sign-in hand-over" {
+		if e.Action == "handover" && e.Actor == "hand-over" {
 			handed++
 		}
 	}
@@ -100,11 +104,40 @@ func testHandOver(t *testing.T, database []string) {
 	if len(list.Workspaces) != 0 {
 		t.Fatalf("bob sees %+v", list.Workspaces)
 	}
+
+	// Bob makes a workspace and is removed: it is alice's at once.
+	var bobAcct struct{ Account struct{ ID string } }
+	bob.must(201, "POST", "/v1/accounts", map[string]any{"provider": "daytona", "label": "bob's",
+		"config": map[string]string{"api_url": apiURL}, "credentials": map[string]string{"token": sealedToken}}, &bobAcct)
+	bob.must(202, "POST", "/v1/workspaces", map[string]any{"account_id": bobAcct.Account.ID, "name": "bob's"}, &created)
+	bobsWs := created.Workspace.ID
+	waitStateOn(t, bob, bobsWs, "running")
+	alice.must(404, "GET", "/v1/workspaces/"+bobsWs, nil, nil)
+	var users struct{ Users []struct{ ID, Name string } }
+	alice.must(200, "GET", "/v1/users", nil, &users)
+	for _, u := range users.Users {
+		if u.Name == "bob" {
+			alice.must(204, "DELETE", "/v1/users/"+u.ID, nil, nil)
+		}
+	}
+	testsupport.Poll(t, 5*time.Second, func() error { // sessions are checked again within a second
+		if code, _, _ := bob.do("GET", "/v1/workspaces", nil, nil); code != 401 {
+			return fmt.Errorf("removed bob's session answers %d, want 401", code)
+		}
+		return nil
+	})
+	alice.must(200, "GET", "/v1/workspaces/"+bobsWs, nil, nil)
+	alice.must(202, "POST", "/v1/workspaces/"+bobsWs+"/pause", nil, nil) // with bob's account, hers now
+	waitStateOn(t, alice, bobsWs, "paused")
 	p.term()
 
 	p = start(t, options{mode: "serve", dataDir: data, args: signIn, env: noKeyring})
 	alice.must(200, "GET", "/v1/workspaces/"+id, nil, nil) // answered once loaded, after any hand-over
 	if lines := p.logs(handOverLog, nil); len(lines) != 0 {
 		t.Fatalf("a later start handed over again: %v", lines)
+	}
+	alice.must(200, "GET", "/v1/workspaces", nil, &list)
+	if len(list.Workspaces) != 2 {
+		t.Fatalf("after a restart alice has %d workspaces, want 2", len(list.Workspaces))
 	}
 }

@@ -34,6 +34,10 @@ type Login struct {
 	BasePath string
 	// OIDC, when set, serves an OpenID Connect login (login_methods.go).
 	OIDC *OIDCRoutes
+	// UserRemoved, when set, runs after DELETE /v1/users/{id} removed a
+	// user: companion hands what they owned to the first admin. Its
+	// error is logged; the removal stands.
+	UserRemoved func(ctx context.Context) error
 }
 
 // Proxy is a trusted ingress: its identity header and X-Forwarded-* are

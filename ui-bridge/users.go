@@ -1,6 +1,7 @@
 package uibridge
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/canvasapp/companion/core"
@@ -57,6 +58,11 @@ func (s *Server) removeUser(w http.ResponseWriter, r *http.Request) {
 	if err := s.cfg.Login.Auth.RemoveUser(r.Context(), id); err != nil {
 		s.writeError(w, r, err)
 		return
+	}
+	if after := s.cfg.Login.UserRemoved; after != nil {
+		if err := after(context.WithoutCancel(r.Context())); err != nil {
+			s.log.Warn("the removed user's things stay unowned until the next start", "user", id, "err", err)
+		}
 	}
 	w.WriteHeader(http.StatusNoContent)
 }

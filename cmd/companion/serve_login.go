@@ -141,7 +141,8 @@ func (l *loginFlags) bridgeLogin(ctx context.Context, store loginStore, workspac
 	if err := shareDocker(ctx, store, svc); err != nil {
 		return nil, err
 	}
-	lg := &uibridge.Login{Auth: svc, Local: l.local, PublicURL: l.public, BasePath: l.basePath}
+	lg := &uibridge.Login{Auth: svc, Local: l.local, PublicURL: l.public, BasePath: l.basePath,
+		UserRemoved: func(ctx context.Context) error { return handOver(ctx, svc, workspaces, log) }}
 	if l.proxy {
 		lg.Proxy = &uibridge.Proxy{Trusted: l.trusted, UserHeader: l.userHeader}
 	}
@@ -175,10 +176,10 @@ func (l *loginFlags) warnUnreachable(log *slog.Logger, listen string, hosts []st
 // shared, so every user can make boxes on the local Docker Engine and each
 // box belongs to whoever made it. With no admin yet (an ingress has named
 // nobody so far) it stays as it is until a start after one exists. The
-// rest of what was made before sign-in goes to the same admin once the
-// workspaces are loaded (handOver).
+// rest of what nobody owns goes to the same admin once the workspaces are
+// loaded (handOver).
 func shareDocker(ctx context.Context, store loginStore, svc *auth.Service) error {
-	admin, ok, err := firstAdmin(ctx, svc)
+	admin, ok, err := svc.FirstAdmin(ctx)
 	if err != nil || !ok {
 		return err
 	}
@@ -194,39 +195,30 @@ func shareDocker(ctx context.Context, store loginStore, svc *auth.Service) error
 }
 
 // handOver gives the first admin every account, workspace and export that
-// was made before sign-in was turned on (owner "", seen by nobody once
-// there are users; core.Service.HandOverUnowned). It runs after
-// shareDocker, which keeps the built-in Docker account shared, and does
-// nothing until an admin exists.
+// nobody owns: made before sign-in was turned on, or by a user removed
+// since (core.Service.HandOverOrphans). It runs after shareDocker, which
+// keeps the built-in Docker account shared, and does nothing until an
+// admin exists.
 func handOver(ctx context.Context, users *auth.Service, svc *core.Service, log *slog.Logger) error {
-	admin, ok, err := firstAdmin(ctx, users)
+	admin, ok, err := users.FirstAdmin(ctx)
 	if err != nil || !ok {
 		return err
 	}
-	n, err := svc.HandOverUnowned(ctx, admin.ID)
-	if n.Accounts+n.Workspaces+n.Exports > 0 {
-		log.Info("gave what was made before sign-in was turned on to the first admin", "admin", admin.Name,
-			"accounts", n.Accounts, "workspaces", n.Workspaces, "exports", n.Exports)
-	}
-	if len(n.Busy) > 0 {
-		log.Warn("workspaces busy during the hand-over stay unowned until the next start", "workspaces", n.Busy)
-	}
+	n, err := svc.HandOverOrphans(ctx, admin.ID, users.Exists)
+	logHandOver(log, admin, n)
 	if err != nil {
-		return fmt.Errorf("hand over what was made before sign-in to %s: %w", admin.Name, err)
+		return fmt.Errorf("hand over what nobody owns to %s: %w", admin.Name, err)
 	}
 	return nil
 }
 
-// firstAdmin is the admin created first, when there is one.
-func firstAdmin(ctx context.Context, svc *auth.Service) (auth.User, bool, error) {
-	users, err := svc.ListUsers(ctx)
-	if err != nil {
-		return auth.User{}, false, err
+// logHandOver says what a hand-over gave, and what it left for later.
+func logHandOver(log *slog.Logger, admin auth.User, n core.HandOver) {
+	if n.Accounts+n.Workspaces+n.Exports > 0 {
+		log.Info("handed what nobody owned to the first admin", "admin", admin.Name,
+			"accounts", n.Accounts, "workspaces", n.Workspaces, "exports", n.Exports)
 	}
-	for _, u := range users {
-		if u.Admin {
-			return u, true, nil
-		}
+	if len(n.Busy) > 0 {
+		log.Warn("workspaces busy during the hand-over stay unowned until the next start or user removal", "workspaces", n.Busy)
 	}
-	return auth.User{}, false, nil
 }
