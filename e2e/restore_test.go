@@ -13,6 +13,7 @@ import (
 
 	"github.com/moby/moby/client"
 
+	"github.com/canvasapp/companion/e2e/boximage"
 	"github.com/canvasapp/companion/internal/testsupport"
 	"github.com/canvasapp/companion/internal/testsupport/dockertest"
 )
@@ -78,6 +79,14 @@ func TestRestoreDockerWorkspace(t *testing.T) {
 	}
 	putTree(t, ws.BoxID, "/workspace", map[string]string{"project/main.go": want["/workspace/project/main.go"], "notes.txt": want["/workspace/notes.txt"]})
 	putTree(t, ws.BoxID, "/", map[string]string{"srv/cache/deep/state.json": want["/srv/cache/deep/state.json"], "notes-at-root.txt": want["/notes-at-root.txt"]})
+	// A file of the image, deleted in the box the way a person would:
+	// the restored box must not have it again.
+	if got, err := boxFile(t, ws.BoxID, boximage.ImageFile); err != nil || got != boximage.ImageFileContent {
+		t.Fatalf("the box image's %s = %q, %v", boximage.ImageFile, got, err)
+	}
+	if code, out, err := dockertest.Exec(context.Background(), dockerCLI(t), ws.BoxID, "rm", boximage.ImageFile); err != nil || code != 0 {
+		t.Fatalf("rm %s in the box: %d %q %v", boximage.ImageFile, code, out, err)
+	}
 
 	var started struct{ Export exportRec }
 	p.must(202, "POST", "/v1/workspaces/"+id+"/export", nil, &started)
@@ -163,6 +172,9 @@ func TestRestoreDockerWorkspace(t *testing.T) {
 		if err != nil || got != content {
 			t.Errorf("restored box's %s = %q, %v; want %q", path, got, err, content)
 		}
+	}
+	if got, err := boxFile(t, nws.BoxID, boximage.ImageFile); err == nil {
+		t.Errorf("the restored box has %s again (%q): the snapshotted box had deleted it", boximage.ImageFile, got)
 	}
 	var audit struct {
 		Entries []struct {

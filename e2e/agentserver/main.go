@@ -56,12 +56,19 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"syscall"
 	"time"
 )
 
 func main() {
+	// The box image is FROM scratch: the same binary is its /bin/rm, the
+	// one command companion runs in a box (a restore deleting what the
+	// snapshotted box had deleted).
+	if filepath.Base(os.Args[0]) == "rm" {
+		os.Exit(rm(os.Args[1:], os.Stderr))
+	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	if err := run(log, os.Args[1:]); err != nil {
 		log.Error("agent-server emulator failed", "err", err)

@@ -41,6 +41,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"runtime"
 	"sort"
@@ -124,10 +125,21 @@ func imageExists(ctx context.Context, cli *client.Client, tag string) (bool, err
 	return false, fmt.Errorf("inspect image %s: %w", tag, err)
 }
 
+// ImageFile is a file every box image holds, with ImageFileContent, for
+// tests of what a box does to its image's files.
+const (
+	ImageFile        = "/etc/companion-box-image"
+	ImageFileContent = "shipped in the box image\n"
+)
+
 func renderDockerfile(env map[string]string) string {
 	var b strings.Builder
 	b.WriteString("FROM scratch\n")
 	b.WriteString("COPY agentserver /agentserver\n")
+	// The same binary is the box's rm (its main looks at its name), and
+	// ImageFile is a file of the image that tests may delete in a box.
+	b.WriteString("COPY agentserver /bin/rm\n")
+	b.WriteString("COPY etc /etc\n")
 	// scratch has no mkdir: the build context carries an empty workspace
 	// directory. It is where the box's volume is mounted and where the
 	// emulator keeps conversations (workspace/conversations from /).
@@ -159,6 +171,8 @@ func build(ctx context.Context, cli *client.Client, tag string, bin []byte, dock
 		{name: "Dockerfile", mode: 0o644, data: []byte(dockerfile)},
 		{name: "agentserver", mode: 0o755, data: bin},
 		{name: "workspace/", mode: 0o755, dir: true},
+		{name: "etc/", mode: 0o755, dir: true},
+		{name: "etc/" + path.Base(ImageFile), mode: 0o644, data: []byte(ImageFileContent)},
 	}
 	for _, f := range files {
 		hdr := &tar.Header{Name: f.name, Mode: f.mode, Size: int64(len(f.data)), ModTime: now, Typeflag: tar.TypeReg}

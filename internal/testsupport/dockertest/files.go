@@ -48,3 +48,26 @@ func ReadFile(ctx context.Context, cli *client.Client, id, path string) (string,
 	b, err := io.ReadAll(tr)
 	return string(b), err
 }
+
+// Exec runs cmd in the running container id and returns its exit code and
+// output once it ends, as `docker exec` would for a person.
+func Exec(ctx context.Context, cli *client.Client, id string, cmd ...string) (int, string, error) {
+	created, err := cli.ExecCreate(ctx, id, client.ExecCreateOptions{Cmd: cmd, AttachStdout: true, AttachStderr: true})
+	if err != nil {
+		return 0, "", err
+	}
+	att, err := cli.ExecAttach(ctx, created.ID, client.ExecAttachOptions{})
+	if err != nil {
+		return 0, "", err
+	}
+	out, err := io.ReadAll(att.Reader)
+	att.Close()
+	if err != nil {
+		return 0, "", err
+	}
+	ins, err := cli.ExecInspect(ctx, created.ID, client.ExecInspectOptions{})
+	if err != nil {
+		return 0, "", err
+	}
+	return ins.ExitCode, string(out), nil
+}

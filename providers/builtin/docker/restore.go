@@ -36,6 +36,11 @@ func readMeta(src core.SnapshotSource) (SnapshotMeta, error) {
 	if m.Layer.File != "" && m.Layer.File != SnapshotLayerName {
 		return m, core.Errorf(core.KindInvalid, "%s names an unexpected layer file %q", SnapshotMetaName, m.Layer.File)
 	}
+	for _, d := range m.Layer.Deleted {
+		if !path.IsAbs(d) || path.Clean(d) != d || d == "/" {
+			return m, core.Errorf(core.KindInvalid, "%s lists a deleted path %q that is not a clean path below /", SnapshotMetaName, d)
+		}
+	}
 	for _, mt := range m.Mounts {
 		if mt.File != "" && (!path.IsAbs(mt.Destination) || path.Clean(mt.Destination) == "/") {
 			return m, core.Errorf(core.KindInvalid, "%s has a volume at %q, which is not a directory below /", SnapshotMetaName, mt.Destination)
@@ -174,10 +179,41 @@ func (p *Provider) Restore(ctx context.Context, acct core.Account, spec core.Res
 		return core.Box{}, err
 	}
 	if len(m.Layer.Deleted) > 0 {
-		p.log.Warn("the snapshotted box had deleted image files; the archive API cannot delete, so the restored box has them again",
-			"box", createdID, "paths", len(m.Layer.Deleted))
+		report(fmt.Sprintf("restore: deleting %d paths the box had deleted", len(m.Layer.Deleted)))
+		p.removeDeleted(ctx, createdID, m.Layer.Deleted)
 	}
 	return p.get(ctx, createdID, true)
+}
+
+// rmArgBytes bounds the paths of one rm, far below any kernel's limit on
+// a command line.
+const rmArgBytes = 64 << 10
+
+// removeDeleted deletes, in the started restored box, the image paths the
+// snapshotted box had deleted. The archive API can add files but not
+// delete them, so this runs rm in the box (exec), as the box's user,
+// like the process that deleted them. A box whose image has no rm keeps
+// them, and the log says so: the restore itself stands.
+func (p *Provider) removeDeleted(ctx context.Context, id string, paths []string) {
+	for len(paths) > 0 {
+		n, size := 0, 0
+		for n < len(paths) && (n == 0 || size+len(paths[n]) <= rmArgBytes) {
+			size += len(paths[n]) + 1
+			n++
+		}
+		ectx, cancel := context.WithTimeout(ctx, removeTimeout)
+		code, out, err := p.cli.Exec(ectx, id, append([]string{"rm", "-rf", "--"}, paths[:n]...))
+		cancel()
+		if err == nil && code != 0 {
+			err = fmt.Errorf("rm exited with %d: %s", code, strings.TrimSpace(out))
+		}
+		if err != nil {
+			p.log.Warn("the restored box may still have image paths the snapshotted box had deleted: rm in the box failed",
+				"box", id, "paths_left", len(paths), "first", paths[0], "err", err)
+			return
+		}
+		paths = paths[n:]
+	}
 }
 
 // earlierRestore looks for the container an interrupted restore of this

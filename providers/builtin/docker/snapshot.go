@@ -86,7 +86,8 @@ type SnapshotLayer struct {
 	// Paths are the top-most captured paths.
 	Paths []string `json:"paths"`
 	// Deleted are image paths the container deleted. The archive API
-	// cannot delete, so a restored box has them again.
+	// cannot delete, so a restore runs rm for them in the started box
+	// (removeDeleted).
 	Deleted []string `json:"deleted"`
 }
 

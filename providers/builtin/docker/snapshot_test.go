@@ -17,6 +17,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/canvasapp/companion/core"
+	"github.com/canvasapp/companion/e2e/boximage"
 	"github.com/canvasapp/companion/internal/testsupport/dockertest"
 	"github.com/canvasapp/companion/providers/builtin/docker"
 )
@@ -213,4 +214,62 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// TestRestoreDeletesWhatTheBoxDeleted: a file of the image that the box
+// deleted is listed in docker.json and gone from the restored box (rm in
+// the box). A deleted path rm cannot remove leaves the restore standing,
+// with a warning that names it.
+func TestRestoreDeletesWhatTheBoxDeleted(t *testing.T) {
+	f := newFixture(t, docker.Config{})
+	ctx := ctxT(t)
+	b := f.create("ws_del", nil)
+	if code, out, err := dockertest.Exec(ctx, f.cli, b.ID, "rm", boximage.ImageFile); err != nil || code != 0 {
+		t.Fatalf("rm %s in the box: %d %q %v", boximage.ImageFile, code, out, err)
+	}
+	sink := &dirSink{dir: t.TempDir()}
+	if err := f.p.Snapshot(ctx, f.acct, b.ID, sink); err != nil {
+		t.Fatalf("snapshot: %v", err)
+	}
+	metaPath := filepath.Join(sink.dir, docker.SnapshotMetaName)
+	metaBytes, _ := os.ReadFile(metaPath)
+	var meta docker.SnapshotMeta
+	if err := json.Unmarshal(metaBytes, &meta); err != nil {
+		t.Fatal(err)
+	}
+	if !contains(meta.Layer.Deleted, boximage.ImageFile) {
+		t.Fatalf("docker.json's deleted paths %v lack %s", meta.Layer.Deleted, boximage.ImageFile)
+	}
+	if err := f.p.Delete(ctx, f.acct, b.ID); err != nil {
+		t.Fatal(err)
+	}
+	src := dirSource{sink}
+	nb, err := f.p.Restore(ctx, f.acct, core.RestoreSpec{WorkspaceID: "ws_del_back", Name: "back", AgentKey: "k1"}, src)
+	if err != nil {
+		t.Fatalf("restore: %v", err)
+	}
+	if got, err := readFile(t, f.cli, nb.ID, boximage.ImageFile); err == nil {
+		t.Fatalf("the restored box has %s again: %q", boximage.ImageFile, got)
+	}
+	if strings.Contains(f.logs.String(), "rm in the box failed") {
+		t.Fatalf("a warning about deleting, though it worked:\n%s", f.logs.String())
+	}
+
+	// A path no rm can remove (the kernel's): the box is restored anyway.
+	meta.Layer.Deleted = append(meta.Layer.Deleted, "/proc/1")
+	metaBytes, _ = json.Marshal(meta)
+	os.WriteFile(metaPath, metaBytes, 0o600)
+	sum := sha256.Sum256(metaBytes)
+	for i, fl := range sink.files {
+		if fl.Name == docker.SnapshotMetaName {
+			sink.files[i].SHA256, sink.files[i].Bytes = hex.EncodeToString(sum[:]), int64(len(metaBytes))
+		}
+	}
+	again, err := f.p.Restore(ctx, f.acct, core.RestoreSpec{WorkspaceID: "ws_del_again", Name: "again", AgentKey: "k2"}, src)
+	if err != nil || again.State != core.StateRunning {
+		t.Fatalf("restore with an undeletable path: %+v, %v; want a running box", again, err)
+	}
+	if logs := f.logs.String(); !strings.Contains(logs, "rm in the box failed") || !strings.Contains(logs, "/proc/1") {
+		t.Fatalf("no warning naming the path rm could not delete:\n%s", logs)
+	}
 }

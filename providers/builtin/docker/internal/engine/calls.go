@@ -1,7 +1,9 @@
 package engine
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -256,4 +258,60 @@ func (c *Client) DiskUsage(ctx context.Context) (DiskUsage, error) {
 		du.Volumes = append(du.Volumes, raw.VolumeUsage.Items...)
 	}
 	return du, nil
+}
+
+// Exec runs cmd in the running container id (POST /containers/{id}/exec,
+// then POST /exec/{id}/start attached) and returns its exit code and the
+// start of its output (stdout and stderr, interleaved), read until the
+// command ends. A command that cannot be started (not found in the image)
+// exits 126 or 127.
+func (c *Client) Exec(ctx context.Context, id string, cmd []string) (exitCode int, output string, err error) {
+	var created struct {
+		ID string `json:"Id"`
+	}
+	in := map[string]any{"Cmd": cmd, "AttachStdout": true, "AttachStderr": true}
+	if err := c.call(ctx, http.MethodPost, "/containers/"+url.PathEscape(id)+"/exec", nil, in, &created); err != nil {
+		return 0, "", err
+	}
+	b, _ := json.Marshal(map[string]any{"Detach": false, "Tty": false})
+	resp, err := c.request(ctx, http.MethodPost, "/exec/"+url.PathEscape(created.ID)+"/start", nil, bytes.NewReader(b), "application/json")
+	if err != nil {
+		return 0, "", err
+	}
+	// The answer streams until the command ends; keep its start for the
+	// caller's message.
+	head, err := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+	if err == nil {
+		_, err = io.Copy(io.Discard, resp.Body)
+	}
+	resp.Body.Close()
+	if err != nil {
+		return 0, "", fmt.Errorf("read the output of exec %s: %w", created.ID, err)
+	}
+	var ins struct {
+		Running  bool
+		ExitCode int
+	}
+	if err := c.call(ctx, http.MethodGet, "/exec/"+url.PathEscape(created.ID)+"/json", nil, nil, &ins); err != nil {
+		return 0, "", err
+	}
+	if ins.Running {
+		return 0, "", fmt.Errorf("exec %s still runs after its output ended", created.ID)
+	}
+	return ins.ExitCode, demux(head), nil
+}
+
+// demux joins the payloads of an attached, non-TTY stream: frames of an
+// 8-byte header (stream, three zero bytes, big-endian length) and their
+// bytes. A frame cut off at the end of b keeps what b holds of it.
+func demux(b []byte) string {
+	var out []byte
+	for len(b) >= 8 {
+		n := int(binary.BigEndian.Uint32(b[4:8]))
+		b = b[8:]
+		n = min(n, len(b))
+		out = append(out, b[:n]...)
+		b = b[n:]
+	}
+	return string(out)
 }

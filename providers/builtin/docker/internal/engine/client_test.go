@@ -557,3 +557,39 @@ func TestTLSEngine(t *testing.T) {
 		t.Error("plain HTTP to a TLS engine must fail")
 	}
 }
+
+// TestExec: the command is created with its output attached, started
+// attached, read to its end (stdout and stderr frames joined), and its exit
+// code comes from inspecting it afterwards.
+func TestExec(t *testing.T) {
+	frame := func(stream byte, s string) []byte {
+		return append([]byte{stream, 0, 0, 0, 0, 0, 0, byte(len(s))}, s...)
+	}
+	var created map[string]any
+	f := &fakeEngine{apiVersion: "1.41", handle: func(w http.ResponseWriter, r *http.Request) bool {
+		switch r.Method + " " + r.URL.Path {
+		case "POST /v1.41/containers/c1/exec":
+			json.NewDecoder(r.Body).Decode(&created)
+			w.WriteHeader(201)
+			io.WriteString(w, `{"Id":"e1"}`)
+		case "POST /v1.41/exec/e1/start":
+			w.Header().Set("Content-Type", "application/vnd.docker.raw-stream")
+			w.Write(frame(1, "out "))
+			w.(http.Flusher).Flush()
+			w.Write(frame(2, "err"))
+		case "GET /v1.41/exec/e1/json":
+			io.WriteString(w, `{"Running":false,"ExitCode":3}`)
+		default:
+			return false
+		}
+		return true
+	}}
+	c := serve(t, f)
+	code, out, err := c.Exec(context.Background(), "c1", []string{"rm", "-rf", "--", "/x"})
+	if err != nil || code != 3 || out != "out err" {
+		t.Fatalf("Exec = %d, %q, %v; want 3, %q", code, out, err, "out err")
+	}
+	if cmd, _ := created["Cmd"].([]any); len(cmd) != 4 || cmd[3] != "/x" || created["AttachStdout"] != true || created["AttachStderr"] != true {
+		t.Fatalf("exec created with %v", created)
+	}
+}
