@@ -154,6 +154,18 @@ func TestSessionsExpireAndEnd(t *testing.T) {
 	if _, err := svc.Session(ctx, s5); !errors.Is(err, auth.ErrNoSession) {
 		t.Fatalf("session a second after another process changed the password: %v", err)
 	}
+	// Removing the user ends their sessions in this process at once,
+	// though the session was believed a moment ago.
+	s6, _, _ := svc.Login(ctx, "alice", "newer-password-2", "10.0.0.1")
+	if _, err := svc.Session(ctx, s6); err != nil {
+		t.Fatalf("fresh session: %v", err)
+	}
+	if err := svc.RemoveUser(ctx, u.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Session(ctx, s6); !errors.Is(err, auth.ErrNoSession) {
+		t.Fatalf("session of a removed user: %v", err)
+	}
 	// Forged secrets.
 	for _, f := range []string{"", "cps_", "cps_" + strings.Repeat("A", 43), s4 + "x"} {
 		if _, err := svc.Session(ctx, f); !errors.Is(err, auth.ErrNoSession) {

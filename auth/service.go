@@ -210,7 +210,11 @@ func (s *Service) FirstAdmin(ctx context.Context) (User, bool, error) {
 // accounts, workspaces and exports stay in the store for the first admin
 // to take over (core.Service.HandOverOrphans).
 func (s *Service) RemoveUser(ctx context.Context, id string) error {
-	return s.store.DeleteUser(ctx, id)
+	err := s.store.DeleteUser(ctx, id)
+	// This process stops believing their sessions at once; others (the
+	// CLI removed them) within cacheFor.
+	s.forget(func(_ string, c cached) bool { return c.user.ID == id })
+	return err
 }
 
 // SetPassword changes a local user's password and ends all their sessions.

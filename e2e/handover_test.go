@@ -1,13 +1,10 @@
 package e2e
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
-
-	"github.com/canvasapp/companion/internal/testsupport"
 )
 
 // handOverLog is the log line of a hand-over that gave something.
@@ -113,6 +110,10 @@ func testHandOver(t *testing.T, database []string) {
 	bobsWs := created.Workspace.ID
 	waitStateOn(t, bob, bobsWs, "running")
 	alice.must(404, "GET", "/v1/workspaces/"+bobsWs, nil, nil)
+	bobStream, _ := bob.dialWS(-1, nil)
+	if snap := bobStream.next(10 * time.Second); snap.Type != "snapshot" || len(snap.Workspaces) != 1 {
+		t.Fatalf("bob's first stream message: %s", snap.Raw)
+	}
 	var users struct{ Users []struct{ ID, Name string } }
 	alice.must(200, "GET", "/v1/users", nil, &users)
 	for _, u := range users.Users {
@@ -120,12 +121,10 @@ func testHandOver(t *testing.T, database []string) {
 			alice.must(204, "DELETE", "/v1/users/"+u.ID, nil, nil)
 		}
 	}
-	testsupport.Poll(t, 5*time.Second, func() error { // sessions are checked again within a second
-		if code, _, _ := bob.do("GET", "/v1/workspaces", nil, nil); code != 401 {
-			return fmt.Errorf("removed bob's session answers %d, want 401", code)
-		}
-		return nil
-	})
+	bob.must(401, "GET", "/v1/workspaces", nil, nil)
+	if code := bobStream.closeCode(10 * time.Second); code != 4011 {
+		t.Fatalf("removed bob's stream closed with %d, want 4011", code)
+	}
 	alice.must(200, "GET", "/v1/workspaces/"+bobsWs, nil, nil)
 	alice.must(202, "POST", "/v1/workspaces/"+bobsWs+"/pause", nil, nil) // with bob's account, hers now
 	waitStateOn(t, alice, bobsWs, "paused")

@@ -402,6 +402,17 @@ func (h *hub) detach(c *client) {
 	h.removeLocked(c)
 }
 
+// closeOwner asks every stream of owner to close with code, and stops
+// queueing for them.
+func (h *hub) closeOwner(owner string, code int, reason string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for c := range h.clients[owner] {
+		c.kill(code, reason)
+	}
+	delete(h.clients, owner)
+}
+
 func (h *hub) killAllLocked(code int, reason string) {
 	for _, set := range h.clients {
 		for c := range set {

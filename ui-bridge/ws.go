@@ -28,6 +28,9 @@ const (
 	CloseResync = 4009
 	// ClosePongTimeout: the client did not answer a ping in time.
 	ClosePongTimeout = 4010
+	// CloseUserRemoved: an admin removed the stream's user; a reconnect
+	// is refused (401).
+	CloseUserRemoved = 4011
 )
 
 // codeWebSocketHandshake answers a handshake the library refuses (no key,

@@ -186,6 +186,7 @@ export const CloseCode = Object.freeze({
   SLOW_CONSUMER: 4008,
   STREAM_RESET: 4009,
   NO_PONG: 4010,
+  USER_REMOVED: 4011,
 });
 
 /**
