@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -237,5 +238,53 @@ func TestRetentionDeletesOnlyUnderThePolicyInForce(t *testing.T) {
 	}
 	if got := storedDeleteAfter(t, bs, "ws_early"); !got.Equal(want) {
 		t.Fatalf("after the tick delete_after is %v, want %v (the policy in force)", got, want)
+	}
+}
+
+// countingPolicies counts the reads of single accounts' policies.
+type countingPolicies struct {
+	core.RetentionStore
+	reads atomic.Int64
+}
+
+func (c *countingPolicies) RetentionPolicy(ctx context.Context, accountID string) (core.RetentionPolicy, bool, error) {
+	c.reads.Add(1)
+	return c.RetentionStore.RetentionPolicy(ctx, accountID)
+}
+
+// TestPolicyChangeReadsThePolicyOnce: enabling a policy on an account of
+// 40 paused workspaces (on PostgreSQL, where a save that moves
+// delete_after first confirms the policy in the store) schedules every
+// one of them without reading the policy again for each save: the pass
+// follows the policy just written.
+func TestPolicyChangeReadsThePolicyOnce(t *testing.T) {
+	ctx := context.Background()
+	st := openPG(t, pgtest.NewDatabase(t))
+	if err := st.PutAccount(ctx, core.Account{ID: "acc-p", Owner: "alice", Provider: "flaky", Label: "p"}); err != nil {
+		t.Fatal(err)
+	}
+	policies := &countingPolicies{RetentionStore: st}
+	reg := &core.Registry{}
+	reg.Register("flaky", &flakyProvider{})
+	svc := newTestService(t, ctx, core.Config{Store: st, Retention: policies, Providers: reg, ScheduledDeletion: true,
+		Logger: slog.New(slog.NewTextHandler(&testsupport.SyncBuffer{}, nil))})
+	pausedAt := time.Now().UTC().Add(-time.Hour).Truncate(time.Second)
+	const n = 40
+	for i := range n {
+		pausedWorkspace(t, svc, fmt.Sprintf("ws_c%02d", i), pausedAt)
+	}
+	before := policies.reads.Load()
+	if _, err := svc.SetRetentionPolicy(ctx, "alice", core.RetentionPolicy{AccountID: "acc-p", Enabled: true, PausedFor: 2 * time.Hour, WarnBefore: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	reads := policies.reads.Load() - before
+	want := pausedAt.Add(2 * time.Hour)
+	for i := range n {
+		if got := storedDeleteAfter(t, st, fmt.Sprintf("ws_c%02d", i)); !got.Equal(want) {
+			t.Fatalf("ws_c%02d: delete_after %v, want %v", i, got, want)
+		}
+	}
+	if reads > 1 {
+		t.Fatalf("enabling the policy read it %d times for %d workspaces; want the pass to follow the policy it wrote", reads, n)
 	}
 }

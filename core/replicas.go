@@ -630,7 +630,7 @@ func (s *Service) policyAnnounced(ctx context.Context, accountID string) {
 // to (running, kept, removed), cost nothing.
 func (s *Service) confirmPolicy(ctx context.Context, ws Workspace) {
 	if !s.shared() || !s.cfg.ScheduledDeletion || s.ret.store == nil || !retentionApplies(ws) ||
-		s.deriveRetention(ws).DeleteAfter.Equal(ws.DeleteAfter) {
+		policyConfirmed(ctx, ws.AccountID) || s.deriveRetention(ws).DeleteAfter.Equal(ws.DeleteAfter) {
 		return
 	}
 	changed, err := s.refreshPolicy(ctx, ws.AccountID)
@@ -643,6 +643,20 @@ func (s *Service) confirmPolicy(ctx context.Context, ws Workspace) {
 	if changed {
 		s.rederiveLater(ws.AccountID)
 	}
+}
+
+// policyConfirmedKey marks a context whose work follows a fresh read of
+// one account's policy from the store (a re-derive pass over the
+// account): confirmPolicy does not read it again for each save.
+type policyConfirmedKey struct{}
+
+func withPolicyConfirmed(ctx context.Context, accountID string) context.Context {
+	return context.WithValue(ctx, policyConfirmedKey{}, accountID)
+}
+
+func policyConfirmed(ctx context.Context, accountID string) bool {
+	id, ok := ctx.Value(policyConfirmedKey{}).(string)
+	return ok && id == accountID
 }
 
 // rederiveLater brings delete_after up to date on an account's workspaces
@@ -669,6 +683,9 @@ func (s *Service) rederiveAccount(ctx context.Context, accountID string) error {
 	if !s.shared() {
 		return s.feed.rederive(ctx, accountID)
 	}
+	// Every caller has just read or written the account's policy: the
+	// saves of this pass derive from it without reading it again each.
+	ctx = withPolicyConfirmed(ctx, accountID)
 	list, err := s.cfg.Store.ListWorkspaces(ctx)
 	if err != nil {
 		return err
