@@ -40,12 +40,7 @@ func testHandOver(t *testing.T, database []string) {
 	p := start(t, options{mode: "serve", dataDir: data, args: base, env: noKeyring})
 	early := newWebClient(t, p.ready.URL)
 	early.bearer = p.ready.Token
-	var acct struct{ Account struct{ ID string } }
-	early.must(201, "POST", "/v1/accounts", map[string]any{"provider": "daytona", "label": "before sign-in",
-		"config": map[string]string{"api_url": apiURL}, "credentials": map[string]string{"token": sealedToken}}, &acct)
-	var created struct{ Workspace workspace }
-	early.must(202, "POST", "/v1/workspaces", map[string]any{"account_id": acct.Account.ID, "name": "early"}, &created)
-	id := created.Workspace.ID
+	acctID, id := early.addDaytonaWith(apiURL, sealedToken, "before sign-in")
 	waitStateOn(t, early, id, "running")
 	p.term()
 
@@ -72,10 +67,10 @@ func testHandOver(t *testing.T, database []string) {
 	alice.must(200, "GET", "/v1/accounts", nil, &accounts)
 	found := false
 	for _, a := range accounts.Accounts {
-		found = found || a.ID == acct.Account.ID
+		found = found || a.ID == acctID
 	}
 	if !found {
-		t.Fatalf("alice's accounts %+v lack %s", accounts.Accounts, acct.Account.ID)
+		t.Fatalf("alice's accounts %+v lack %s", accounts.Accounts, acctID)
 	}
 	// Pausing needs the account's sealed token: the account is hers now.
 	alice.must(202, "POST", "/v1/workspaces/"+id+"/pause", nil, nil)
@@ -103,11 +98,7 @@ func testHandOver(t *testing.T, database []string) {
 	}
 
 	// Bob makes a workspace and is removed: it is alice's at once.
-	var bobAcct struct{ Account struct{ ID string } }
-	bob.must(201, "POST", "/v1/accounts", map[string]any{"provider": "daytona", "label": "bob's",
-		"config": map[string]string{"api_url": apiURL}, "credentials": map[string]string{"token": sealedToken}}, &bobAcct)
-	bob.must(202, "POST", "/v1/workspaces", map[string]any{"account_id": bobAcct.Account.ID, "name": "bob's"}, &created)
-	bobsWs := created.Workspace.ID
+	_, bobsWs := bob.addDaytonaWith(apiURL, sealedToken, "bob's")
 	waitStateOn(t, bob, bobsWs, "running")
 	alice.must(404, "GET", "/v1/workspaces/"+bobsWs, nil, nil)
 	bobStream, _ := bob.dialWS(-1, nil)

@@ -35,12 +35,7 @@ func TestMigrateSQLiteToPostgresWithLogins(t *testing.T) {
 	browser.must(200, "GET", "/v1/me", nil, nil)
 	api := newWebClient(t, p.ready.URL)
 	api.bearer = token
-	var acct struct{ Account struct{ ID string } }
-	api.must(201, "POST", "/v1/accounts", map[string]any{"provider": "daytona", "label": "team",
-		"config": map[string]string{"api_url": apiURL}, "credentials": map[string]string{"token": sealedToken}}, &acct)
-	var created struct{ Workspace workspace }
-	api.must(202, "POST", "/v1/workspaces", map[string]any{"account_id": acct.Account.ID, "name": "moved"}, &created)
-	id := created.Workspace.ID
+	acctID, id := api.addDaytonaWith(apiURL, sealedToken, "moved")
 	waitStateOn(t, api, id, "running")
 	p.term()
 
@@ -71,7 +66,8 @@ func TestMigrateSQLiteToPostgresWithLogins(t *testing.T) {
 	// before pauses, and a new one starts.
 	api.must(202, "POST", "/v1/workspaces/"+id+"/pause", nil, nil)
 	waitStateOn(t, api, id, "paused")
-	browser.must(202, "POST", "/v1/workspaces", map[string]any{"account_id": acct.Account.ID, "name": "after"}, &created)
+	var created struct{ Workspace workspace }
+	browser.must(202, "POST", "/v1/workspaces", map[string]any{"account_id": acctID, "name": "after"}, &created)
 	waitStateOn(t, browser, created.Workspace.ID, "running")
 
 	anon := newWebClient(t, p.ready.URL)

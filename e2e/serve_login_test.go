@@ -175,9 +175,15 @@ func (c *webClient) dialWS(since int64, extra http.Header) (*stream, int) {
 // and creates a workspace on it; it returns the account and workspace ids.
 func (c *webClient) addDaytona(apiURL, name string) (string, string) {
 	c.t.Helper()
+	return c.addDaytonaWith(apiURL, cloudToken, name)
+}
+
+// addDaytonaWith is addDaytona with the account's token.
+func (c *webClient) addDaytonaWith(apiURL, token, name string) (string, string) {
+	c.t.Helper()
 	var acct struct{ Account struct{ ID string } }
 	c.must(201, "POST", "/v1/accounts", map[string]any{"provider": "daytona", "label": name,
-		"config": map[string]string{"api_url": apiURL}, "credentials": map[string]string{"token": cloudToken}}, &acct)
+		"config": map[string]string{"api_url": apiURL}, "credentials": map[string]string{"token": token}}, &acct)
 	var ws struct{ Workspace workspace }
 	c.must(202, "POST", "/v1/workspaces", map[string]any{"account_id": acct.Account.ID, "name": name}, &ws)
 	return acct.Account.ID, ws.Workspace.ID
