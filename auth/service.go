@@ -181,14 +181,25 @@ func (s *Service) User(ctx context.Context, id string) (User, error) {
 	return s.store.UserByID(ctx, id)
 }
 
-// Exists reports whether a user with id exists. Ids are never reused, so
-// a user that existed once and is missing now was removed.
-func (s *Service) Exists(ctx context.Context, id string) (bool, error) {
-	_, err := s.store.UserByID(ctx, id)
-	if isNotFound(err) {
-		return false, nil
+// UsersExist reports which of ids name existing users, from one read of
+// the users. Ids are never reused, so a user that existed once and is
+// missing now was removed.
+func (s *Service) UsersExist(ctx context.Context, ids []string) (map[string]bool, error) {
+	users, err := s.store.ListUsers(ctx)
+	if err != nil {
+		return nil, err
 	}
-	return err == nil, err
+	want := map[string]bool{}
+	for _, id := range ids {
+		want[id] = true
+	}
+	exist := map[string]bool{}
+	for _, u := range users {
+		if want[u.ID] {
+			exist[u.ID] = true
+		}
+	}
+	return exist, nil
 }
 
 // FirstAdmin returns the admin created first, when there is one: the user

@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"fmt"
+	"slices"
 )
 
 // The audit trail names a hand-over (HandOverOrphans) so: action, actor
@@ -23,43 +24,37 @@ type HandOver struct {
 	Busy []string
 }
 
-// OwnerExists reports whether the user an owner id names still exists.
-type OwnerExists func(ctx context.Context, owner string) (bool, error)
+// OwnersExist reports which of the user ids owners still exist (those
+// missing from the answer do not).
+type OwnersExist func(ctx context.Context, owners []string) (map[string]bool, error)
 
 // HandOverOrphans gives to the user to every account, workspace and
 // export record whose owner is nobody: "" (what desktop mode or serve
-// without a sign-in method made) or a user exists says is gone. Without a
+// without a sign-in method made) or a user exist says is gone. Without a
 // hand-over they would be seen by nobody while their boxes kept running.
 //
-// An owner is checked after what it owns was read (under the workspace's
-// lock), and user ids are never reused, so a user made meanwhile (on
+// Owners are looked up (in one call of exist) after what they own was
+// read, and user ids are never reused, so a user made meanwhile (on
 // another replica) never loses what they just made. Each workspace
 // changes under its lock and reaches the stream as an upsert; each change
 // is audited under its new owner. Calling it again is a no-op, and a
 // workspace that stays busy for the lock's wait is left for the next call
 // (reported in Busy). The service must be loaded.
-func (s *Service) HandOverOrphans(ctx context.Context, to string, exists OwnerExists) (HandOver, error) {
+func (s *Service) HandOverOrphans(ctx context.Context, to string, exist OwnersExist) (HandOver, error) {
 	var n HandOver
 	if to == "" {
 		return n, Errorf(KindInvalid, "hand-over needs a user to give to")
 	}
-	o := &orphans{exists: exists, gone: map[string]bool{}}
-	accounts, err := s.handOverAccounts(ctx, to, o)
+	o := &orphans{exist: exist, gone: map[string]bool{}}
+	// The workspaces' owners are read first; the accounts, and then the
+	// users, in handOverAccounts.
+	accounts, err := s.handOverAccounts(ctx, to, o, s.feed.owners())
 	n.Accounts = accounts
 	if err != nil {
 		return n, err
 	}
-	// Owners first (few), then the workspaces of those gone (rarely any),
-	// so that a start with nothing to hand over locks nothing.
-	for _, owner := range s.feed.owners() {
-		if owner == to {
-			continue
-		}
-		if _, err := o.orphaned(ctx, owner); err != nil {
-			return n, err
-		}
-	}
-	for _, id := range s.feed.idsOwnedBy(func(owner string) bool { return owner == "" || o.gone[owner] }) {
+	// Only the workspaces of owners found gone (rarely any) are locked.
+	for _, id := range s.feed.idsOwnedBy(func(owner string) bool { return owner != to && (owner == "" || o.gone[owner]) }) {
 		res, exports, err := s.handOverWorkspace(ctx, id, to, o)
 		n.Exports += exports
 		switch {
@@ -74,23 +69,44 @@ func (s *Service) HandOverOrphans(ctx context.Context, to string, exists OwnerEx
 	return n, nil
 }
 
-// orphans remembers the owners one hand-over found gone (a removed user
-// stays removed) and asks for the others each time.
+// orphans remembers, for one hand-over, which owners are gone (a removed
+// user stays removed; one found to exist is left alone this time).
 type orphans struct {
-	exists OwnerExists
-	gone   map[string]bool
+	exist OwnersExist
+	gone  map[string]bool // every owner looked up
+}
+
+// learn looks up, in one call, the owners not looked up yet.
+func (o *orphans) learn(ctx context.Context, owners []string) error {
+	var ask []string
+	asked := map[string]bool{}
+	for _, owner := range owners {
+		if _, known := o.gone[owner]; owner != "" && !known && !asked[owner] {
+			asked[owner] = true
+			ask = append(ask, owner)
+		}
+	}
+	if len(ask) == 0 {
+		return nil
+	}
+	exist, err := o.exist(ctx, ask)
+	if err != nil {
+		return fmt.Errorf("look up %d owners among the users: %w", len(ask), err)
+	}
+	for _, owner := range ask {
+		o.gone[owner] = !exist[owner]
+	}
+	return nil
 }
 
 func (o *orphans) orphaned(ctx context.Context, owner string) (bool, error) {
-	if owner == "" || o.gone[owner] {
+	if owner == "" {
 		return true, nil
 	}
-	ok, err := o.exists(ctx, owner)
-	if err != nil {
-		return false, fmt.Errorf("does user %s exist: %w", owner, err)
+	if err := o.learn(ctx, []string{owner}); err != nil {
+		return false, err
 	}
-	o.gone[owner] = !ok
-	return !ok, nil
+	return o.gone[owner], nil
 }
 
 func handOverOutcome(owner string) string {
@@ -100,11 +116,20 @@ func handOverOutcome(owner string) string {
 	return outcomeUserRemoved
 }
 
-func (s *Service) handOverAccounts(ctx context.Context, to string, o *orphans) (int, error) {
+// handOverAccounts gives to to the accounts of gone owners. It looks up
+// their owners together with the workspaces' (read before).
+func (s *Service) handOverAccounts(ctx context.Context, to string, o *orphans, workspaceOwners []string) (int, error) {
 	s.accountMu.Lock()
 	defer s.accountMu.Unlock()
 	all, err := s.cfg.Store.ListAccounts(ctx)
 	if err != nil {
+		return 0, err
+	}
+	owners := slices.Clone(workspaceOwners)
+	for _, acct := range all {
+		owners = append(owners, acct.Owner)
+	}
+	if err := o.learn(ctx, slices.DeleteFunc(owners, func(owner string) bool { return owner == to })); err != nil {
 		return 0, err
 	}
 	n := 0
@@ -112,10 +137,7 @@ func (s *Service) handOverAccounts(ctx context.Context, to string, o *orphans) (
 		if acct.Owner == to {
 			continue
 		}
-		if orphan, err := o.orphaned(ctx, acct.Owner); err != nil || !orphan {
-			if err != nil {
-				return n, err
-			}
+		if acct.Owner != "" && !o.gone[acct.Owner] {
 			continue
 		}
 		from := acct.Owner

@@ -11,10 +11,14 @@ import (
 	"github.com/canvasapp/companion/core"
 )
 
-// users is the OwnerExists of a fixed set of users.
-func users(ids ...string) core.OwnerExists {
-	return func(_ context.Context, owner string) (bool, error) {
-		return slices.Contains(ids, owner), nil
+// users is the OwnersExist of a fixed set of users.
+func users(ids ...string) core.OwnersExist {
+	return func(_ context.Context, owners []string) (map[string]bool, error) {
+		exist := map[string]bool{}
+		for _, o := range owners {
+			exist[o] = slices.Contains(ids, o)
+		}
+		return exist, nil
 	}
 }
 
@@ -109,16 +113,16 @@ func TestHandOverOrphans(t *testing.T) {
 
 	// Bob is removed: his account and workspace go to the admin too,
 	// audited as such, and the admin's own things are not asked about.
-	asked := map[string]int{}
-	gone := func(_ context.Context, owner string) (bool, error) {
-		asked[owner]++
-		return owner == "u_admin", nil
+	var asked [][]string
+	onlyAdmin := func(ctx context.Context, owners []string) (map[string]bool, error) {
+		asked = append(asked, owners)
+		return users("u_admin")(ctx, owners)
 	}
-	if n, err := e.svc.HandOverOrphans(ctx, "u_admin", gone); err != nil || n.Accounts != 1 || n.Workspaces != 1 {
+	if n, err := e.svc.HandOverOrphans(ctx, "u_admin", onlyAdmin); err != nil || n.Accounts != 1 || n.Workspaces != 1 {
 		t.Fatalf("hand-over of removed bob's things: %+v %v; want 1 account and 1 workspace", n, err)
 	}
-	if asked["u_admin"] != 0 || asked["u_bob"] != 1 {
-		t.Fatalf("owners asked about: %v; want bob once (remembered as gone), never the admin", asked)
+	if len(asked) != 1 || !slices.Equal(asked[0], []string{"u_bob"}) {
+		t.Fatalf("owners looked up: %v; want bob once (for his account and workspace together), never the admin", asked)
 	}
 	if got := e.svc.Workspaces("u_admin"); len(got) != 3 {
 		t.Fatalf("the admin has %d workspaces after bob's removal, want 3", len(got))
@@ -130,7 +134,9 @@ func TestHandOverOrphans(t *testing.T) {
 
 	// An owner that cannot be looked up is an error, and nothing of its
 	// is handed over.
-	lookupFails := func(context.Context, string) (bool, error) { return false, errors.New("the users table is locked") }
+	lookupFails := func(context.Context, []string) (map[string]bool, error) {
+		return nil, errors.New("the users table is locked")
+	}
 	if _, err := e.svc.HandOverOrphans(ctx, "u_carol", lookupFails); err == nil || !strings.Contains(err.Error(), "the users table is locked") {
 		t.Fatalf("hand-over with a failing lookup: %v", err)
 	}

@@ -204,7 +204,7 @@ func handOver(ctx context.Context, users *auth.Service, svc *core.Service, log *
 	if err != nil || !ok {
 		return err
 	}
-	n, err := svc.HandOverOrphans(ctx, admin.ID, users.Exists)
+	n, err := svc.HandOverOrphans(ctx, admin.ID, users.UsersExist)
 	logHandOver(log, admin, n)
 	if err != nil {
 		return fmt.Errorf("hand over what nobody owns to %s: %w", admin.Name, err)
