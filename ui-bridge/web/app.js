@@ -502,6 +502,7 @@ function auditAction(a) {
     account_change: "account changed", account_add: "account added", account_remove: "account removed",
     retention_policy: "retention policy", retention_schedule: "retention: scheduled", retention_warn: "retention: warned",
     retention_skip: "retention: skipped", retention_backoff: "retention: backing off",
+    handover: "handed over to you",
   };
   return words[a] ? `${words[a]} (${a})` : a;
 }
