@@ -192,6 +192,8 @@ type clockEnv struct {
 	pending []passDone // passes seen while waiting for another account's
 	// wrap, if set, wraps the store the service is given (to observe it).
 	wrap func(core.Store) core.Store
+	// ownersExist, if set, is the service's Config.OwnersExist.
+	ownersExist core.OwnersExist
 }
 
 type passDone struct {
@@ -219,7 +221,7 @@ func (e *clockEnv) open() {
 	if e.wrap != nil {
 		store = e.wrap(st)
 	}
-	svc, err := core.NewService(ctx, core.Config{Store: store, Providers: e.reg, Secrets: e.secrets, Clock: e.clock,
+	svc, err := core.NewService(ctx, core.Config{Store: store, Providers: e.reg, Secrets: e.secrets, Clock: e.clock, OwnersExist: e.ownersExist,
 		Logger: slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	if err != nil {
 		e.t.Fatal(err)

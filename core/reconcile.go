@@ -498,9 +498,9 @@ func (s *Service) adopt(ctx context.Context, acct Account, box Box) (bool, error
 	if name == "" {
 		name = box.ID
 	}
-	owner := acct.Owner
-	if acct.Shared && box.Labels[LabelOwner] != "" {
-		owner = box.Labels[LabelOwner] // made for that user through the shared account
+	owner, err := s.adoptedOwner(ctx, acct, box)
+	if err != nil {
+		return false, err
 	}
 	ws := s.applyBox(Workspace{
 		ID:        NewID("ws"),
@@ -514,7 +514,7 @@ func (s *Service) adopt(ctx context.Context, acct Account, box Box) (bool, error
 	if !box.CreatedAt.IsZero() {
 		ws.CreatedAt = box.CreatedAt.UTC()
 	}
-	ws, err := s.feed.Save(ctx, ws)
+	ws, err = s.feed.Save(ctx, ws)
 	if err != nil {
 		return false, err
 	}
@@ -522,6 +522,28 @@ func (s *Service) adopt(ctx context.Context, acct Account, box Box) (bool, error
 	s.audit(ctx, AuditEntry{Owner: ws.Owner, Actor: ActorReconciler, Action: AuditAdopt, WorkspaceID: ws.ID,
 		AccountID: acct.ID, Provider: acct.Provider, Outcome: "ok"})
 	return true, nil
+}
+
+// adoptedOwner is who an adopted box belongs to: on a shared account the
+// user its owner label names (it was made for them), unless that user was
+// removed; otherwise, and then, the account's owner.
+func (s *Service) adoptedOwner(ctx context.Context, acct Account, box Box) (string, error) {
+	label := box.Labels[LabelOwner]
+	if !acct.Shared || label == "" {
+		return acct.Owner, nil
+	}
+	if s.cfg.OwnersExist == nil {
+		return label, nil
+	}
+	exist, err := s.cfg.OwnersExist(ctx, []string{label})
+	if err != nil {
+		return "", fmt.Errorf("look up the owner %s of box %s: %w", label, box.ID, err)
+	}
+	if !exist[label] {
+		s.log.Info("adopted box names a removed user; it goes to the account's owner", "box", box.ID, "user", label, "account", acct.ID)
+		return acct.Owner, nil
+	}
+	return label, nil
 }
 
 func (s *Service) confirmVanished(ctx context.Context, acct Account, p Provider, ws Workspace) error {

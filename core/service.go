@@ -66,6 +66,10 @@ type Config struct {
 	// Retention keeps retention policies and claims; nil means the Store,
 	// if it is a RetentionStore.
 	Retention RetentionStore
+	// OwnersExist, in serve with sign-in, says which user ids exist: a box
+	// adopted on a shared account whose owner label names a removed user
+	// goes to the account's owner. nil believes every label.
+	OwnersExist OwnersExist
 	// ExportLocation names where exports go, for delete previews; empty
 	// means they only say "companion's export directory" (serve mode
 	// does not show its paths).

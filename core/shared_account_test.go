@@ -2,6 +2,8 @@ package core_test
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 
 	"github.com/canvasapp/companion/core"
@@ -46,5 +48,59 @@ func TestSharedAccount(t *testing.T) {
 	}
 	if owners["box-bob"] != "u_bob" || owners["box-nobody"] != "u_admin" {
 		t.Fatalf("adopted owners: %v, want box-bob to bob and box-nobody to the admin", owners)
+	}
+}
+
+// TestAdoptionSkipsRemovedUsers: with sign-in (OwnersExist set), a box on
+// a shared account whose owner label names a removed user is adopted for
+// the account's owner, not for nobody; a label naming a user who exists
+// still wins; and a lookup that fails adopts nothing this pass.
+func TestAdoptionSkipsRemovedUsers(t *testing.T) {
+	e := newClockEnv(t)
+	fail := false
+	e.ownersExist = func(ctx context.Context, owners []string) (map[string]bool, error) {
+		if fail {
+			return nil, errors.New("the users table is locked")
+		}
+		return users("u_admin", "u_bob")(ctx, owners)
+	}
+	e.close()
+	e.open()
+	emu := newEmu("cloud")
+	e.reg.Register("cloud", emu)
+	ctx := context.Background()
+	acct := core.Account{ID: "shared", Owner: "u_admin", Provider: "cloud", Label: "Local", Shared: true}
+	if _, err := e.svc.EnsureAccount(ctx, acct); err != nil {
+		t.Fatal(err)
+	}
+	label := func(box, owner string) {
+		emu.addBox(acct.ID, box)
+		emu.mu.Lock()
+		b := emu.boxes[acct.ID][box]
+		b.Labels = map[string]string{core.LabelOwner: owner}
+		emu.boxes[acct.ID][box] = b
+		emu.mu.Unlock()
+	}
+	fail = true
+	label("box-bob", "u_bob")
+	if err := e.svc.ReconcileAccount(ctx, acct); err == nil || !strings.Contains(err.Error(), "the users table is locked") {
+		t.Fatalf("a pass whose owner lookup fails: %v, want its error", err)
+	}
+	if n := len(e.svc.Workspaces("u_bob")) + len(e.svc.Workspaces("u_admin")); n != 0 {
+		t.Fatalf("%d boxes adopted without knowing their owner", n)
+	}
+	fail = false
+	label("box-gone", "u_gone")
+	if err := e.svc.ReconcileAccount(ctx, acct); err != nil {
+		t.Fatal(err)
+	}
+	owners := map[string]string{}
+	for _, who := range []string{"u_admin", "u_bob", "u_gone"} {
+		for _, ws := range e.svc.Workspaces(who) {
+			owners[ws.BoxID] = who
+		}
+	}
+	if owners["box-bob"] != "u_bob" || owners["box-gone"] != "u_admin" {
+		t.Fatalf("adopted owners: %v, want box-bob to bob and box-gone (a removed user's) to the admin", owners)
 	}
 }

@@ -121,14 +121,31 @@ type loginStore interface {
 	PutAccount(ctx context.Context, a core.Account) error
 }
 
-// bridgeLogin builds the bridge's login layer, or nil without --auth. It
-// also allows the public URL's host and origin. workspaces is the service
-// an OpenID Connect sign-in of the first admin hands over to (handOver).
-func (l *loginFlags) bridgeLogin(ctx context.Context, store loginStore, workspaces *core.Service, cfg *uibridge.Config, log *slog.Logger) (_ *uibridge.Login, err error) {
+// users returns the sign-in service of the users in store, or nil without
+// --auth.
+func (l *loginFlags) users(store auth.Store) *auth.Service {
 	if !l.enabled() {
+		return nil
+	}
+	return auth.New(auth.Config{Store: store, IdleTimeout: l.sessionIdle, MaxAge: l.sessionMax})
+}
+
+// ownersExist is users.UsersExist, or nil without sign-in (every owner
+// label believed: desktop and serve without --auth have no users).
+func ownersExist(users *auth.Service) core.OwnersExist {
+	if users == nil {
+		return nil
+	}
+	return users.UsersExist
+}
+
+// bridgeLogin builds the bridge's login layer on svc (from users), or nil
+// without --auth. It also allows the public URL's host and origin.
+// workspaces is the service what nobody owns is handed over on (handOver).
+func (l *loginFlags) bridgeLogin(ctx context.Context, store loginStore, svc *auth.Service, workspaces *core.Service, cfg *uibridge.Config, log *slog.Logger) (_ *uibridge.Login, err error) {
+	if svc == nil {
 		return nil, nil
 	}
-	svc := auth.New(auth.Config{Store: store, IdleTimeout: l.sessionIdle, MaxAge: l.sessionMax})
 	if l.local {
 		has, err := svc.HasUsers(ctx)
 		if err != nil {

@@ -56,8 +56,9 @@ func (a *started) open(ctx context.Context, m mode, f *serverFlags, log *slog.Lo
 	if m == modeDesktop {
 		exportLocation = a.exporter.Writer.Root // serve mode keeps its paths to itself
 	}
+	users := f.login.users(store)
 	a.svc, err = core.NewService(ctx, core.Config{Store: store, Providers: &a.registry, Secrets: keys, Logger: log, DeferLoad: true,
-		Exporter: a.exporter, ScheduledDeletion: m == modeServe,
+		Exporter: a.exporter, ScheduledDeletion: m == modeServe, OwnersExist: ownersExist(users),
 		ExportLocation: exportLocation, ExportBudget: f.exportBudget, StepHook: hook, LeaseTTL: f.leaseTTL})
 	if err != nil {
 		return err
@@ -79,7 +80,7 @@ func (a *started) open(ctx context.Context, m mode, f *serverFlags, log *slog.Lo
 		Modules:        a.provs,
 		AgentHTTP:      wasm.EndpointClient(),
 	}
-	if a.bridgeCfg.Login, err = f.login.bridgeLogin(ctx, store, a.svc, &a.bridgeCfg, log); err != nil {
+	if a.bridgeCfg.Login, err = f.login.bridgeLogin(ctx, store, users, a.svc, &a.bridgeCfg, log); err != nil {
 		return err
 	}
 	f.login.warnUnreachable(log, f.listen, f.hosts)
