@@ -59,6 +59,17 @@ func (p *emuProvider) addBox(acct, id string) {
 	p.boxes[acct][id] = core.Box{ID: id, Name: id, State: core.StateRunning}
 }
 
+// addOwnedBox adds a box whose owner label names owner, as an adapter
+// labels a box made through a shared account.
+func (p *emuProvider) addOwnedBox(acct, id, owner string) {
+	p.addBox(acct, id)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	b := p.boxes[acct][id]
+	b.Labels = map[string]string{core.LabelOwner: owner}
+	p.boxes[acct][id] = b
+}
+
 func (p *emuProvider) removeBox(acct, id string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -30,22 +30,12 @@ func TestSharedAccount(t *testing.T) {
 	if err := e.svc.RemoveAccount(ctx, "u_bob", "shared"); !core.IsKind(err, core.KindNotFound) {
 		t.Fatalf("bob removes the shared account: %v, want not found", err)
 	}
-	emu.addBox(acct.ID, "box-bob")
-	emu.mu.Lock()
-	b := emu.boxes[acct.ID]["box-bob"]
-	b.Labels = map[string]string{core.LabelOwner: "u_bob"}
-	emu.boxes[acct.ID]["box-bob"] = b
-	emu.mu.Unlock()
+	emu.addOwnedBox(acct.ID, "box-bob", "u_bob")
 	emu.addBox(acct.ID, "box-nobody")
 	if err := e.svc.ReconcileAccount(ctx, acct); err != nil {
 		t.Fatal(err)
 	}
-	owners := map[string]string{}
-	for _, who := range []string{"u_admin", "u_bob", ""} {
-		for _, ws := range e.svc.Workspaces(who) {
-			owners[ws.BoxID] = who
-		}
-	}
+	owners := boxOwners(e.svc, "u_admin", "u_bob", "")
 	if owners["box-bob"] != "u_bob" || owners["box-nobody"] != "u_admin" {
 		t.Fatalf("adopted owners: %v, want box-bob to bob and box-nobody to the admin", owners)
 	}
@@ -73,16 +63,8 @@ func TestAdoptionSkipsRemovedUsers(t *testing.T) {
 	if _, err := e.svc.EnsureAccount(ctx, acct); err != nil {
 		t.Fatal(err)
 	}
-	label := func(box, owner string) {
-		emu.addBox(acct.ID, box)
-		emu.mu.Lock()
-		b := emu.boxes[acct.ID][box]
-		b.Labels = map[string]string{core.LabelOwner: owner}
-		emu.boxes[acct.ID][box] = b
-		emu.mu.Unlock()
-	}
 	fail = true
-	label("box-bob", "u_bob")
+	emu.addOwnedBox(acct.ID, "box-bob", "u_bob")
 	if err := e.svc.ReconcileAccount(ctx, acct); err == nil || !strings.Contains(err.Error(), "the users table is locked") {
 		t.Fatalf("a pass whose owner lookup fails: %v, want its error", err)
 	}
@@ -90,17 +72,22 @@ func TestAdoptionSkipsRemovedUsers(t *testing.T) {
 		t.Fatalf("%d boxes adopted without knowing their owner", n)
 	}
 	fail = false
-	label("box-gone", "u_gone")
+	emu.addOwnedBox(acct.ID, "box-gone", "u_gone")
 	if err := e.svc.ReconcileAccount(ctx, acct); err != nil {
 		t.Fatal(err)
 	}
-	owners := map[string]string{}
-	for _, who := range []string{"u_admin", "u_bob", "u_gone"} {
-		for _, ws := range e.svc.Workspaces(who) {
-			owners[ws.BoxID] = who
-		}
-	}
-	if owners["box-bob"] != "u_bob" || owners["box-gone"] != "u_admin" {
+	if owners := boxOwners(e.svc, "u_admin", "u_bob", "u_gone"); owners["box-bob"] != "u_bob" || owners["box-gone"] != "u_admin" {
 		t.Fatalf("adopted owners: %v, want box-bob to bob and box-gone (a removed user's) to the admin", owners)
 	}
+}
+
+// boxOwners maps the box of each workspace of the owners given to its owner.
+func boxOwners(svc *core.Service, owners ...string) map[string]string {
+	out := map[string]string{}
+	for _, who := range owners {
+		for _, ws := range svc.Workspaces(who) {
+			out[ws.BoxID] = who
+		}
+	}
+	return out
 }
