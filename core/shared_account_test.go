@@ -14,13 +14,8 @@ import (
 // owner label names (the admin when it names nobody).
 func TestSharedAccount(t *testing.T) {
 	e := newClockEnv(t)
-	emu := newEmu("cloud")
-	e.reg.Register("cloud", emu)
+	emu, acct := sharedCloudAccount(t, e)
 	ctx := context.Background()
-	acct := core.Account{ID: "shared", Owner: "u_admin", Provider: "cloud", Label: "Local", Shared: true}
-	if _, err := e.svc.EnsureAccount(ctx, acct); err != nil {
-		t.Fatal(err)
-	}
 	for _, who := range []string{"u_admin", "u_bob"} {
 		list, err := e.svc.Accounts(ctx, who)
 		if err != nil || len(list) != 1 || !list[0].Shared {
@@ -56,13 +51,8 @@ func TestAdoptionSkipsRemovedUsers(t *testing.T) {
 	}
 	e.close()
 	e.open()
-	emu := newEmu("cloud")
-	e.reg.Register("cloud", emu)
+	emu, acct := sharedCloudAccount(t, e)
 	ctx := context.Background()
-	acct := core.Account{ID: "shared", Owner: "u_admin", Provider: "cloud", Label: "Local", Shared: true}
-	if _, err := e.svc.EnsureAccount(ctx, acct); err != nil {
-		t.Fatal(err)
-	}
 	fail = true
 	emu.addOwnedBox(acct.ID, "box-bob", "u_bob")
 	if err := e.svc.ReconcileAccount(ctx, acct); err == nil || !strings.Contains(err.Error(), "the users table is locked") {
@@ -90,4 +80,17 @@ func boxOwners(svc *core.Service, owners ...string) map[string]string {
 		}
 	}
 	return out
+}
+
+// sharedCloudAccount registers an emulated provider "cloud" and the admin's
+// shared account on it.
+func sharedCloudAccount(t *testing.T, e *clockEnv) (*emuProvider, core.Account) {
+	t.Helper()
+	emu := newEmu("cloud")
+	e.reg.Register("cloud", emu)
+	acct := core.Account{ID: "shared", Owner: "u_admin", Provider: "cloud", Label: "Local", Shared: true}
+	if _, err := e.svc.EnsureAccount(context.Background(), acct); err != nil {
+		t.Fatal(err)
+	}
+	return emu, acct
 }
