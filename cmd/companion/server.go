@@ -385,8 +385,10 @@ func serve(ctx context.Context, m mode, f *serverFlags, log *slog.Logger, stdout
 		return err
 	}
 	if lg := app.bridgeCfg.Login; lg != nil {
-		if err := handOver(ctx, lg.Auth, svc, log); err != nil {
-			return err
+		// What nobody owns waits for the next start (or user removal)
+		// rather than keep everyone else out.
+		if err := handOver(ctx, lg.Auth, svc, log); err != nil && ctx.Err() == nil {
+			log.Warn("the hand-over of what nobody owns did not finish; the next start tries again", "err", err)
 		}
 	}
 	bridge, err = uibridge.New(app.bridgeCfg)
