@@ -28,7 +28,7 @@ type HandOver struct {
 // missing from the answer do not).
 type OwnersExist func(ctx context.Context, owners []string) (map[string]bool, error)
 
-// HandOverOrphans gives to the user to every account, workspace and
+// HandOverOrphans makes user to the owner of every account, workspace and
 // export record whose owner is nobody: "" (what desktop mode or serve
 // without a sign-in method made) or a user exist says is gone. Without a
 // hand-over they would be seen by nobody while their boxes kept running.
@@ -116,8 +116,8 @@ func handOverOutcome(owner string) string {
 	return outcomeUserRemoved
 }
 
-// handOverAccounts gives to to the accounts of gone owners. It looks up
-// their owners together with the workspaces' (read before).
+// handOverAccounts makes to the owner of the accounts of gone owners. It
+// looks up their owners together with the workspaces' (read before).
 func (s *Service) handOverAccounts(ctx context.Context, to string, o *orphans, workspaceOwners []string) (int, error) {
 	s.accountMu.Lock()
 	defer s.accountMu.Unlock()
@@ -160,9 +160,9 @@ const (
 	notOrphaned // its owner exists, or it is gone
 )
 
-// handOverWorkspace gives one orphaned workspace and its export records to
-// to, under the workspace's lock; it returns how many export records
-// changed.
+// handOverWorkspace makes to the owner of one orphaned workspace and its
+// export records, under the workspace's lock; it returns how many export
+// records changed.
 func (s *Service) handOverWorkspace(ctx context.Context, id, to string, o *orphans) (handOverResult, int, error) {
 	h, ok := s.locks.lockWithinRead(id, lockWait)
 	if !ok {
