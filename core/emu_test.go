@@ -214,9 +214,16 @@ type passDone struct {
 
 func newClockEnv(t *testing.T) *clockEnv {
 	t.Helper()
+	return newClockEnvOwners(t, nil)
+}
+
+// newClockEnvOwners is newClockEnv for a service told which users exist
+// (Config.OwnersExist), as serve with sign-in is.
+func newClockEnvOwners(t *testing.T, exist core.OwnersExist) *clockEnv {
+	t.Helper()
 	e := &clockEnv{t: t, path: filepath.Join(t.TempDir(), "companion.db"), reg: &core.Registry{},
 		clock: fakeclock.New(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)), secrets: &memSecrets{m: map[string]string{}},
-		logs: &bytes.Buffer{}, passes: make(chan passDone, 10000)}
+		logs: &bytes.Buffer{}, passes: make(chan passDone, 10000), ownersExist: exist}
 	e.open()
 	return e
 }

@@ -30,22 +30,23 @@ type OwnersExist func(ctx context.Context, owners []string) (map[string]bool, er
 
 // HandOverOrphans makes user to the owner of every account, workspace and
 // export record whose owner is nobody: "" (what desktop mode or serve
-// without a sign-in method made) or a user exist says is gone. Without a
-// hand-over they would be seen by nobody while their boxes kept running.
+// without a sign-in method made) or a user Config.OwnersExist says is
+// gone (without it, only ""). Without a hand-over they would be seen by
+// nobody while their boxes kept running.
 //
-// Owners are looked up (in one call of exist) after what they own was
+// Owners are looked up (in one call of OwnersExist) after what they own was
 // read, and user ids are never reused, so a user made meanwhile (on
 // another replica) never loses what they just made. Each workspace
 // changes under its lock and reaches the stream as an upsert; each change
 // is audited under its new owner. Calling it again is a no-op, and a
 // workspace that stays busy for the lock's wait is left for the next call
 // (reported in Busy). The service must be loaded.
-func (s *Service) HandOverOrphans(ctx context.Context, to string, exist OwnersExist) (HandOver, error) {
+func (s *Service) HandOverOrphans(ctx context.Context, to string) (HandOver, error) {
 	var n HandOver
 	if to == "" {
 		return n, Errorf(KindInvalid, "hand-over needs a user to give to")
 	}
-	o := &orphans{exist: exist, gone: map[string]bool{}}
+	o := &orphans{exist: s.cfg.OwnersExist, gone: map[string]bool{}}
 	// The workspaces' owners are read first; the accounts, and then the
 	// users, in handOverAccounts.
 	accounts, err := s.handOverAccounts(ctx, to, o, s.feed.owners())
@@ -72,7 +73,7 @@ func (s *Service) HandOverOrphans(ctx context.Context, to string, exist OwnersEx
 // orphans remembers, for one hand-over, which owners are gone (a removed
 // user stays removed; one found to exist is left alone this time).
 type orphans struct {
-	exist OwnersExist
+	exist OwnersExist     // nil: every owner but "" exists
 	gone  map[string]bool // every owner looked up
 }
 
@@ -86,7 +87,10 @@ func (o *orphans) learn(ctx context.Context, owners []string) error {
 			ask = append(ask, owner)
 		}
 	}
-	if len(ask) == 0 {
+	if len(ask) == 0 || o.exist == nil {
+		for _, owner := range ask {
+			o.gone[owner] = false
+		}
 		return nil
 	}
 	exist, err := o.exist(ctx, ask)

@@ -28,7 +28,10 @@ func users(ids ...string) core.OwnersExist {
 // user's account and workspace stay theirs, and a second hand-over finds
 // nothing left.
 func TestHandOverOrphans(t *testing.T) {
-	e := newClockEnv(t)
+	exist := users("u_admin", "u_bob") // who exists, as a test step has it
+	e := newClockEnvOwners(t, func(ctx context.Context, owners []string) (map[string]bool, error) {
+		return exist(ctx, owners)
+	})
 	emu := newEmu("cloud")
 	e.reg.Register("cloud", emu)
 	ctx := context.Background()
@@ -58,7 +61,7 @@ func TestHandOverOrphans(t *testing.T) {
 	_, _, sub := e.svc.Feed().SubscribeSnapshot(16)
 	defer sub.Close()
 
-	n, err := e.svc.HandOverOrphans(ctx, "u_admin", users("u_admin", "u_bob"))
+	n, err := e.svc.HandOverOrphans(ctx, "u_admin")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,18 +110,18 @@ func TestHandOverOrphans(t *testing.T) {
 		t.Fatalf("hand-over audit entries of the admin: %v; want the account and both workspaces", handed)
 	}
 
-	if n, err := e.svc.HandOverOrphans(ctx, "u_admin", users("u_admin", "u_bob")); err != nil || n.Accounts+n.Workspaces+n.Exports != 0 {
+	if n, err := e.svc.HandOverOrphans(ctx, "u_admin"); err != nil || n.Accounts+n.Workspaces+n.Exports != 0 {
 		t.Fatalf("second hand-over: %+v %v; want nothing left", n, err)
 	}
 
 	// Bob is removed: his account and workspace go to the admin too,
 	// audited as such, and the admin's own things are not asked about.
 	var asked [][]string
-	onlyAdmin := func(ctx context.Context, owners []string) (map[string]bool, error) {
+	exist = func(ctx context.Context, owners []string) (map[string]bool, error) {
 		asked = append(asked, owners)
 		return users("u_admin")(ctx, owners)
 	}
-	if n, err := e.svc.HandOverOrphans(ctx, "u_admin", onlyAdmin); err != nil || n.Accounts != 1 || n.Workspaces != 1 {
+	if n, err := e.svc.HandOverOrphans(ctx, "u_admin"); err != nil || n.Accounts != 1 || n.Workspaces != 1 {
 		t.Fatalf("hand-over of removed bob's things: %+v %v; want 1 account and 1 workspace", n, err)
 	}
 	if len(asked) != 1 || !slices.Equal(asked[0], []string{"u_bob"}) {
@@ -134,16 +137,35 @@ func TestHandOverOrphans(t *testing.T) {
 
 	// An owner that cannot be looked up is an error, and nothing of its
 	// is handed over.
-	lookupFails := func(context.Context, []string) (map[string]bool, error) {
+	exist = func(context.Context, []string) (map[string]bool, error) {
 		return nil, errors.New("the users table is locked")
 	}
-	if _, err := e.svc.HandOverOrphans(ctx, "u_carol", lookupFails); err == nil || !strings.Contains(err.Error(), "the users table is locked") {
+	if _, err := e.svc.HandOverOrphans(ctx, "u_carol"); err == nil || !strings.Contains(err.Error(), "the users table is locked") {
 		t.Fatalf("hand-over with a failing lookup: %v", err)
 	}
 	if got := e.svc.Workspaces("u_carol"); len(got) != 0 {
 		t.Fatalf("carol got %d workspaces from a failed lookup", len(got))
 	}
-	if _, err := e.svc.HandOverOrphans(ctx, "", users()); !core.IsKind(err, core.KindInvalid) {
+	if _, err := e.svc.HandOverOrphans(ctx, ""); !core.IsKind(err, core.KindInvalid) {
 		t.Fatalf("hand-over to nobody: %v, want invalid", err)
+	}
+}
+
+// TestHandOverWithoutUsersTakesOnlyUnowned: a service not told which users
+// exist (no Config.OwnersExist) hands over what is owned by "" and
+// believes every other owner.
+func TestHandOverWithoutUsersTakesOnlyUnowned(t *testing.T) {
+	e := newClockEnv(t)
+	e.reg.Register("cloud", newEmu("cloud"))
+	ctx := context.Background()
+	e.account("before", "cloud")
+	if _, err := e.svc.EnsureAccount(ctx, core.Account{ID: "bobs", Owner: "u_bob", Provider: "cloud", Label: "bob's"}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := e.svc.HandOverOrphans(ctx, "u_admin"); err != nil || n.Accounts != 1 {
+		t.Fatalf("hand-over: %+v %v; want the unowned account only", n, err)
+	}
+	if a, err := e.store.GetAccount(ctx, "bobs"); err != nil || a.Owner != "u_bob" {
+		t.Fatalf("bob's account: %+v %v; want it still his", a, err)
 	}
 }

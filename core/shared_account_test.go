@@ -41,16 +41,13 @@ func TestSharedAccount(t *testing.T) {
 // the account's owner, not for nobody; a label naming a user who exists
 // still wins; and a lookup that fails adopts nothing this pass.
 func TestAdoptionSkipsRemovedUsers(t *testing.T) {
-	e := newClockEnv(t)
 	fail := false
-	e.ownersExist = func(ctx context.Context, owners []string) (map[string]bool, error) {
+	e := newClockEnvOwners(t, func(ctx context.Context, owners []string) (map[string]bool, error) {
 		if fail {
 			return nil, errors.New("the users table is locked")
 		}
 		return users("u_admin", "u_bob")(ctx, owners)
-	}
-	e.close()
-	e.open()
+	})
 	emu, acct := sharedCloudAccount(t, e)
 	ctx := context.Background()
 	fail = true

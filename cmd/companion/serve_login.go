@@ -221,7 +221,7 @@ func handOver(ctx context.Context, users *auth.Service, svc *core.Service, log *
 	if err != nil || !ok {
 		return err
 	}
-	n, err := svc.HandOverOrphans(ctx, admin.ID, users.UsersExist)
+	n, err := svc.HandOverOrphans(ctx, admin.ID)
 	logHandOver(log, admin, n)
 	if err != nil {
 		return fmt.Errorf("hand over what nobody owns to %s: %w", admin.Name, err)
