@@ -115,6 +115,10 @@ func (p *Provider) Restore(ctx context.Context, acct core.Account, spec core.Res
 	}
 	name := namePrefix + spec.WorkspaceID
 	if b, done, err := p.earlierRestore(ctx, name, spec.WorkspaceID); err != nil || done {
+		if done {
+			// It may have stopped between its start and its deletions.
+			p.removeDeleted(ctx, b.ID, m.Layer.Deleted, report)
+		}
 		return b, err
 	}
 	key := spec.AgentKey
@@ -178,10 +182,7 @@ func (p *Provider) Restore(ctx context.Context, acct core.Account, spec core.Res
 		p.removeQuietly(ctx, createdID)
 		return core.Box{}, err
 	}
-	if len(m.Layer.Deleted) > 0 {
-		report(fmt.Sprintf("restore: deleting %d paths the box had deleted", len(m.Layer.Deleted)))
-		p.removeDeleted(ctx, createdID, m.Layer.Deleted)
-	}
+	p.removeDeleted(ctx, createdID, m.Layer.Deleted, report)
 	return p.get(ctx, createdID, true)
 }
 
@@ -193,8 +194,12 @@ const rmArgBytes = 64 << 10
 // snapshotted box had deleted. The archive API can add files but not
 // delete them, so this runs rm in the box (exec), as the box's user,
 // like the process that deleted them. A box whose image has no rm keeps
-// them, and the log says so: the restore itself stands.
-func (p *Provider) removeDeleted(ctx context.Context, id string, paths []string) {
+// them, and the log says so: the restore itself stands. rm -rf of a path
+// already gone succeeds, so a resumed restore runs it again safely.
+func (p *Provider) removeDeleted(ctx context.Context, id string, paths []string, report func(string)) {
+	if len(paths) > 0 {
+		report(fmt.Sprintf("restore: deleting %d paths the box had deleted", len(paths)))
+	}
 	for len(paths) > 0 {
 		n, size := 0, 0
 		for n < len(paths) && (n == 0 || size+len(paths[n]) <= rmArgBytes) {

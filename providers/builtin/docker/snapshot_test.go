@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -250,6 +251,15 @@ func TestRestoreDeletesWhatTheBoxDeleted(t *testing.T) {
 	}
 	if got, err := readFile(t, f.cli, nb.ID, boximage.ImageFile); err == nil {
 		t.Fatalf("the restored box has %s again: %q", boximage.ImageFile, got)
+	}
+	// A restore resumed after it started the box (companion stopped
+	// before the deletions) deletes them then.
+	putFile(t, f.cli, nb.ID, path.Dir(boximage.ImageFile), path.Base(boximage.ImageFile), boximage.ImageFileContent)
+	if again, err := f.p.Restore(ctx, f.acct, core.RestoreSpec{WorkspaceID: "ws_del_back", Name: "back", AgentKey: "k1"}, src); err != nil || again.ID != nb.ID {
+		t.Fatalf("resumed restore: %+v, %v; want box %s", again, err, nb.ID)
+	}
+	if got, err := readFile(t, f.cli, nb.ID, boximage.ImageFile); err == nil {
+		t.Fatalf("a resumed restore left %s in the box: %q", boximage.ImageFile, got)
 	}
 	if strings.Contains(f.logs.String(), "rm in the box failed") {
 		t.Fatalf("a warning about deleting, though it worked:\n%s", f.logs.String())
