@@ -239,7 +239,7 @@ func TestTokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if u, err := svc.TokenUser(ctx, secret); err != nil || u.ID != a.ID {
+	if tk, u, err := svc.TokenUser(ctx, secret); err != nil || u.ID != a.ID || tk.UserID != a.ID {
 		t.Fatalf("token: %+v %v", u, err)
 	}
 	if list, _ := svc.ListTokens(ctx, a.ID); len(list) != 1 || !list[0].LastUsedAt.Equal(clk.Now()) {
@@ -252,14 +252,14 @@ func TestTokens(t *testing.T) {
 		t.Fatalf("bob lists %+v", list)
 	}
 	clk.Advance(time.Hour)
-	if _, err := svc.TokenUser(ctx, secret); !errors.Is(err, auth.ErrBadToken) {
+	if _, _, err := svc.TokenUser(ctx, secret); !errors.Is(err, auth.ErrBadToken) {
 		t.Fatalf("expired token: %v", err)
 	}
 	s2, t2, _ := svc.CreateToken(ctx, a.ID, "forever", 0)
 	if err := svc.RevokeToken(ctx, a.ID, t2.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.TokenUser(ctx, s2); !errors.Is(err, auth.ErrBadToken) {
+	if _, _, err := svc.TokenUser(ctx, s2); !errors.Is(err, auth.ErrBadToken) {
 		t.Fatalf("revoked token: %v", err)
 	}
 	if _, _, err := svc.CreateToken(ctx, a.ID, "x", -time.Second); kindOf(err) != core.KindInvalid {
@@ -270,7 +270,7 @@ func TestTokens(t *testing.T) {
 	if err := svc.RemoveUser(ctx, b.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.TokenUser(ctx, s3); !errors.Is(err, auth.ErrBadToken) {
+	if _, _, err := svc.TokenUser(ctx, s3); !errors.Is(err, auth.ErrBadToken) {
 		t.Fatalf("removed user's token: %v", err)
 	}
 }

@@ -438,28 +438,29 @@ var ErrBadToken = core.Errorf(core.KindUnauthorized, "the API token is unknown, 
 // IsToken reports whether a bearer value looks like a personal API token.
 func IsToken(secret string) bool { return strings.HasPrefix(secret, tokenPrefix) }
 
-// TokenUser returns the user an API token belongs to, if it is live.
-func (s *Service) TokenUser(ctx context.Context, secret string) (User, error) {
+// TokenUser returns an API token and the user it belongs to, if it is
+// live.
+func (s *Service) TokenUser(ctx context.Context, secret string) (Token, User, error) {
 	if !IsToken(secret) {
-		return User{}, ErrBadToken
+		return Token{}, User{}, ErrBadToken
 	}
 	t, u, err := s.store.TokenUser(ctx, HashSecret(secret))
 	if isNotFound(err) {
-		return User{}, ErrBadToken
+		return Token{}, User{}, ErrBadToken
 	}
 	if err != nil {
-		return User{}, err
+		return Token{}, User{}, err
 	}
 	now := s.now()
 	if !t.ExpiresAt.IsZero() && !now.Before(t.ExpiresAt) {
-		return User{}, ErrBadToken
+		return Token{}, User{}, ErrBadToken
 	}
 	if now.Sub(t.LastUsedAt) >= touchEvery {
 		if err := s.store.TouchToken(ctx, t.ID, now); err != nil {
-			return User{}, err
+			return Token{}, User{}, err
 		}
 	}
-	return u, nil
+	return t, u, nil
 }
 
 // HasUsers reports whether any user exists.

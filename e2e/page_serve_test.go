@@ -17,7 +17,9 @@ import (
 // form (and no OpenID button: this companion offers none), a wrong
 // password shows the server's own message, the right one signs in and the
 // stream goes live; every asset, API call and the WebSocket went to the
-// prefixed paths; logout ends the session and shows the form again.
+// prefixed paths; a sign-out in another tab closes the stream and brings
+// the form back, and signing in again resumes; logout ends the session and
+// shows the form again.
 func TestPageServeLoginUnderBasePath(t *testing.T) {
 	data := t.TempDir()
 	addUser(t, data, "alice", "alice-password-1")
@@ -54,6 +56,18 @@ func TestPageServeLoginUnderBasePath(t *testing.T) {
 	if len(sockets) == 0 || !strings.HasPrefix(sockets[len(sockets)-1], strings.Replace(prefix, "http:", "ws:", 1)+"/v1/ws") {
 		t.Fatalf("WebSockets %v, want under %s", sockets, prefix)
 	}
+
+	// Signed out elsewhere (another tab of the same browser): the stream
+	// closes with 4012 and the page asks for a sign-in, then carries on.
+	if code := evalIn[float64](tb, `fetch(new URL("v1/logout", location.href), {method: "POST"}).then((r) => r.status)`); code != 204 {
+		t.Fatalf("logout from another tab: %v", code)
+	}
+	tb.waitJS("the login form after a sign-out elsewhere", `!document.querySelector("#login").hidden && document.querySelector("#main").hidden && document.querySelector("#signedout").hidden && document.querySelector("#me").hidden`, 30*time.Second)
+	evalIn[bool](tb, `document.querySelector("#l-name").value = ""; true`)
+	tb.typeInto("#l-name", "alice")
+	tb.typeInto("#l-password", "alice-password-1")
+	tb.click(`#login-form button[type="submit"]`)
+	tb.waitJS("live again, signed in", `document.querySelector("#conn").dataset.state === "live" && !document.querySelector("#me").hidden && document.querySelector('#accounts-table tr[data-account="local-docker"]')`, 30*time.Second)
 
 	tb.click("#logout")
 	tb.waitJS("the login form again", `!document.querySelector("#login").hidden && document.querySelector("#main").hidden`, 30*time.Second)

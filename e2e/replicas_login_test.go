@@ -15,8 +15,11 @@ import (
 // locked out is refused on replica B too, even the right one; a session
 // cookie from a sign-in on A works on B; a token made on B works on A and
 // one revoked on A fails on B; signing out on B ends the session on A.
+// The streams opened on one replica end (4012) when their token is revoked
+// or their session ended on the other, at that replica's next
+// --stream-recheck.
 func TestReplicasShareLoginState(t *testing.T) {
-	rs := startReplicas(t, 2, replicaOpts{})
+	rs := startReplicas(t, 2, replicaOpts{Args: []string{"--stream-recheck", "300ms"}})
 	a, b := rs.Replicas[0].ready.URL, rs.Replicas[1].ready.URL
 	addUser(t, t.TempDir(), "bob", "bob-password-22", "--database-file", rs.dbFile)
 
@@ -63,10 +66,15 @@ func TestReplicasShareLoginState(t *testing.T) {
 	onB.must(201, "POST", "/v1/tokens", map[string]any{"label": "ci"}, &made)
 	byToken := func(base string) *webClient { c := newWebClient(t, base); c.bearer = made.Token; return c }
 	byToken(a).must(200, "GET", "/v1/me", nil, nil)
+	tokenStream := openStream(t, byToken(b), "the token's on B")
 	onA.must(204, "DELETE", "/v1/tokens/"+made.Info.ID, nil, nil)
 	if code, raw, _ := byToken(b).do("GET", "/v1/me", nil, nil); code != 401 {
 		t.Fatalf("GET /v1/me on B with a token revoked on A: %d %s, want 401", code, raw)
 	}
+	if code := tokenStream.closeCode(10 * time.Second); code != 4012 {
+		t.Fatalf("the stream on B of a token revoked on A closed with %d, want 4012", code)
+	}
+	sessionStream := openStream(t, onA, "the session's on A")
 
 	// Signing out on B ends the session on A (A believes a confirmed
 	// session for at most a second, so it is polled).
@@ -77,6 +85,9 @@ func TestReplicasShareLoginState(t *testing.T) {
 		}
 		return nil
 	})
+	if code := sessionStream.closeCode(10 * time.Second); code != 4012 {
+		t.Fatalf("the stream on A of a session ended on B closed with %d, want 4012", code)
+	}
 }
 
 // TestAccountsCLIOnPostgres: `companion accounts add|list|remove` work on

@@ -152,6 +152,13 @@ func (c *webClient) dialWS(since int64, extra http.Header) (*stream, int) {
 		c.t.Fatalf("dial %s: %v", url, err)
 	}
 	s := &stream{t: c.t, conn: conn, msgs: make(chan wsMsg, 1024), errc: make(chan error, 1), seen: &syncBuffer{}, pongs: make(chan struct{}, 1)}
+	conn.SetPongHandler(func(string) error {
+		select {
+		case s.pongs <- struct{}{}:
+		default:
+		}
+		return nil
+	})
 	go func() {
 		for {
 			_, data, err := conn.ReadMessage()

@@ -40,6 +40,11 @@ type Identity struct {
 	// UserName, Issuer and Method describe a signed-in user (serve mode
 	// with Config.Login); UserName is "" for the launch token.
 	UserName, Issuer, Method string
+
+	// cred is the credential a signed-in request proved itself with, for
+	// the streams it opens (credential.go); nil for the launch token,
+	// which lasts as long as the process.
+	cred *credential
 }
 
 type identityKey struct{}

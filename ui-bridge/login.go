@@ -113,12 +113,21 @@ func (a sessionAuth) Authenticate(r *http.Request) (Identity, bool) {
 	if err != nil || c.Value == "" {
 		return Identity{}, false
 	}
-	u, err := a.l.Auth.Session(r.Context(), c.Value)
+	secret := c.Value
+	u, err := a.l.Auth.Session(r.Context(), secret)
 	if err != nil {
 		return Identity{}, false
 	}
-	return userIdentity(u, "session"), true
+	id := userIdentity(u, "session")
+	id.cred = &credential{key: sessionKey(secret), check: func(ctx context.Context) error {
+		_, err := a.l.Auth.Session(ctx, secret)
+		return err
+	}}
+	return id, true
 }
+
+// sessionKey names a session among its user's stream credentials.
+func sessionKey(secret string) string { return "session:" + auth.HashSecret(secret) }
 
 type apiTokenAuth struct{ l *Login }
 
@@ -127,11 +136,16 @@ func (a apiTokenAuth) Authenticate(r *http.Request) (Identity, bool) {
 	if !ok || !auth.IsToken(tok) {
 		return Identity{}, false
 	}
-	u, err := a.l.Auth.TokenUser(r.Context(), tok)
+	t, u, err := a.l.Auth.TokenUser(r.Context(), tok)
 	if err != nil {
 		return Identity{}, false
 	}
-	return userIdentity(u, "api_token"), true
+	id := userIdentity(u, "api_token")
+	id.cred = &credential{key: "token:" + t.ID, check: func(ctx context.Context) error {
+		_, _, err := a.l.Auth.TokenUser(ctx, tok)
+		return err
+	}}
+	return id, true
 }
 
 type proxyAuth struct{ l *Login }
@@ -147,7 +161,14 @@ func (a proxyAuth) Authenticate(r *http.Request) (Identity, bool) {
 	if err != nil {
 		return Identity{}, false
 	}
-	return userIdentity(u, "proxy"), true
+	id := userIdentity(u, "proxy")
+	// The ingress vouches for each request; a stream lasts while its
+	// user does (ProxyUser would create them again).
+	id.cred = &credential{key: "user:" + u.ID, check: func(ctx context.Context) error {
+		_, err := a.l.Auth.User(ctx, u.ID)
+		return err
+	}}
+	return id, true
 }
 
 type clientAddrKey struct{}
@@ -398,6 +419,7 @@ func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
 			s.writeError(w, r, err)
 			return
 		}
+		s.endCredential(owner(r), sessionKey(c.Value))
 	}
 	http.SetCookie(w, l.cookie("", -1))
 	w.WriteHeader(http.StatusNoContent)
@@ -477,6 +499,7 @@ func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	s.endCredential(uid, "token:"+r.PathValue("id"))
 	w.WriteHeader(http.StatusNoContent)
 }
 

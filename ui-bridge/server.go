@@ -65,8 +65,16 @@ type Config struct {
 	// FeedBuffer is the buffer of the server's subscription to the core
 	// feed; 0 means 8192.
 	FeedBuffer int
-	// Now is the clock for server_time; nil means time.Now.
+	// Now is the clock for server_time; nil means Clock's.
 	Now func() time.Time
+	// Clock times the recheck of stream credentials; nil means
+	// core.RealClock.
+	Clock core.Clock
+	// CredentialRecheck is how often the session or API token of each
+	// open stream is checked again, so that streams end when their
+	// credential ends elsewhere (see credential.go); 0 means 15 s. Only
+	// with Login.
+	CredentialRecheck time.Duration
 	// Modules enables the routes that install and remove provider
 	// modules; nil leaves them out.
 	Modules ModuleAdmin
@@ -126,8 +134,14 @@ func New(cfg Config) (*Server, error) {
 	if cfg.FeedBuffer <= 0 {
 		cfg.FeedBuffer = 8192
 	}
+	if cfg.Clock == nil {
+		cfg.Clock = core.RealClock{}
+	}
 	if cfg.Now == nil {
-		cfg.Now = time.Now
+		cfg.Now = cfg.Clock.Now
+	}
+	if cfg.CredentialRecheck <= 0 {
+		cfg.CredentialRecheck = DefaultCredentialRecheck
 	}
 	if cfg.ModuleJobs <= 0 {
 		cfg.ModuleJobs = 2
@@ -154,6 +168,9 @@ func New(cfg Config) (*Server, error) {
 	s.hub = newHub(cfg.Service.Feed(), s.log, cfg.Now, cfg.ClientQueue, cfg.FeedBuffer)
 	go s.hub.followAccounts(cfg.Service)
 	go s.hub.followNotices(cfg.Service)
+	if cfg.Login != nil {
+		go s.recheckCredentials()
+	}
 	return s, nil
 }
 

@@ -31,6 +31,10 @@ const (
 	// CloseUserRemoved: an admin removed the stream's user; a reconnect
 	// is refused (401).
 	CloseUserRemoved = 4011
+	// CloseSignedOut: the session or API token the stream was opened
+	// with has ended (signed out, revoked, expired, or its user removed
+	// elsewhere); a reconnect with it is refused (401).
+	CloseSignedOut = 4012
 )
 
 // codeWebSocketHandshake answers a handshake the library refuses (no key,
@@ -105,7 +109,8 @@ func (p *countingPool) Put(v any) {
 // receive on one channel costs each of them less than a select over five.
 type client struct {
 	owner string
-	table bool // its snapshots come in table form (?snapshot=table)
+	cred  *credential // what it was opened with; nil for the launch token
+	table bool        // its snapshots come in table form (?snapshot=table)
 
 	mu         sync.Mutex
 	queue      []*frame
@@ -240,6 +245,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	}
 	id, _ := IdentityFrom(r.Context())
 	c := newClient(id.Owner)
+	c.cred = id.cred
 	c.table = table
 	s.runClient(conn, c, since)
 }

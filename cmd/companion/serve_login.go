@@ -26,6 +26,7 @@ type loginFlags struct {
 	basePath     string
 	sessionIdle  time.Duration
 	sessionMax   time.Duration
+	recheck      time.Duration
 
 	local, proxy, oidc bool
 	oidcFlags          oidclogin.Flags
@@ -41,6 +42,7 @@ func (l *loginFlags) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&l.basePath, "base-path", "", "`prefix` of every route, the WebSocket and the cookie path when an ingress forwards a sub-path, e.g. /api/companion (default: the --public-url path)")
 	fs.DurationVar(&l.sessionIdle, "session-idle", 12*time.Hour, "a login session unused this long ends")
 	fs.DurationVar(&l.sessionMax, "session-max", 7*24*time.Hour, "a login session ends this long after sign-in, however much it is used")
+	fs.DurationVar(&l.recheck, "stream-recheck", uibridge.DefaultCredentialRecheck, "how often the session or API token of each open stream is checked again: a stream ends at most this long after its credential ends in another process (a sign-out on another replica, companion users remove) or expires; in this process it ends at once")
 	l.oidcFlags.Register(fs)
 }
 
@@ -111,6 +113,9 @@ func (l *loginFlags) check() error {
 	if l.sessionIdle <= 0 || l.sessionMax <= 0 || l.sessionIdle > l.sessionMax {
 		return fmt.Errorf("--session-idle and --session-max must be positive, idle at most max")
 	}
+	if l.recheck <= 0 {
+		return fmt.Errorf("--stream-recheck must be positive, e.g. 15s")
+	}
 	return nil
 }
 
@@ -168,6 +173,7 @@ func (l *loginFlags) bridgeLogin(ctx context.Context, store loginStore, svc *aut
 			return nil, err
 		}
 	}
+	cfg.CredentialRecheck = l.recheck
 	if l.public != nil {
 		cfg.AllowedHosts = append(cfg.AllowedHosts, strings.ToLower(l.public.Host))
 		cfg.AllowedOrigins = append(cfg.AllowedOrigins, l.public.Scheme+"://"+l.public.Host)

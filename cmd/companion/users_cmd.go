@@ -122,7 +122,7 @@ func runUsers(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			if err := svc.RemoveUser(ctx, u.ID); err != nil {
 				return err
 			}
-			fmt.Fprintf(stdout, "removed user %s; their sessions and API tokens no longer work, and their accounts and workspaces go to the first admin when serve next starts\n", u.Name)
+			fmt.Fprintf(stdout, "removed user %s; their sessions and API tokens no longer work (a running serve closes their streams within its --stream-recheck), and their accounts and workspaces go to the first admin when serve next starts\n", u.Name)
 		case "passwd":
 			u, err := svc.FindUser(ctx, names[0])
 			if err != nil {

@@ -187,6 +187,7 @@ export const CloseCode = Object.freeze({
   STREAM_RESET: 4009,
   NO_PONG: 4010,
   USER_REMOVED: 4011,
+  SIGNED_OUT: 4012,
 });
 
 /**

@@ -133,6 +133,16 @@ const stream = new Stream(() => api.url("v1/ws"), () => token, {
     if (state === "live") refreshSideData();
   },
   signedIn,
+  // Signed out elsewhere (another tab, an admin, the session's age): a
+  // page on the session cookie asks for a sign-in; one given a token
+  // keeps the banner (only a new page_url helps).
+  async signedOut() {
+    if (token || !(await showLogin())) return false;
+    $("signedout").hidden = true;
+    $("me").hidden = true;
+    $("logout").hidden = true;
+    return true;
+  },
 });
 
 async function signedIn() {
@@ -715,6 +725,7 @@ $("login-form").addEventListener("submit", async (e) => {
   $("login").hidden = true;
   $("main").hidden = false;
   stream.failures = 0;
+  stream.rev = null; // maybe another user than before: start from a snapshot
   stream.connect();
 });
 
@@ -724,9 +735,9 @@ let sideLoaded = false;
 function refreshSideData() {
   loadProviders();
   loadAudit(false);
+  loadSession(); // the user may have signed in again
   if (!sideLoaded) {
     sideLoaded = true;
-    loadSession();
     loadAccounts().then(detectFeatures);
   } else {
     loadAccounts();

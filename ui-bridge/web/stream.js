@@ -17,6 +17,8 @@ const maxDelay = 30_000;
  * @property {(state: string, detail: string) => void} state connection state changed:
  *   "connecting", "live", "reconnecting", "signed-out"
  * @property {() => Promise<boolean>} signedIn whether the token (or cookie) is still accepted
+ * @property {() => Promise<boolean>} [signedOut] the credential is gone: true when the page
+ *   asks for a new sign-in (and connects again after it), false to keep retrying
  */
 
 export class Stream {
@@ -126,10 +128,15 @@ export class Stream {
     if (opened && Date.now() - this.openedAt > 10_000) this.failures = 0;
     this.failures++;
     const delay = Math.min(maxDelay, 500 * 2 ** Math.min(this.failures - 1, 6)) * (0.8 + 0.4 * Math.random());
-    const signedOut = !opened && !(await this.on.signedIn());
+    // 4011 (the user was removed) and 4012 (the session or token ended):
+    // a reconnect with the same credential would be refused.
+    const ended = e.code === 4011 || e.code === 4012;
+    const signedOut = ended || (!opened && !(await this.on.signedIn()));
     if (this.ws !== null) return; // a newer connection was opened meanwhile (a new token)
     if (signedOut) {
-      this.on.state("signed-out", "signed out: companion does not accept this page's token (was it restarted?)");
+      this.on.state("signed-out", ended ? `signed out: ${e.reason || "the session has ended"}` : "signed out: companion does not accept this page's token (was it restarted?)");
+      // The page may ask for a sign-in instead; it connects again after one.
+      if (this.on.signedOut && (await this.on.signedOut())) return;
     } else {
       const why = e.code === 1001 ? "companion stopped" : e.code === 4008 ? "too slow" : "connection lost";
       this.on.state("reconnecting", `${why}; reconnecting in ${Math.ceil(delay / 1000)} s`);
