@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
@@ -37,17 +39,12 @@ func testHandOver(t *testing.T, database []string) {
 	base := []string{"--listen", "127.0.0.1:" + freePort(t), "--secrets", "sealed", "--secret-key-file", key,
 		"--docker-scope", dockerScope(t)}
 	base = append(base, database...)
-	p := start(t, options{mode: "serve", dataDir: data, args: base, env: noKeyring})
-	early := newWebClient(t, p.ready.URL)
-	early.bearer = p.ready.Token
-	acctID, id := early.addDaytonaWith(apiURL, sealedToken, "before sign-in")
-	waitStateOn(t, early, id, "running")
-	p.term()
+	acctID, id := makeOrphans(t, data, base, apiURL)
 
 	addUser(t, data, "alice", "alice-password-1", database...) // the first user is an admin
 	addUser(t, data, "bob", "bob-password-22", database...)
 	signIn := append(base, "--auth", "local")
-	p = start(t, options{mode: "serve", dataDir: data, args: signIn, env: noKeyring})
+	p := start(t, options{mode: "serve", dataDir: data, args: signIn, env: noKeyring})
 	if line := p.waitLog(handOverLog, map[string]string{"admin": "alice"}, 30*time.Second); line["accounts"] != 1.0 || line["workspaces"] != 1.0 {
 		t.Fatalf("hand-over log line: %v, want 1 account and 1 workspace", line)
 	}
@@ -129,5 +126,63 @@ func testHandOver(t *testing.T, database []string) {
 	alice.must(200, "GET", "/v1/workspaces", nil, &list)
 	if len(list.Workspaces) != 2 {
 		t.Fatalf("after a restart alice has %d workspaces, want 2", len(list.Workspaces))
+	}
+}
+
+// makeOrphans runs serve without sign-in on data (with base flags) and
+// makes a Daytona account and a running workspace there, owned by nobody
+// once sign-in is on; it returns their ids.
+func makeOrphans(t *testing.T, data string, base []string, apiURL string) (acctID, id string) {
+	t.Helper()
+	p := start(t, options{mode: "serve", dataDir: data, args: base, env: noKeyring})
+	early := newWebClient(t, p.ready.URL)
+	early.bearer = p.ready.Token
+	acctID, id = early.addDaytonaWith(apiURL, sealedToken, "before sign-in")
+	waitStateOn(t, early, id, "running")
+	p.term()
+	return acctID, id
+}
+
+// TestServeProxyAdminTakesOverOnArrival: with --auth proxy the first user,
+// and so the first admin, is made by the ingress's first request naming
+// them, after start. What was made before sign-in is theirs by the time
+// that request is answered, not at the next start; the next user named
+// sees none of it.
+func TestServeProxyAdminTakesOverOnArrival(t *testing.T) {
+	_, apiURL := daytonaAPI(t)
+	data, dir := t.TempDir(), t.TempDir()
+	base := []string{"--listen", "127.0.0.1:" + freePort(t), "--secrets", "sealed", "--secret-key-file", genKey(t, dir, "secret-key"),
+		"--docker-scope", dockerScope(t)}
+	_, id := makeOrphans(t, data, base, apiURL)
+
+	p := start(t, options{mode: "serve", dataDir: data, env: noKeyring,
+		args: append(base, "--auth", "proxy", "--trusted-proxy", "127.0.0.2/32")})
+	if lines := p.logs(handOverLog, nil); len(lines) != 0 {
+		t.Fatalf("handed over with no admin yet: %v", lines)
+	}
+	as := func(user string) *webClient {
+		c := newWebClient(t, p.ready.URL)
+		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}, Timeout: 10 * time.Second}
+		c.hc.Transport = &http.Transport{DialContext: d.DialContext}
+		c.header.Set("X-Forwarded-User", user)
+		return c
+	}
+	var list struct{ Workspaces []workspace }
+	carol := as("carol")
+	carol.must(200, "GET", "/v1/workspaces", nil, &list)
+	if len(list.Workspaces) != 1 || list.Workspaces[0].ID != id {
+		t.Fatalf("the first admin's first answer: %+v, want %s", list.Workspaces, id)
+	}
+	if line := p.waitLog(handOverLog, map[string]string{"admin": "carol"}, 10*time.Second); line["workspaces"] != 1.0 {
+		t.Fatalf("hand-over log line: %v", line)
+	}
+	carol.must(202, "POST", "/v1/workspaces/"+id+"/pause", nil, nil) // with the account's sealed token: hers now
+	waitStateOn(t, carol, id, "paused")
+	as("dave").must(200, "GET", "/v1/workspaces", nil, &list)
+	if len(list.Workspaces) != 0 {
+		t.Fatalf("the second user sees %+v", list.Workspaces)
+	}
+	if lines := p.logs(handOverLog, nil); len(lines) != 1 {
+		t.Fatalf("%d hand-overs, want the one at carol's arrival: %v", len(lines), lines)
 	}
 }

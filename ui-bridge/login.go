@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/canvasapp/companion/auth"
@@ -38,6 +39,14 @@ type Login struct {
 	// user: companion hands what they owned to the first admin. Its
 	// error is logged; the removal stands.
 	UserRemoved func(ctx context.Context) error
+	// AdminArrived, when set, runs before the first request in this
+	// process of each admin an ingress names (Proxy), who may have been
+	// created by that request: companion gives the first admin what
+	// nobody owns. It logs its own failures; the request goes on
+	// regardless.
+	AdminArrived func(ctx context.Context)
+
+	arrived sync.Map // admin ids AdminArrived ran for
 }
 
 // Proxy is a trusted ingress: its identity header and X-Forwarded-* are
@@ -160,6 +169,11 @@ func (a proxyAuth) Authenticate(r *http.Request) (Identity, bool) {
 	u, err := a.l.Auth.ProxyUser(r.Context(), name)
 	if err != nil {
 		return Identity{}, false
+	}
+	if u.Admin && a.l.AdminArrived != nil {
+		if _, seen := a.l.arrived.LoadOrStore(u.ID, true); !seen {
+			a.l.AdminArrived(context.WithoutCancel(r.Context()))
+		}
 	}
 	id := userIdentity(u, "proxy")
 	// The ingress vouches for each request; a stream lasts while its

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/canvasapp/companion/auth"
@@ -130,5 +131,39 @@ func TestIngressBelievesOnlyTrustedPeers(t *testing.T) {
 		if c.wantUser == "" && got.xff != "" {
 			t.Errorf("peer %s: X-Forwarded-For reached the handler", c.peer)
 		}
+	}
+}
+
+// AdminArrived runs once per admin per process, before that admin's first
+// request is answered, and never for a user who is not an admin.
+func TestAdminArrivedOncePerAdmin(t *testing.T) {
+	st := openStore(t)
+	users := auth.New(auth.Config{Store: st})
+	var mu sync.Mutex
+	var calls [][]auth.User // the users at each call
+	e := newEnvWith(t, st, &core.Registry{}, func(c *Config) {
+		c.Token = ""
+		c.Login = &Login{Auth: users,
+			Proxy: &Proxy{Trusted: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}, UserHeader: "X-User"},
+			AdminArrived: func(ctx context.Context) {
+				us, err := users.ListUsers(ctx)
+				if err != nil {
+					t.Error(err)
+				}
+				mu.Lock()
+				calls = append(calls, us)
+				mu.Unlock()
+			}}
+	})
+	for _, name := range []string{"carol", "carol", "dave", "carol", "dave"} {
+		if resp, body := e.do("GET", "/v1/me", "", "Authorization", "", "X-User", name); resp.StatusCode != 200 || !strings.Contains(string(body), `"`+name+`"`) {
+			t.Fatalf("%s: %d %s", name, resp.StatusCode, body)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	// carol is the first user, so the admin, and exists when the hook runs.
+	if len(calls) != 1 || len(calls[0]) != 1 || calls[0][0].Name != "carol" || !calls[0][0].Admin {
+		t.Fatalf("AdminArrived calls %+v, want one, after carol was made admin", calls)
 	}
 }

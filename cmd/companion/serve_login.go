@@ -167,6 +167,7 @@ func (l *loginFlags) bridgeLogin(ctx context.Context, store loginStore, svc *aut
 		UserRemoved: func(ctx context.Context) error { return handOver(ctx, svc, workspaces, log) }}
 	if l.proxy {
 		lg.Proxy = &uibridge.Proxy{Trusted: l.trusted, UserHeader: l.userHeader}
+		lg.AdminArrived = func(ctx context.Context) { adminArrived(ctx, store, svc, workspaces, log) }
 	}
 	if l.oidc {
 		if lg.OIDC, err = l.oidcRoutes(ctx, store, svc, workspaces, lg, log); err != nil {
@@ -198,7 +199,7 @@ func (l *loginFlags) warnUnreachable(log *slog.Logger, listen string, hosts []st
 // shareDocker makes the built-in Docker account the first admin's and
 // shared, so every user can make boxes on the local Docker Engine and each
 // box belongs to whoever made it. With no admin yet (an ingress has named
-// nobody so far) it stays as it is until a start after one exists. The
+// nobody so far) it stays as it is until one arrives (adminArrived). The
 // rest of what nobody owns goes to the same admin once the workspaces are
 // loaded (handOver).
 func shareDocker(ctx context.Context, store loginStore, svc *auth.Service) error {
@@ -215,6 +216,20 @@ func shareDocker(ctx context.Context, store loginStore, svc *auth.Service) error
 	}
 	acct.Owner, acct.Shared = admin.ID, true
 	return store.PutAccount(ctx, acct)
+}
+
+// adminArrived runs when an admin signs in through OpenID Connect or is
+// first named by an ingress in this process: the first user may arrive
+// after start, so they get the built-in Docker account and what nobody
+// owns now rather than at the next start. Both are no-ops once done, and
+// failures are logged, not returned: the sign-in goes on.
+func adminArrived(ctx context.Context, store loginStore, users *auth.Service, workspaces *core.Service, log *slog.Logger) {
+	if err := shareDocker(ctx, store, users); err != nil {
+		log.Warn("could not share the built-in Docker account", "err", err)
+	}
+	if err := handOver(ctx, users, workspaces, log); err != nil {
+		log.Warn("could not hand over what nobody owns", "err", err)
+	}
 }
 
 // handOver gives the first admin every account, workspace and export that

@@ -48,16 +48,7 @@ func (l *loginFlags) oidcRoutes(ctx context.Context, store loginStore, svc *auth
 			return err
 		}
 		if u.Admin {
-			// The first user may arrive through OpenID Connect after
-			// start: give them the built-in Docker account and what
-			// nobody owns now rather than at the next start. No-ops once
-			// done.
-			if err := shareDocker(r.Context(), store, svc); err != nil {
-				log.Warn("could not share the built-in Docker account", "err", err)
-			}
-			if err := handOver(r.Context(), svc, workspaces, log); err != nil {
-				log.Warn("could not hand over what nobody owns", "err", err)
-			}
+			adminArrived(r.Context(), store, svc, workspaces, log)
 		}
 		return lg.SignIn(r.Context(), w, u, "oidc")
 	}
