@@ -225,12 +225,7 @@ func testCloudProvider(t *testing.T, c cloudCase, apiURL string) {
 	// the delete (delete_pipeline_test.go covers that): this account opts
 	// into best-effort export.
 	p.must(200, "PATCH", "/v1/accounts/"+acctID, map[string]string{"delete_export": "best_effort"}, nil)
-	var preview struct {
-		Token string   `json:"token"`
-		Lost  []string `json:"lost"`
-	}
-	p.must(200, "POST", "/v1/workspaces/"+id+"/delete-preview", nil, &preview)
-	p.must(202, "POST", "/v1/workspaces/"+id+"/delete", map[string]string{"token": preview.Token}, nil)
+	p.deleteConfirmed(id)
 	s.waitFor("remove", 60*time.Second, func(m wsMsg) bool { return m.Type == "remove" && m.ID == id })
 	if !c.gone(box) {
 		t.Fatalf("box %s still exists at %s after delete", box, c.provider)

@@ -58,7 +58,7 @@ func TestDeleteDockerCorruptReadBackBlocks(t *testing.T) {
 		t.Errorf("the corrupt export is still listed as verified: %+v", v)
 	}
 
-	previewAndDelete(p, id)
+	p.deleteConfirmed(id)
 	p.waitRemoved(id, 3*time.Minute)
 	if containerExists(t, box) {
 		t.Fatal("the second delete did not remove the box")
@@ -95,7 +95,7 @@ func TestDeleteDockerExportLocationFullBlocks(t *testing.T) {
 	id := created.Workspace.ID
 	box := p.waitState(id, "running", 90*time.Second).BoxID
 	putBigFile(t, box, 2<<20)
-	pv := previewAndDelete(p, id)
+	pv := p.deleteConfirmed(id)
 	if !pv.Export.Will || !strings.Contains(pv.Export.Location, dir) {
 		t.Errorf("preview's export plan %+v does not name %s", pv.Export, dir)
 	}

@@ -29,7 +29,7 @@ func TestDeleteExportsBeforeProviderDelete(t *testing.T) {
 	p.must(202, "POST", "/v1/workspaces/"+id+"/pause", nil, nil)
 	p.waitState(id, "paused", time.Minute)
 
-	pv := previewAndDelete(p, id)
+	pv := p.deleteConfirmed(id)
 	if !pv.Export.Will || !pv.Export.Wake || pv.Export.Mode != "required" || pv.Export.Format != "tar.gz" || pv.Export.ArchivePath != "/workspace" {
 		t.Errorf("preview's export plan: %+v", pv.Export)
 	}
@@ -91,7 +91,7 @@ func TestDeleteBlockedAndProceeding(t *testing.T) {
 	for _, c := range blocked {
 		id, box := mk(c.name)
 		*f.box(box) = c.setup
-		previewAndDelete(p, id)
+		p.deleteConfirmed(id)
 		ws := p.waitBlocked(id, 2*time.Minute)
 		if ws.State != "running" || !strings.Contains(ws.Error, c.want) || !strings.Contains(ws.Error, "best_effort") {
 			t.Errorf("%s: blocked workspace %+v; want running, naming %s and what to do", c.name, ws, c.want)
@@ -113,7 +113,7 @@ func TestDeleteBlockedAndProceeding(t *testing.T) {
 	id, box := mk("nothing-to-archive")
 	f.box(box).archiveAt = "file"
 	f.converse(t, box)
-	previewAndDelete(p, id)
+	p.deleteConfirmed(id)
 	p.waitRemoved(id, 2*time.Minute)
 	if !f.gone(box) {
 		t.Fatal("nothing to archive: box not deleted")
@@ -128,7 +128,7 @@ func TestDeleteBlockedAndProceeding(t *testing.T) {
 	// 429 then 503, each with Retry-After, then the real answer.
 	id, box = mk("retried")
 	f.box(box).faults = []archiveFault{{status: 429, retryAfter: "1", count: 1}, {status: 503, retryAfter: "1", count: 1}}
-	previewAndDelete(p, id)
+	p.deleteConfirmed(id)
 	p.waitRemoved(id, 2*time.Minute)
 	f.order(t, box, true)
 	statuses := ""
@@ -159,7 +159,7 @@ func TestDeleteBlockedAndProceeding(t *testing.T) {
 	}
 	id, box = mk("best-effort")
 	f.box(box).key = "not-the-key"
-	pv := previewAndDelete(p, id)
+	pv := p.deleteConfirmed(id)
 	if pv.Export.Mode != "best_effort" || !strings.Contains(strings.Join(pv.Lost, "\n"), "best_effort") {
 		t.Errorf("best-effort preview: %+v", pv)
 	}

@@ -69,7 +69,7 @@ func TestDeleteBlockedPausesWokenBoxAgain(t *testing.T) {
 	p := start(t, options{dataDir: t.TempDir()})
 	acct := f.account(p)
 	id, box := pausedWithRefusedKey(t, f, p, acct, "paused-key-refused")
-	previewAndDelete(p, id)
+	p.deleteConfirmed(id)
 	checkPausedAgain(t, f, p, id, box)
 }
 
@@ -109,7 +109,7 @@ func TestDeleteBlockedRepauseRefused(t *testing.T) {
 	acct := f.account(p)
 	id, box := pausedWithRefusedKey(t, f, p, acct, "repause-refused")
 	f.refuseAt("/sandbox/"+box+"/stop", 403)
-	previewAndDelete(p, id)
+	p.deleteConfirmed(id)
 	ws := p.waitBlocked(id, 2*time.Minute)
 	for _, want := range []string{"401", "could not be paused again", "running and billing"} {
 		if !strings.Contains(ws.Error, want) {

@@ -339,15 +339,7 @@ func (f *farm) converse(t *testing.T, box string) {
 	startConversation(t, u.String(), sb.Env["OH_SESSION_API_KEYS_0"], "before delete")
 }
 
-// previewAndDelete asks for a preview and confirms it, answering 202.
-func previewAndDelete(p *proc, id string) deletePreview {
-	var pv deletePreview
-	p.must(200, "POST", "/v1/workspaces/"+id+"/delete-preview", nil, &pv)
-	p.must(202, "POST", "/v1/workspaces/"+id+"/delete", map[string]string{"token": pv.Token}, nil)
-	return pv
-}
-
-// previewAndDeleteCrashing is previewAndDelete for a companion armed to
+// previewAndDeleteCrashing is deleteConfirmed for a companion armed to
 // crash at an early step: the crash may come before the answer is
 // written, so the delete request may end without one (a 202 or a broken
 // connection are both fine; any other answer is not).
@@ -390,14 +382,14 @@ type deletePreview struct {
 }
 
 // deleteConfirmed deletes id the way a person does: the preview, then the
-// delete with the preview's token. The delete goes on in the background.
-func (p *proc) deleteConfirmed(id string) {
+// delete with the preview's token (answered 202). The delete goes on in
+// the background. It returns the preview.
+func (p *proc) deleteConfirmed(id string) deletePreview {
 	p.t.Helper()
-	var preview struct {
-		Token string `json:"token"`
-	}
-	p.must(200, "POST", "/v1/workspaces/"+id+"/delete-preview", nil, &preview)
-	p.must(202, "POST", "/v1/workspaces/"+id+"/delete", map[string]string{"token": preview.Token}, nil)
+	var pv deletePreview
+	p.must(200, "POST", "/v1/workspaces/"+id+"/delete-preview", nil, &pv)
+	p.must(202, "POST", "/v1/workspaces/"+id+"/delete", map[string]string{"token": pv.Token}, nil)
+	return pv
 }
 
 // waitRemoved polls until the workspace is gone from the API.

@@ -46,11 +46,7 @@ func TestKillNineMidDeleteRollsForward(t *testing.T) {
 	v := p.waitState(vid, "running", 60*time.Second)
 	b := p.waitState(bid, "running", 60*time.Second)
 
-	var preview struct {
-		Token string `json:"token"`
-	}
-	p.must(200, "POST", "/v1/workspaces/"+vid+"/delete-preview", nil, &preview)
-	p.must(202, "POST", "/v1/workspaces/"+vid+"/delete", map[string]string{"token": preview.Token}, nil)
+	p.deleteConfirmed(vid)
 	s.waitFor("deleting", 10*time.Second, upsertOf(vid, "deleting"))
 	// The box ignores SIGTERM for a minute, so once the engine has the
 	// stop, the delete is in progress. Crash in the middle of it.
@@ -111,12 +107,7 @@ func TestContainerRemovedBehindCompanionsBack(t *testing.T) {
 	if e.Error.State != "deleted" {
 		t.Fatalf("pause of a vanished box: %+v", e)
 	}
-	var preview struct {
-		Token string   `json:"token"`
-		Lost  []string `json:"lost"`
-	}
-	p.must(200, "POST", "/v1/workspaces/"+id+"/delete-preview", nil, &preview)
-	p.must(202, "POST", "/v1/workspaces/"+id+"/delete", map[string]string{"token": preview.Token}, nil)
+	p.deleteConfirmed(id)
 	s.waitFor("remove", 10*time.Second, func(m wsMsg) bool { return m.Type == "remove" && m.ID == id })
 }
 

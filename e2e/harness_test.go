@@ -297,8 +297,14 @@ func (p *proc) dial(since int64) *stream {
 	if err != nil {
 		p.t.Fatalf("dial %s: %v", url, err)
 	}
+	return watch(p.t, conn)
+}
+
+// watch reads conn's messages into a stream until it ends; a message that
+// is not JSON ends it too. The connection closes with the test.
+func watch(t *testing.T, conn *websocket.Conn) *stream {
 	conn.SetReadLimit(64 << 20)
-	s := &stream{t: p.t, conn: conn, msgs: make(chan wsMsg, 1024), errc: make(chan error, 1), seen: &syncBuffer{}, pongs: make(chan struct{}, 1)}
+	s := &stream{t: t, conn: conn, msgs: make(chan wsMsg, 1024), errc: make(chan error, 1), seen: &syncBuffer{}, pongs: make(chan struct{}, 1)}
 	conn.SetPongHandler(func(string) error {
 		select {
 		case s.pongs <- struct{}{}:
@@ -325,7 +331,7 @@ func (p *proc) dial(since int64) *stream {
 			s.msgs <- m
 		}
 	}()
-	p.t.Cleanup(func() { conn.Close() })
+	t.Cleanup(func() { conn.Close() })
 	return s
 }
 

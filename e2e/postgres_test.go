@@ -83,11 +83,7 @@ func TestServeOnPostgres(t *testing.T) {
 	}
 	s.waitFor("running after resume", 60*time.Second, upsertOf(id, "running"))
 
-	var preview struct {
-		Token string `json:"token"`
-	}
-	p.must(200, "POST", "/v1/workspaces/"+id+"/delete-preview", nil, &preview)
-	p.must(202, "POST", "/v1/workspaces/"+id+"/delete", map[string]string{"token": preview.Token}, nil)
+	preview := p.deleteConfirmed(id)
 	s.waitFor("removed", 90*time.Second, func(m wsMsg) bool { return m.Type == "remove" && m.ID == id })
 	if containerExists(t, w.BoxID) {
 		t.Fatal("the box survived its delete")
@@ -169,11 +165,7 @@ func TestMigrateSQLiteToPostgres(t *testing.T) {
 	}
 	p.must(202, "POST", "/v1/workspaces/"+id+"/resume", nil, nil)
 	p.waitState(id, "running", 60*time.Second)
-	var preview struct {
-		Token string `json:"token"`
-	}
-	p.must(200, "POST", "/v1/workspaces/"+id+"/delete-preview", nil, &preview)
-	p.must(202, "POST", "/v1/workspaces/"+id+"/delete", map[string]string{"token": preview.Token}, nil)
+	p.deleteConfirmed(id)
 	testsupport.Until(t, 90*time.Second, "the migrated workspace's box is deleted", func() bool { return !containerExists(t, w.BoxID) })
 }
 

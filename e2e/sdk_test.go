@@ -151,11 +151,7 @@ func TestThirdPartyModuleFromSDK(t *testing.T) {
 
 	// The module's boxes run no agent-server: delete without an export.
 	p.must(200, "PATCH", "/v1/accounts/"+acct.Account.ID, map[string]string{"delete_export": "best_effort"}, nil)
-	var preview struct {
-		Token string `json:"token"`
-	}
-	p.must(200, "POST", "/v1/workspaces/"+id+"/delete-preview", nil, &preview)
-	p.must(202, "POST", "/v1/workspaces/"+id+"/delete", map[string]string{"token": preview.Token}, nil)
+	p.deleteConfirmed(id)
 	s.waitFor("remove", time.Minute, func(m wsMsg) bool { return m.Type == "remove" && m.ID == id })
 	if _, ok := api.get(w.BoxID); ok {
 		t.Fatalf("box %s still exists at the provider after delete", w.BoxID)

@@ -151,31 +151,7 @@ func (c *webClient) dialWS(since int64, extra http.Header) (*stream, int) {
 		}
 		c.t.Fatalf("dial %s: %v", url, err)
 	}
-	s := &stream{t: c.t, conn: conn, msgs: make(chan wsMsg, 1024), errc: make(chan error, 1), seen: &syncBuffer{}, pongs: make(chan struct{}, 1)}
-	conn.SetPongHandler(func(string) error {
-		select {
-		case s.pongs <- struct{}{}:
-		default:
-		}
-		return nil
-	})
-	go func() {
-		for {
-			_, data, err := conn.ReadMessage()
-			if err != nil {
-				s.errc <- err
-				close(s.msgs)
-				return
-			}
-			s.seen.Write(append(data, '\n'))
-			var m wsMsg
-			json.Unmarshal(data, &m)
-			m.Raw = data
-			s.msgs <- m
-		}
-	}()
-	c.t.Cleanup(func() { conn.Close() })
-	return s, 101
+	return watch(c.t, conn), 101
 }
 
 // addDaytona adds a Daytona account (the emulator) for the client's user
