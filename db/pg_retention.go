@@ -14,12 +14,24 @@ import (
 
 var _ core.RetentionStore = (*PGStore)(nil)
 
-// pgNumbered writes SQLite's numbered ?N placeholders as PostgreSQL's $N.
-// The queries are made at first use: a Replacer builds its tables when it
-// first replaces, and package init runs at every start of the binary.
+// pgNumbered writes SQLite's numbered ?N placeholders as PostgreSQL's $N,
+// whatever N is; it panics on a bare ? (SQLite's unnumbered form), which
+// has no $ equivalent without counting. The query is made at first use,
+// not at package init, which runs at every start of the binary.
 func pgNumbered(q string) func() string {
 	return sync.OnceValue(func() string {
-		return strings.NewReplacer("?1", "$1", "?2", "$2", "?3", "$3", "?4", "$4").Replace(q)
+		var b strings.Builder
+		for i := 0; i < len(q); i++ {
+			if q[i] != '?' {
+				b.WriteByte(q[i])
+				continue
+			}
+			if i+1 >= len(q) || q[i+1] < '0' || q[i+1] > '9' {
+				panic("db: pgNumbered: a ? without a number in " + q)
+			}
+			b.WriteByte('$')
+		}
+		return b.String()
 	})
 }
 
