@@ -358,17 +358,18 @@ func classify(err error) error {
 // finished (a crash, a kill): they never held a verified manifest, so
 // nothing refers to them. Call it at start-up, before any export begins,
 // and only when no other process writes under Root (one server). It
-// returns how many it removed.
-func (w *Writer) RemovePartial() (int, error) {
+// returns how many it removed and the bytes they held.
+func (w *Writer) RemovePartial() (n int, freed int64, err error) {
 	ps, err := w.Partials("")
-	n := 0
 	for _, p := range ps {
-		if _, rerr := p.Remove(); rerr != nil {
-			return n, rerr
+		b, rerr := p.Remove()
+		freed += b
+		if rerr != nil {
+			return n, freed, rerr
 		}
 		n++
 	}
-	return n, err
+	return n, freed, err
 }
 
 // Partial is the staging directory of an export not (yet) committed.

@@ -377,9 +377,9 @@ func TestRemovePartial(t *testing.T) {
 		}
 		os.WriteFile(filepath.Join(root, ws, "."+ex.ID()+".partial", ".a.tar.gz.tmp-1"), []byte("half"), 0o600)
 	}
-	n, err := w.RemovePartial()
-	if err != nil || n != 2 {
-		t.Fatalf("RemovePartial = %d, %v; want 2", n, err)
+	n, bytes, err := w.RemovePartial()
+	if err != nil || n != 2 || bytes != int64(len("half"))*2 {
+		t.Fatalf("RemovePartial = %d, %d bytes, %v; want 2, 8 bytes", n, bytes, err)
 	}
 	if got := entries(t, root); strings.Join(got, ",") != strings.Join([]string{"ws-1", filepath.Join("ws-1", filepath.Base(dir)),
 		filepath.Join("ws-1", filepath.Base(dir), "c.zip"), filepath.Join("ws-1", filepath.Base(dir), "manifest.json"), "ws-2"}, ",") {

@@ -58,11 +58,11 @@ func recoverExports(ctx context.Context, x *exportrun.Exporter, svc *core.Servic
 		// (core.SweepStaging).
 		return svc.RecoverExports(ctx)
 	}
-	n, err := x.Writer.RemovePartial()
+	n, bytes, err := x.Writer.RemovePartial()
 	if err != nil {
-		log.Warn("could not sweep unfinished exports", "export_dir", x.Writer.Root, "err", err)
+		log.Warn("could not sweep unfinished exports", "export_dir", x.Writer.Root, "removed", n, "err", err)
 	} else if n > 0 {
-		log.Info("removed unfinished exports", "count", n, "export_dir", x.Writer.Root)
+		log.Info("removed unfinished exports", "count", n, "bytes", bytes, "export_dir", x.Writer.Root)
 	}
 	return svc.RecoverExports(ctx)
 }
