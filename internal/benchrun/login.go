@@ -5,6 +5,8 @@ package main
 // difference from the launch token, goal <= 50 µs), and a change of one
 // user's workspace fanned out with 1,000 users x 5 clients connected
 // (only the owner's 5 receive it; goal p99 <= 1.3x the single-user run).
+// Also the recheck of 1,000 open streams' sessions (every --stream-recheck)
+// against the same 1,000 session lookups made directly.
 func benchLogin() error {
 	res, err := goBench("./auth", "PasswordHash", "10x")
 	if err != nil {
@@ -45,6 +47,22 @@ func benchLogin() error {
 		BaselineValue: tok / 1000, Ratio: sess / tok})
 	emit(figure{Name: "login.request_with_launch_token", Value: tok / 1000, Unit: "µs"})
 	emit(figure{Name: "login.api_token_check_overhead", Value: (api - tok) / 1000, Unit: "µs"})
+
+	res, err = goBench("./ui-bridge", "CredentialRecheck", "40x")
+	if err != nil {
+		return err
+	}
+	recheck, err := metric(res, "BenchmarkCredentialRecheck", "recheck-1000-streams-ms")
+	if err != nil {
+		return err
+	}
+	lookups, err := metric(res, "BenchmarkCredentialRecheck", "1000-session-lookups-ms")
+	if err != nil {
+		return err
+	}
+	emit(figure{Name: "login.stream_recheck_1000_sessions", Value: recheck, Unit: "ms", Baseline: "login.session_lookups_1000",
+		BaselineValue: lookups, Ratio: recheck / lookups})
+	emit(figure{Name: "login.session_lookups_1000", Value: lookups, Unit: "ms"})
 
 	res, err = goBench("./ui-bridge", "FanoutPerUser", "300x")
 	if err != nil {
