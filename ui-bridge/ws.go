@@ -335,34 +335,25 @@ func (s *Server) runClient(conn *websocket.Conn, c *client, since int64) {
 	}
 	catchup = nil
 
-	// Keepalive: one timer, armed for the next ping or, while a ping
-	// waits, for its pong's deadline. Each arming has its own generation,
-	// so a timer that fires as it is re-armed is not taken for the new one.
-	var timer *time.Timer
-	var gen uint64
-	arm := func(d time.Duration) {
-		if timer != nil {
-			timer.Stop()
-		}
-		gen++
-		g := gen
-		timer = time.AfterFunc(d, func() { c.note(func() { c.timerFired = g }) })
-	}
-	defer func() { timer.Stop() }()
-	nextPing := time.Now().Add(s.cfg.PingInterval)
-	arm(s.cfg.PingInterval)
-	waitingPong := false
+	s.relay(conn, c, last, readerDone)
+}
+
+// relay writes c's queued frames as the hub queues them, pings, and closes
+// the connection when the hub, the keepalive or the reader says so. A
+// broadcast wakes every client's goroutine here, and at 1,000 clients
+// the cache misses of resuming them are a good part of its cost, so the
+// loop keeps few locals and leaves what is rare (closing, keepalive) to
+// functions of their own.
+func (s *Server) relay(conn *websocket.Conn, c *client, last int64, readerDone <-chan struct{}) {
+	ka := &keepalive{c: c}
+	ka.nextPing = time.Now().Add(s.cfg.PingInterval)
+	ka.arm(s.cfg.PingInterval)
+	defer ka.stop()
 	var batch []*frame
 	for range c.wake {
 		ev := c.take(batch)
-		batch = nil
 		if ev.closing != nil {
-			closing := ev.closing
-			if closing.code == CloseSlowConsumer {
-				closing.reason = fmt.Sprintf("slow consumer: reconnect with ?since=%d", last)
-				s.log.Info("stream client closed: it did not keep up", "queue_limit", s.cfg.ClientQueue, "rev", last)
-			}
-			s.closeConn(conn, *closing, readerDone)
+			s.closeClient(conn, *ev.closing, last, readerDone)
 			return
 		}
 		for _, fr := range ev.batch {
@@ -377,28 +368,71 @@ func (s *Server) runClient(conn *websocket.Conn, c *client, since int64) {
 			}
 		}
 		batch = ev.batch
-		if ev.pong && waitingPong { // a pong that arrived unasked does not count
-			waitingPong = false
-			arm(max(0, time.Until(nextPing)))
-		}
-		if ev.timerFired == gen {
-			if waitingPong {
-				s.pongMissed.Add(1)
-				s.log.Info("stream client closed: no pong in time", "timeout", s.cfg.PongTimeout)
-				s.closeConn(conn, closeReason{code: ClosePongTimeout, reason: "no pong in time"}, readerDone)
-				return
-			}
-			if err := conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(s.cfg.WriteTimeout)); err != nil {
-				return
-			}
-			nextPing = time.Now().Add(s.cfg.PingInterval)
-			waitingPong = true
-			arm(s.cfg.PongTimeout)
+		if (ev.pong || ev.timerFired == ka.gen) && !s.keepAlive(conn, ka, ev, readerDone) {
+			return
 		}
 		if ev.readerDone {
 			return
 		}
 	}
+}
+
+// keepalive is a stream connection's ping state: one timer, armed for
+// the next ping or, while a ping waits, for its pong's deadline. Each
+// arming has its own generation, so a timer that fires as it is re-armed
+// is not taken for the new one.
+type keepalive struct {
+	c        *client
+	timer    *time.Timer
+	gen      uint64
+	nextPing time.Time
+	waiting  bool // a ping waits for its pong
+}
+
+func (k *keepalive) arm(d time.Duration) {
+	if k.timer != nil {
+		k.timer.Stop()
+	}
+	k.gen++
+	g, c := k.gen, k.c
+	k.timer = time.AfterFunc(d, func() { c.note(func() { c.timerFired = g }) })
+}
+
+func (k *keepalive) stop() { k.timer.Stop() }
+
+// keepAlive handles a pong and the keepalive timer; it reports false when
+// the connection is done (no pong in time, or the ping failed).
+func (s *Server) keepAlive(conn *websocket.Conn, k *keepalive, ev events, readerDone <-chan struct{}) bool {
+	if ev.pong && k.waiting { // a pong that arrived unasked does not count
+		k.waiting = false
+		k.arm(max(0, time.Until(k.nextPing)))
+	}
+	if ev.timerFired != k.gen {
+		return true
+	}
+	if k.waiting {
+		s.pongMissed.Add(1)
+		s.log.Info("stream client closed: no pong in time", "timeout", s.cfg.PongTimeout)
+		s.closeConn(conn, closeReason{code: ClosePongTimeout, reason: "no pong in time"}, readerDone)
+		return false
+	}
+	if err := conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(s.cfg.WriteTimeout)); err != nil {
+		return false
+	}
+	k.nextPing = time.Now().Add(s.cfg.PingInterval)
+	k.waiting = true
+	k.arm(s.cfg.PongTimeout)
+	return true
+}
+
+// closeClient closes a connection the hub asked to close; a slow
+// consumer's reason names the last revision it was sent.
+func (s *Server) closeClient(conn *websocket.Conn, cr closeReason, last int64, readerDone <-chan struct{}) {
+	if cr.code == CloseSlowConsumer {
+		cr.reason = fmt.Sprintf("slow consumer: reconnect with ?since=%d", last)
+		s.log.Info("stream client closed: it did not keep up", "queue_limit", s.cfg.ClientQueue, "rev", last)
+	}
+	s.closeConn(conn, cr, readerDone)
 }
 
 // noteQueue records the longest queue c had.
