@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -10,8 +11,10 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // TestJSClient runs the JavaScript client's tests (ui-bridge/client/test,
@@ -128,4 +131,30 @@ func nodeBinary(t *testing.T) string {
 		t.Fatalf("node %s is too old: the client's tests need Node.js 20 or later", out)
 	}
 	return node
+}
+
+// TestJSClientSignedOut runs the client's serve-mode tests
+// (ui-bridge/client/test/serve) against companion serve --auth local,
+// with a personal API token made by the CLI as the client's token: the
+// stream opens with it (as a subprotocol entry, as in a browser), and when
+// it is revoked the stream ends with 4012 and the client stops.
+func TestJSClientSignedOut(t *testing.T) {
+	node := nodeBinary(t)
+	data := t.TempDir()
+	addUser(t, data, "alice", "alice-password-1")
+	token := strings.TrimSpace(cli(t, "", "tokens", "create", "--user", "alice", "--data-dir", data))
+	p := start(t, options{mode: "serve", dataDir: data, args: []string{"--auth", "local", "--docker-scope", "unused"}})
+	files, err := filepath.Glob("../ui-bridge/client/test/serve/*.test.mjs")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no serve-mode client tests under ui-bridge/client/test/serve: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, append([]string{"--experimental-websocket", "--test", "--test-reporter=spec"}, files...)...)
+	cmd.Env = append(os.Environ(), "COMPANION_URL="+p.ready.URL, "COMPANION_TOKEN="+token, "COMPANION_ACCOUNT=local-docker")
+	out, err := cmd.CombinedOutput()
+	t.Logf("node --test:\n%s", out)
+	if err != nil {
+		t.Fatalf("the JavaScript client's serve-mode tests failed: %v", err)
+	}
 }

@@ -112,6 +112,16 @@ func TestStreamsEndWithTheirCredential(t *testing.T) {
 	}
 	sa, sb := e.dialWith("Cookie", cookieA), e.dialWith("Cookie", cookieB)
 	st := e.dialWith("Authorization", "Bearer "+tok.Token)
+	// A browser's way: the token as a subprotocol entry.
+	sp, _, err := e.dial(ctx, "", &dialOptions{Subprotocols: []string{Subprotocol, BearerSubprotocolPrefix + tok.Token},
+		HTTPHeader: http.Header{"Origin": {e.base}}})
+	if err != nil {
+		t.Fatalf("dial with the token as a subprotocol: %v", err)
+	}
+	defer sp.Close()
+	if m := readMsg(t, sp); m.Type != "snapshot" {
+		t.Fatalf("first message %q", m.Type)
+	}
 
 	change := func() string {
 		w := testWorkspace("w")
@@ -127,12 +137,14 @@ func TestStreamsEndWithTheirCredential(t *testing.T) {
 	id := change()
 	expectUpsert(t, sb, id)
 	expectUpsert(t, st, id)
+	expectUpsert(t, sp, id)
 
 	// Revoking the token closes the token's stream only.
 	if resp, body := e.do("DELETE", "/v1/tokens/"+tok.Info.ID, "", "Authorization", "", "Cookie", cookieB, "Origin", e.base); resp.StatusCode != 204 {
 		t.Fatalf("revoke: %d %s", resp.StatusCode, body)
 	}
 	expectClosed(t, st, CloseSignedOut)
+	expectClosed(t, sp, CloseSignedOut)
 	id = change()
 	expectUpsert(t, sb, id)
 

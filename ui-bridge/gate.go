@@ -84,14 +84,28 @@ func (t *tokenAuth) Authenticate(r *http.Request) (Identity, bool) {
 	if tok, ok := bearerToken(r); ok && t.match(tok) {
 		return Identity{Admin: true}, true
 	}
-	if isWebSocketUpgrade(r) {
-		for _, p := range offeredSubprotocols(r) {
-			if tok, ok := strings.CutPrefix(p, BearerSubprotocolPrefix); ok && t.match(tok) {
-				return Identity{Admin: true}, true
-			}
+	for _, tok := range subprotocolBearers(r) {
+		if t.match(tok) {
+			return Identity{Admin: true}, true
 		}
 	}
 	return Identity{}, false
+}
+
+// subprotocolBearers are the tokens a WebSocket handshake offers as
+// subprotocol entries BearerSubprotocolPrefix+token (browsers cannot set
+// headers on a WebSocket); none for any other request.
+func subprotocolBearers(r *http.Request) []string {
+	if !isWebSocketUpgrade(r) {
+		return nil
+	}
+	var out []string
+	for _, p := range offeredSubprotocols(r) {
+		if tok, ok := strings.CutPrefix(p, BearerSubprotocolPrefix); ok && tok != "" {
+			out = append(out, tok)
+		}
+	}
+	return out
 }
 
 // match compares digests so that neither the content nor the length of

@@ -140,8 +140,18 @@ func sessionKey(secret string) string { return "session:" + auth.HashSecret(secr
 
 type apiTokenAuth struct{ l *Login }
 
+// Authenticate takes the token from Authorization, or on a WebSocket
+// handshake from the bearer subprotocol entry, as the launch token is.
 func (a apiTokenAuth) Authenticate(r *http.Request) (Identity, bool) {
 	tok, ok := bearerToken(r)
+	if !ok {
+		for _, t := range subprotocolBearers(r) {
+			if auth.IsToken(t) {
+				tok, ok = t, true
+				break
+			}
+		}
+	}
 	if !ok || !auth.IsToken(tok) {
 		return Identity{}, false
 	}

@@ -137,7 +137,7 @@
 /**
  * The stream connection's state, as "connection" listeners receive it.
  * @typedef {object} ConnectionState
- * @property {"idle"|"connecting"|"open"|"waiting"|"closed"} state idle: never connected; waiting: disconnected, a reconnect is scheduled; closed: close() was called
+ * @property {"idle"|"connecting"|"open"|"waiting"|"closed"} state idle: never connected; waiting: disconnected, a reconnect is scheduled; closed: close() was called, or the server ended the stream because its user was removed (closeCode 4011) or its session or token ended (4012), after which the client does not reconnect until connect()
  * @property {boolean} synced the local state is current (a snapshot or a ?since= resume was accepted on the open connection)
  * @property {number} attempt failed connection attempts in a row
  * @property {number|null} retryInMs the wait before the next attempt (waiting)
@@ -489,6 +489,14 @@ export class CompanionClient {
       this._handshakeTimer = null;
       if (!this._wantOpen) return;
       if (code === CloseCode.STREAM_RESET) this._forceSnapshot = true;
+      // 4011 and 4012: the user or the credential is gone, and a reconnect
+      // with it would be refused. The client stops, as close() does; the
+      // application signs in again (or sets a new token) and connects.
+      if (opened && (code === CloseCode.USER_REMOVED || code === CloseCode.SIGNED_OUT)) {
+        this._wantOpen = false;
+        this._setConn({ state: "closed", synced: false, retryInMs: null, closeCode: code, closeReason: reason || "" });
+        return;
+      }
       if (opened) return this._retry(code, reason);
       // WebSocket APIs hide why a handshake failed; a plain GET of the
       // same route tells a refused token (401) or origin (403) from a
