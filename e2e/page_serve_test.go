@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -84,7 +85,8 @@ func TestPageServeLoginUnderBasePath(t *testing.T) {
 // through an OpenID provider, with both methods, is
 // TestPageServeOpenIDSignIn.) With only "oidc" the password form is gone
 // and the OpenID button has the focus; an oidc_url on another site is not
-// linked.
+// linked. With no method the page can use (that one, or only an ingress
+// signing people in) it shows the signed-out banner, not an empty section.
 func TestPageServeOpenIDButton(t *testing.T) {
 	data := t.TempDir()
 	addUser(t, data, "alice", "alice-password-1")
@@ -117,7 +119,7 @@ func TestPageServeOpenIDButton(t *testing.T) {
 	if _, err := chromedp.Call(tb.ctx, fetch.Enable, fetch.EnableParams{Patterns: []*fetch.RequestPattern{{URLPattern: "*/v1/login"}}}); err != nil {
 		t.Fatalf("chromium: intercept v1/login: %v", err)
 	}
-	open := func(methods string) {
+	navigate := func(methods string) {
 		t.Helper()
 		mu.Lock()
 		answer = methods
@@ -125,16 +127,33 @@ func TestPageServeOpenIDButton(t *testing.T) {
 		if err := chromedp.Do(tb.timeout(30*time.Second), chromedp.Navigate(p.ready.PageURL)); err != nil {
 			t.Fatal(err)
 		}
+	}
+	open := func(methods string) {
+		t.Helper()
+		navigate(methods)
 		tb.waitJS("the sign-in section", `!document.querySelector("#login").hidden`, 30*time.Second)
+	}
+	// Nothing the page can sign in with: no empty sign-in section, the
+	// signed-out banner instead.
+	noSignIn := func(methods, banner string) {
+		t.Helper()
+		navigate(methods)
+		tb.waitJS("the signed-out banner", `!document.querySelector("#signedout").hidden && document.querySelector("#signedout").textContent.includes(`+strconv.Quote(banner)+`)`, 30*time.Second)
+		if !evalIn[bool](tb, `document.querySelector("#login").hidden`) {
+			t.Fatalf("methods %s: an empty sign-in section shows", methods)
+		}
 	}
 
 	open(fmt.Sprintf(`{"methods":["oidc"],"oidc_url":%q}`, prefix+"/v1/login/oidc"))
 	if !evalIn[bool](tb, `document.querySelector("#login-form").hidden && !document.querySelector("#oidc").hidden && document.activeElement.id === "oidc"`) {
 		t.Fatal("OpenID only: the password form shows, or the button is missing or not focused")
 	}
-	open(`{"methods":["oidc"],"oidc_url":"https://elsewhere.example/login"}`)
+	noSignIn(`{"methods":["oidc"],"oidc_url":"https://elsewhere.example/login"}`, "Not signed in")
 	if !evalIn[bool](tb, `document.querySelector("#oidc").hidden`) {
 		t.Fatal("the page links a sign-in on another site")
 	}
-	tb.checkClean("/v1/me")
+	noSignIn(`{"methods":["proxy"]}`, "Reload the page to sign in again")
+	// With nothing to sign in with, the page tries the stream and learns it
+	// is signed out (v1/ws, v1/accounts 401): failed loads by design.
+	tb.checkClean("/v1/me", "/v1/ws", "/v1/accounts")
 }

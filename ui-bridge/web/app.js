@@ -682,9 +682,10 @@ $("logout").addEventListener("click", async () => {
 
 /**
  * showLogin shows the sign-in methods companion offers and reports whether
- * it has any: GET v1/login lists them; a serve companion without that
- * route (404, or 405 beside POST) has the local form only; 401 there means
- * no sign-in at all (desktop: the page needs its token).
+ * it has any the page can use (a password, or OpenID Connect on this
+ * site): GET v1/login lists them; a serve companion without that route
+ * (404, or 405 beside POST) has the local form only; 401 there means no
+ * sign-in at all (desktop: the page needs its token).
  */
 async function showLogin() {
   let methods = ["local"], oidcURL = "";
@@ -694,16 +695,20 @@ async function showLogin() {
   } catch (e) {
     if (!(e instanceof ApiError && (e.status === 404 || e.status === 405))) return false;
   }
+  const oidcHref = methods.includes("oidc") && oidcURL ? new URL(oidcURL, base) : null;
+  const oidcHere = oidcHref !== null && oidcHref.origin === location.origin; // only a route of this site
+  if (!methods.includes("local") && !oidcHere) {
+    // Nothing to sign in with here: with --auth proxy the ingress signs
+    // people in, and a reload goes through it again.
+    if (methods.includes("proxy")) $("signedout").textContent = "Not signed in: the sign-in at the ingress in front of companion has ended. Reload the page to sign in again.";
+    return false;
+  }
   $("main").hidden = true;
   $("login").hidden = false;
   $("login-form").hidden = !methods.includes("local");
   const oidc = $("oidc");
-  oidc.hidden = !(methods.includes("oidc") && oidcURL);
-  if (!oidc.hidden) {
-    const u = new URL(oidcURL, base);
-    if (u.origin === location.origin) oidc.href = u.href; // only a route of this site
-    else oidc.hidden = true;
-  }
+  oidc.hidden = !oidcHere;
+  if (oidcHere) oidc.href = oidcHref.href;
   (methods.includes("local") ? $("l-name") : oidc).focus();
   return true;
 }
