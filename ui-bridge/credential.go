@@ -72,9 +72,7 @@ func (s *Server) recheckOnce(ctx context.Context) int {
 		switch {
 		case err == nil:
 		case credentialEnded(err):
-			n := s.hub.closeCredential(ref.owner, ref.cred.key, CloseSignedOut, closeCredentialReason)
-			closed += n
-			s.log.Info("closed streams whose credential ended", "user", ref.owner, "streams", n, "why", err)
+			closed += s.endCredential(ref.owner, ref.cred.key, err.Error())
 		case ctx.Err() != nil:
 			return closed
 		default:
@@ -84,12 +82,15 @@ func (s *Server) recheckOnce(ctx context.Context) int {
 	return closed
 }
 
-// endCredential closes owner's streams opened with the credential key at
-// once: this process has just ended it.
-func (s *Server) endCredential(owner, key string) {
-	if n := s.hub.closeCredential(owner, key, CloseSignedOut, closeCredentialReason); n > 0 {
-		s.log.Info("closed streams whose credential ended", "user", owner, "streams", n)
+// endCredential closes owner's streams opened with the credential key,
+// which has ended (why says how), and returns how many there were.
+func (s *Server) endCredential(owner, key, why string) int {
+	n := s.hub.closeOwner(owner, func(c *client) bool { return c.cred != nil && c.cred.key == key },
+		CloseSignedOut, closeCredentialReason)
+	if n > 0 {
+		s.log.Info("closed streams whose credential ended", "user", owner, "streams", n, "why", why)
 	}
+	return n
 }
 
 // credentialRef is one credential of open streams and their owner.
@@ -114,21 +115,4 @@ func (h *hub) credentials() []credentialRef {
 		}
 	}
 	return out
-}
-
-// closeCredential asks owner's streams opened with the credential key to
-// close with code, stops queueing for them, and returns how many there
-// were.
-func (h *hub) closeCredential(owner, key string, code int, reason string) int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	n := 0
-	for c := range h.clients[owner] {
-		if c.cred != nil && c.cred.key == key {
-			c.kill(code, reason)
-			h.removeLocked(c)
-			n++
-		}
-	}
-	return n
 }

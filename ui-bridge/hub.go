@@ -402,15 +402,21 @@ func (h *hub) detach(c *client) {
 	h.removeLocked(c)
 }
 
-// closeOwner asks every stream of owner to close with code, and stops
-// queueing for them.
-func (h *hub) closeOwner(owner string, code int, reason string) {
+// closeOwner asks owner's streams that match (all of them when match is
+// nil) to close with code, stops queueing for them, and returns how many
+// there were.
+func (h *hub) closeOwner(owner string, match func(*client) bool, code int, reason string) int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	n := 0
 	for c := range h.clients[owner] {
-		c.kill(code, reason)
+		if match == nil || match(c) {
+			c.kill(code, reason)
+			h.removeLocked(c)
+			n++
+		}
 	}
-	delete(h.clients, owner)
+	return n
 }
 
 func (h *hub) killAllLocked(code int, reason string) {

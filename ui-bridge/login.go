@@ -443,7 +443,7 @@ func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
 			s.writeError(w, r, err)
 			return
 		}
-		s.endCredential(owner(r), sessionKey(c.Value))
+		s.endCredential(owner(r), sessionKey(c.Value), "logged out")
 	}
 	http.SetCookie(w, l.cookie("", -1))
 	w.WriteHeader(http.StatusNoContent)
@@ -523,7 +523,7 @@ func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	s.endCredential(uid, "token:"+r.PathValue("id"))
+	s.endCredential(uid, "token:"+r.PathValue("id"), "token revoked")
 	w.WriteHeader(http.StatusNoContent)
 }
 

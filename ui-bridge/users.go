@@ -59,7 +59,7 @@ func (s *Server) removeUser(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	s.hub.closeOwner(id, CloseUserRemoved, "your user was removed")
+	s.hub.closeOwner(id, nil, CloseUserRemoved, "your user was removed")
 	if after := s.cfg.Login.UserRemoved; after != nil {
 		if err := after(context.WithoutCancel(r.Context())); err != nil {
 			s.log.Warn("the removed user's things stay unowned until the next start", "user", id, "err", err)
