@@ -134,7 +134,7 @@ export class Stream {
     const signedOut = ended || (!opened && !(await this.on.signedIn()));
     if (this.ws !== null) return; // a newer connection was opened meanwhile (a new token)
     if (signedOut) {
-      this.on.state("signed-out", ended ? `signed out: ${e.reason || "the session has ended"}` : "signed out: companion does not accept this page's token (was it restarted?)");
+      this.on.state("signed-out", ended ? e.reason || "signed out: the session has ended" : "signed out: companion does not accept this page's token (was it restarted?)");
       // The page may ask for a sign-in instead; it connects again after one.
       if (this.on.signedOut && (await this.on.signedOut())) return;
     } else {
