@@ -83,12 +83,20 @@ const maxJSON = 32 << 20
 // do sends a GET and returns the response when it is 200; any other answer
 // or a network failure becomes an *Error and the body is closed.
 func (c *Client) do(ctx context.Context, op, path string, q url.Values, archive bool) (*http.Response, error) {
+	return c.send(ctx, op, http.MethodGet, path, q, nil, "", archive)
+}
+
+// send is do for any method, with an optional body of content type ctype.
+func (c *Client) send(ctx context.Context, op, method, path string, q url.Values, body io.Reader, ctype string, archive bool) (*http.Response, error) {
 	u := *c.base
 	u.Path += path
 	u.RawQuery = q.Encode()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	if ctype != "" {
+		req.Header.Set("Content-Type", ctype)
 	}
 	for k, vs := range c.ep.Headers {
 		for _, v := range vs {
@@ -294,10 +302,12 @@ type Download struct {
 	ContentType string
 	// Length is Content-Length, -1 when unknown.
 	Length int64
+
+	op string
 }
 
 func download(op string, resp *http.Response) Download {
-	d := Download{Body: &body{rc: resp.Body, op: op}, ContentType: resp.Header.Get("Content-Type"), Length: resp.ContentLength}
+	d := Download{Body: &body{rc: resp.Body, op: op}, ContentType: resp.Header.Get("Content-Type"), Length: resp.ContentLength, op: op}
 	if _, params, err := mime.ParseMediaType(resp.Header.Get("Content-Disposition")); err == nil {
 		d.Filename = params["filename"]
 	}

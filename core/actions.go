@@ -64,30 +64,8 @@ func (s *Service) runCreate(ctx context.Context, op Op, ws Workspace, acct Accou
 	spec.AgentKey = key
 	progress := s.newProgress(ctx, ws)
 	spec.Progress = progress.report
-	var box Box
-	err = s.retry(ctx, &op, s.budgetFor(acct, p), "provider_create", func(ctx context.Context) error {
-		// After a crash or a lost response the box may already exist.
-		if op.Attempts > 1 && info.Capabilities.List {
-			if b, ok, err := findByLabel(ctx, p, acct, ws.ID); err != nil {
-				return err
-			} else if ok {
-				box = b
-				return nil
-			}
-		}
-		b, err := p.Create(ctx, acct, spec)
-		if IsKind(err, KindConflict) && info.Capabilities.List {
-			if found, ok, ferr := findByLabel(ctx, p, acct, ws.ID); ferr == nil && ok {
-				b, err = found, nil
-			}
-		}
-		box = b
-		return err
-	})
+	box, err := s.createBox(ctx, &op, acct, p, info, spec)
 	progress.stop()
-	if err == nil {
-		box, err = s.startFoundBox(ctx, &op, box, acct, p, info)
-	}
 	if err != nil {
 		if box.ID != "" {
 			ws.BoxID, ws.BoxURL = box.ID, box.URL // so that delete finds it
@@ -100,6 +78,36 @@ func (s *Service) runCreate(ctx context.Context, op Op, ws Workspace, acct Accou
 	ws = s.applyBox(ws, box)
 	ws.Error = ""
 	s.finish(ctx, op, ws, nil)
+}
+
+// createBox makes spec's box, or finds the one an earlier attempt made
+// (after a crash or a lost response), and starts it if it was left
+// stopped. The box it returns may be set even with an error.
+func (s *Service) createBox(ctx context.Context, op *Op, acct Account, p Provider, info ProviderInfo, spec CreateSpec) (Box, error) {
+	var box Box
+	err := s.retry(ctx, op, s.budgetFor(acct, p), "provider_create", func(ctx context.Context) error {
+		// After a crash or a lost response the box may already exist.
+		if op.Attempts > 1 && info.Capabilities.List {
+			if b, ok, err := findByLabel(ctx, p, acct, spec.WorkspaceID); err != nil {
+				return err
+			} else if ok {
+				box = b
+				return nil
+			}
+		}
+		b, err := p.Create(ctx, acct, spec)
+		if IsKind(err, KindConflict) && info.Capabilities.List {
+			if found, ok, ferr := findByLabel(ctx, p, acct, spec.WorkspaceID); ferr == nil && ok {
+				b, err = found, nil
+			}
+		}
+		box = b
+		return err
+	})
+	if err != nil {
+		return box, err
+	}
+	return s.startFoundBox(ctx, op, box, acct, p, info)
 }
 
 func (s *Service) runSuspendResume(ctx context.Context, op Op, ws Workspace, acct Account, p Provider, info ProviderInfo) {

@@ -174,3 +174,11 @@ func outcomeOf(err error) string {
 	}
 	return "failed: " + messageOf(err)
 }
+
+// withNote adds a note to an outcome: "ok (note)".
+func withNote(outcome, note string) string {
+	if note == "" {
+		return outcome
+	}
+	return outcome + " (" + note + ")"
+}

@@ -77,10 +77,14 @@ func consequences(ws Workspace, info ProviderInfo, ex DeleteExportPlan) (lost, s
 	if ws.Size != nil {
 		size = fmt.Sprintf(" (%s, %s as of %s)", units.Bytes(ws.Size.Bytes), ws.Size.Source, ws.Size.At.Format(time.RFC3339))
 	}
-	if ex.Will {
-		lost = append(lost, fmt.Sprintf("the box %s at %s%s: every file outside %s, and inside it what the archive leaves out (git internals, dependency and build directories such as node_modules, .venv, dist, build, target)",
-			ws.BoxID, ws.Provider, size, ex.ArchivePath))
-	} else {
+	switch {
+	case ex.Will && ex.Snapshot:
+		lost = append(lost, fmt.Sprintf("the box %s at %s%s: its files survive in the export (the provider's snapshot holds its volumes and every path its container changed), except bind mounts, whose data is on the host",
+			ws.BoxID, ws.Provider, size))
+	case ex.Will:
+		lost = append(lost, fmt.Sprintf("the box %s at %s%s: every file outside %s, and inside it what the agent-server never archives: %s",
+			ws.BoxID, ws.Provider, size, ex.ArchivePath, strings.Join(NeverArchived(), ", ")))
+	default:
 		lost = append(lost, fmt.Sprintf("the box %s at %s and every file in it, including uncommitted work, installed dependencies and caches%s", ws.BoxID, ws.Provider, size))
 	}
 	switch {
@@ -99,7 +103,7 @@ func consequences(ws Workspace, info ProviderInfo, ex DeleteExportPlan) (lost, s
 		lost = append(lost, "if the export fails, everything in the box, conversation history included: this account's delete_export is best_effort, so the delete goes ahead without it")
 	}
 	if ex.Will {
-		survives = append(survives, fmt.Sprintf("the export (%s), verified by size and SHA-256 before the box is deleted, in %s; listed under the workspace's exports", strings.Join(ex.Captures, "; "), ex.Location))
+		survives = append(survives, fmt.Sprintf("the export (%s), verified by size and SHA-256 before the box is deleted, in %s; listed under the workspace's exports and, once it is deleted, under deleted workspaces, where it can be downloaded and restored as a new workspace", strings.Join(ex.Captures, "; "), ex.Location))
 		if ex.Mode == DeleteExportRequired {
 			survives = append(survives, "everything, if the export cannot be made and verified: the delete is then blocked and the box stays (this account's delete_export is required)")
 		}
@@ -122,6 +126,9 @@ type DeleteExportPlan struct {
 	ArchivePath string
 	// Wake is set when the box must be woken for the export.
 	Wake bool
+	// Snapshot is set when the export holds the provider's snapshot of
+	// the box (Snapshotter) besides the agent-server's files.
+	Snapshot bool
 	// Location says where the export goes.
 	Location string
 }
@@ -129,6 +136,13 @@ type DeleteExportPlan struct {
 // ArchivePath is the directory of a box that an export archives: the
 // agent-server image's workspace.
 const ArchivePath = "/workspace"
+
+// NeverArchived names what the agent-server leaves out of every archive,
+// whatever is asked (docs/agent-server-files.md), so no export holds it.
+func NeverArchived() []string {
+	return []string{"symbolic links and special files (sockets, pipes, devices)",
+		"git's credential-bearing files (.git/config, .git/config.worktree, .git/credentials, .git/.git-credentials, .git/FETCH_HEAD) and reflogs (.git/logs/)"}
+}
 
 // exportPlan says what the delete of ws will export.
 func (s *Service) exportPlan(ws Workspace, acct Account, p Provider, info ProviderInfo) DeleteExportPlan {
@@ -145,7 +159,14 @@ func (s *Service) exportPlan(ws Workspace, acct Account, p Provider, info Provid
 		return ex
 	}
 	ex.Will = true
-	ex.Captures = []string{"the trajectory of every conversation, a zip each", "the box's " + ArchivePath + " as a " + ArchiveTarGz + " archive", "a manifest.json with every file's size and SHA-256"}
+	ex.Captures = []string{"the trajectory of every conversation, a zip each",
+		"every file and directory under " + ArchivePath + " as one " + ArchiveTarGz + " archive, with an index of each file's size and SHA-256 (when the agent-server narrows its archive to a repository, companion captures the rest of " + ArchivePath + " through its other routes)",
+		"the uncommitted work of the repository in " + ArchivePath + " as a git-delta patch, when it holds one"}
+	if _, ok := p.(Snapshotter); ok {
+		ex.Snapshot = true
+		ex.Captures = append(ex.Captures, "the provider's snapshot of the box (its volumes and every path its container changed)")
+	}
+	ex.Captures = append(ex.Captures, "a manifest.json with every file's size and SHA-256")
 	ex.Location = "companion's export directory"
 	if s.cfg.ExportLocation != "" {
 		ex.Location = s.cfg.ExportLocation + "/" + ws.ID + "/"

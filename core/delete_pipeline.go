@@ -382,7 +382,7 @@ func (d *deleteRun) export(ctx context.Context) bool {
 	s, j := d.s, d.j
 	store := s.exportStore()
 	now := s.now()
-	rec := ExportRecord{ID: NewID("exp"), WorkspaceID: d.ws.ID, Owner: d.ws.Owner, CreatedAt: now, UpdatedAt: now, State: ExportRunning}
+	rec := newExportRecord(d.ws, now)
 	if err := store.PutExport(ctx, rec); err != nil {
 		d.block(ctx, fmt.Sprintf("could not record the export (%s); nothing was deleted: delete again", messageOf(err)), err)
 		return false
@@ -401,7 +401,8 @@ func (d *deleteRun) export(ctx context.Context) bool {
 		if err != nil {
 			return fmt.Errorf("reach the box's agent-server: %w", err)
 		}
-		res, err = s.cfg.Exporter.Export(ctx, ExportJob{ExportID: rec.ID, WorkspaceID: d.ws.ID, BoxID: d.ws.BoxID, Endpoint: ep},
+		// Everything a person's export holds, the git delta included.
+		res, err = s.cfg.Exporter.Export(ctx, exportJob(rec.ID, d.ws, d.acct, d.p, ep, true),
 			func(pr ExportProgress) {
 				prog.report(fmt.Sprintf("export before delete: %s, %d bytes", pr.Step, pr.Bytes))
 			})

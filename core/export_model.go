@@ -22,6 +22,22 @@ const (
 	ArchiveGitDelta = "git-delta"
 )
 
+// Kinds of export file (ExportFile.Kind). ExportKindSnapshot is in
+// snapshot.go.
+const (
+	// ExportKindTrajectory is one conversation's trajectory zip.
+	ExportKindTrajectory = "trajectory"
+	// ExportKindArchive is the workspace archive: the full tar.gz, or the
+	// compact git-delta.
+	ExportKindArchive = "archive"
+	// ExportKindIndex lists every entry of the tar.gz archive with its
+	// size, mode and SHA-256 (JSON lines), so a restore can check each
+	// file it puts back.
+	ExportKindIndex = "index"
+	// ExportKindManifest is manifest.json, written last.
+	ExportKindManifest = "manifest"
+)
+
 // AuditExport is the audit action of an export.
 const AuditExport = "export"
 
@@ -37,6 +53,14 @@ type ExportFile struct {
 	Format         string `json:"format,omitempty"`
 	Bytes          int64  `json:"bytes"`
 	SHA256         string `json:"sha256"`
+	// Root is, for the tar.gz archive, the directory in the box its top
+	// directory stands for (its members go back under path.Dir(Root)).
+	Root string `json:"root,omitempty"`
+	// Entries and ContentBytes count the regular files the tar.gz
+	// archive holds and their bytes (0 in exports made before they were
+	// counted).
+	Entries      int64 `json:"entries,omitempty"`
+	ContentBytes int64 `json:"content_bytes,omitempty"`
 }
 
 // ExportRecord is companion's record of one export.
@@ -44,9 +68,14 @@ type ExportRecord struct {
 	ID          string
 	WorkspaceID string
 	Owner       string
-	CreatedAt   time.Time
-	UpdatedAt   time.Time
-	State       string
+	// WorkspaceName, Provider and AccountID say what the export was of,
+	// as it was when the export began: they outlive the workspace.
+	WorkspaceName string
+	Provider      string
+	AccountID     string
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+	State         string
 	// Dir is the verified export's directory (set once verified).
 	Dir   string
 	Files []ExportFile
@@ -55,6 +84,13 @@ type ExportRecord struct {
 	ArchiveSHA256 string
 	Verified      bool
 	Error         string
+}
+
+// newExportRecord is the record of an export of ws beginning now:
+// running, and saying what it is of.
+func newExportRecord(ws Workspace, now time.Time) ExportRecord {
+	return ExportRecord{ID: NewID("exp"), WorkspaceID: ws.ID, Owner: ws.Owner, WorkspaceName: ws.Name,
+		Provider: ws.Provider, AccountID: ws.AccountID, CreatedAt: now, UpdatedAt: now, State: ExportRunning}
 }
 
 // ExportStore keeps export records. db implements it.
@@ -91,6 +127,9 @@ type ExportJob struct {
 	WorkspaceID string
 	BoxID       string
 	Endpoint    BoxEndpoint
+	// ArchivePath is the directory of the box the workspace archive
+	// holds (ArchivePath).
+	ArchivePath string
 	// GitDelta adds the compact git-delta archive to the full tar.gz.
 	GitDelta bool
 	// Snapshot, when set, streams the provider's snapshot of the box

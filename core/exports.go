@@ -60,7 +60,7 @@ func (s *Service) StartExport(ctx context.Context, owner, id string, o ExportOpt
 		return ExportRecord{}, illegal(ws, "export")
 	}
 	now := s.now()
-	rec := ExportRecord{ID: NewID("exp"), WorkspaceID: ws.ID, Owner: ws.Owner, CreatedAt: now, UpdatedAt: now, State: ExportRunning}
+	rec := newExportRecord(ws, now)
 	op, err := s.cfg.Store.PutOp(ctx, Op{WorkspaceID: ws.ID, Kind: OpExport, Step: "requested", CreatedAt: now, UpdatedAt: now})
 	if err != nil {
 		return ExportRecord{}, err
@@ -155,16 +155,23 @@ func (s *Service) captureExport(ctx context.Context, op *Op, exportID string, ws
 	}
 	prog := s.newProgress(ctx, ws)
 	defer prog.stop()
-	job := ExportJob{ExportID: exportID, WorkspaceID: ws.ID, BoxID: ws.BoxID, Endpoint: ep, GitDelta: o.GitDelta}
+	res, err := s.cfg.Exporter.Export(ctx, exportJob(exportID, ws, acct, p, ep, o.GitDelta),
+		func(pr ExportProgress) { prog.report(fmt.Sprintf("export: %s, %d bytes", pr.Step, pr.Bytes)) })
+	return res, ws, err
+}
+
+// exportJob is what an export of ws captures, the same for a person's
+// export and a delete's: every conversation's trajectory, the workspace
+// archive (and the git delta when asked), and the box's snapshot where
+// the adapter can take one, so that any export can be restored.
+func exportJob(exportID string, ws Workspace, acct Account, p Provider, ep BoxEndpoint, gitDelta bool) ExportJob {
+	job := ExportJob{ExportID: exportID, WorkspaceID: ws.ID, BoxID: ws.BoxID, Endpoint: ep, GitDelta: gitDelta,
+		ArchivePath: ArchivePath}
 	if sn, ok := p.(Snapshotter); ok {
-		// The box's own filesystem and volumes, so the export can be
-		// restored (RestoreExport).
 		boxID := ws.BoxID
 		job.Snapshot = func(ctx context.Context, sink SnapshotSink) error { return sn.Snapshot(ctx, acct, boxID, sink) }
 	}
-	res, err := s.cfg.Exporter.Export(ctx, job,
-		func(pr ExportProgress) { prog.report(fmt.Sprintf("export: %s, %d bytes", pr.Step, pr.Bytes)) })
-	return res, ws, err
+	return job
 }
 
 // boxEndpoint is where the box's agent-server is and the key it wants.

@@ -20,10 +20,9 @@ import (
 )
 
 // TestRestoreRefusals: a restore of an unknown or another owner's export is
-// not found; an unverified export is a conflict; an export without a
-// snapshot is invalid; a snapshot file that no longer matches its hash is a
-// conflict that names the file. None of them makes a workspace or a
-// journal entry.
+// not found; an unverified export is a conflict; an export with neither a
+// workspace archive nor a snapshot is invalid, and so is one no account
+// can restore. None of them makes a workspace or a journal entry.
 func TestRestoreRefusals(t *testing.T) {
 	ctx := context.Background()
 	svc, st := exportsSvc(t)
@@ -52,7 +51,7 @@ func TestRestoreRefusals(t *testing.T) {
 		{"alice", "exp_nope", core.KindNotFound, "not found"},
 		{"bob", "exp_damaged", core.KindNotFound, "not found"},
 		{"alice", "exp_failed", core.KindConflict, "not verified"},
-		{"alice", "exp_plain", core.KindInvalid, "holds no box snapshot"},
+		{"alice", "exp_plain", core.KindInvalid, "holds neither a workspace archive nor a box snapshot"},
 	}
 	for _, c := range cases {
 		_, err := svc.RestoreExport(ctx, c.owner, c.id, core.RestoreRequest{})
@@ -62,7 +61,7 @@ func TestRestoreRefusals(t *testing.T) {
 	}
 	// The damaged one gets as far as the hash check only with an account
 	// that can restore; without one it says so.
-	if _, err := svc.RestoreExport(ctx, "alice", "exp_damaged", core.RestoreRequest{}); !core.IsKind(err, core.KindInvalid) || !strings.Contains(err.Error(), "add a docker account") {
+	if _, err := svc.RestoreExport(ctx, "alice", "exp_damaged", core.RestoreRequest{}); !core.IsKind(err, core.KindInvalid) || !strings.Contains(err.Error(), "add an account whose boxes run an agent-server") {
 		t.Errorf("restore with no account that can restore: %v", err)
 	}
 	if ws, _ := st.ListWorkspaces(ctx); len(ws) != 0 {

@@ -56,6 +56,10 @@ type Config struct {
 	Audit AuditLog
 	// Exporter captures exports (StartExport); nil means exports are off.
 	Exporter Exporter
+	// Restorer puts an export's workspace files back into a new box of
+	// any provider that reports its agent-server (RestoreFiles); nil
+	// means only snapshot restores.
+	Restorer FileRestorer
 	// Exports keeps export records; nil means the Store, if it is an
 	// ExportStore.
 	Exports ExportStore

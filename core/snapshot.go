@@ -60,17 +60,3 @@ type Snapshotter interface {
 	// earlier attempt's box.
 	Restore(ctx context.Context, acct Account, spec RestoreSpec, src SnapshotSource) (Box, error)
 }
-
-// Restorable reports whether the export holds a provider snapshot that
-// RestoreExport can bring back.
-func (e ExportRecord) Restorable() bool {
-	if !e.Verified {
-		return false
-	}
-	for _, f := range e.Files {
-		if f.Kind == ExportKindSnapshot {
-			return true
-		}
-	}
-	return false
-}

@@ -12,8 +12,8 @@ import (
 )
 
 const (
-	exportCols = `id, workspace_id, owner, created_at, updated_at, state, dir, files, bytes, archive_sha256, verified, error`
-	qPutExport = `INSERT INTO exports (` + exportCols + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	exportCols = `id, workspace_id, owner, created_at, updated_at, state, dir, files, bytes, archive_sha256, verified, error, workspace_name, provider, account_id`
+	qPutExport = `INSERT INTO exports (` + exportCols + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (id) DO UPDATE SET updated_at = excluded.updated_at, state = excluded.state, dir = excluded.dir,
 		files = excluded.files, bytes = excluded.bytes, archive_sha256 = excluded.archive_sha256,
 		verified = excluded.verified, error = excluded.error`
@@ -55,7 +55,8 @@ func exportArgs(e core.ExportRecord) ([]any, error) {
 	}
 	var en enc
 	args := []any{e.ID, e.WorkspaceID, e.Owner, en.time("created_at", e.CreatedAt), en.time("updated_at", e.UpdatedAt),
-		e.State, e.Dir, en.json("files", files, false), e.Bytes, e.ArchiveSHA256, e.Verified, e.Error}
+		e.State, e.Dir, en.json("files", files, false), e.Bytes, e.ArchiveSHA256, e.Verified, e.Error,
+		e.WorkspaceName, e.Provider, e.AccountID}
 	if en.err != nil {
 		return nil, en.err
 	}
@@ -137,7 +138,7 @@ func scanExport(r scanner) (core.ExportRecord, error) {
 		files            string
 	)
 	err := r.Scan(&e.ID, &e.WorkspaceID, &e.Owner, &created, &updated, &e.State, &e.Dir, &files, &e.Bytes,
-		&e.ArchiveSHA256, &e.Verified, &e.Error)
+		&e.ArchiveSHA256, &e.Verified, &e.Error, &e.WorkspaceName, &e.Provider, &e.AccountID)
 	if err != nil {
 		return e, err
 	}

@@ -40,7 +40,7 @@ var copyTables = sync.OnceValue(func() []copyTable {
 		{name: "audit", order: "id", intKey: true, cols: strings.Split(auditCols, ", ")},
 		{name: "exports", order: "id", cols: strings.Split(exportCols, ", "), bools: map[string]bool{"verified": true}},
 		{name: "secrets", order: "key", cols: []string{"key", "key_id", "sealed", "updated_at"}},
-		{name: "restores", order: "workspace_id", cols: []string{"workspace_id", "export_id", "created_at"}},
+		{name: "restores", order: "workspace_id", cols: []string{"workspace_id", "export_id", "created_at", "method"}},
 		{name: "retention_policies", order: "account_id", bools: map[string]bool{"enabled": true},
 			cols: []string{"account_id", "enabled", "paused_for", "warn_before", "storage_price_per_gib_month", "updated_at"}},
 		{name: "retention_claims", order: "workspace_id", cols: strings.Split(claimCols, ", "), bools: map[string]bool{"launched": true}},

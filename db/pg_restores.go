@@ -17,7 +17,7 @@ func (s *PGStore) PutRestore(ctx context.Context, r core.RestoreRecord) error {
 		return core.Errorf(core.KindInvalid, "a restore record needs a workspace, an export and a time")
 	}
 	return s.write(ctx, "put restore of "+r.WorkspaceID, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, pgSQL(qPutRestore), r.WorkspaceID, r.ExportID, nanos(r.CreatedAt))
+		_, err := tx.Exec(ctx, pgSQL(qPutRestore), r.WorkspaceID, r.ExportID, nanos(r.CreatedAt), r.Method)
 		return err
 	})
 }
@@ -28,7 +28,7 @@ func (s *PGStore) GetRestore(ctx context.Context, workspaceID string) (core.Rest
 		r       core.RestoreRecord
 		created sql.NullInt64
 	)
-	err := s.pool.QueryRow(ctx, pgSQL(qGetRestore), workspaceID).Scan(&r.WorkspaceID, &r.ExportID, &created)
+	err := s.pool.QueryRow(ctx, pgSQL(qGetRestore), workspaceID).Scan(&r.WorkspaceID, &r.ExportID, &created, &r.Method)
 	if isNoRows(err) {
 		return r, notFound("restore of workspace", workspaceID)
 	}

@@ -9,9 +9,9 @@ import (
 )
 
 const (
-	qPutRestore = `INSERT INTO restores (workspace_id, export_id, created_at) VALUES (?, ?, ?)
-		ON CONFLICT (workspace_id) DO UPDATE SET export_id = excluded.export_id`
-	qGetRestore = `SELECT workspace_id, export_id, created_at FROM restores WHERE workspace_id = ?`
+	qPutRestore = `INSERT INTO restores (workspace_id, export_id, created_at, method) VALUES (?, ?, ?, ?)
+		ON CONFLICT (workspace_id) DO UPDATE SET export_id = excluded.export_id, method = excluded.method`
+	qGetRestore = `SELECT workspace_id, export_id, created_at, method FROM restores WHERE workspace_id = ?`
 )
 
 var _ core.RestoreStore = (*Store)(nil)
@@ -22,7 +22,7 @@ func (s *Store) PutRestore(ctx context.Context, r core.RestoreRecord) error {
 		return core.Errorf(core.KindInvalid, "a restore record needs a workspace, an export and a time")
 	}
 	return s.write(ctx, "put restore of "+r.WorkspaceID, func(t txn) error {
-		_, err := t.exec(qPutRestore, r.WorkspaceID, r.ExportID, nanos(r.CreatedAt))
+		_, err := t.exec(qPutRestore, r.WorkspaceID, r.ExportID, nanos(r.CreatedAt), r.Method)
 		return err
 	})
 }
@@ -32,7 +32,7 @@ func (s *Store) GetRestore(ctx context.Context, workspaceID string) (core.Restor
 	var r core.RestoreRecord
 	err := s.read(ctx, "get restore of "+workspaceID, func(t txn) error {
 		var created sql.NullInt64
-		err := t.queryRow(qGetRestore, workspaceID).Scan(&r.WorkspaceID, &r.ExportID, &created)
+		err := t.queryRow(qGetRestore, workspaceID).Scan(&r.WorkspaceID, &r.ExportID, &created, &r.Method)
 		if errors.Is(err, sql.ErrNoRows) {
 			return notFound("restore of workspace", workspaceID)
 		}

@@ -11,7 +11,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -21,10 +20,11 @@ import (
 	"github.com/canvasapp/companion/agentclient"
 	"github.com/canvasapp/companion/core"
 	"github.com/canvasapp/companion/exports"
+	"github.com/canvasapp/companion/internal/agenterr"
 )
 
-// DefaultArchivePath is the directory archived when Exporter.ArchivePath
-// is empty: the workspace directory of the agent-server image.
+// DefaultArchivePath is the directory archived when the job names none:
+// the workspace directory of the agent-server image.
 const DefaultArchivePath = "/workspace"
 
 // Archive file names inside an export.
@@ -43,8 +43,6 @@ type Exporter struct {
 	// HTTP is the client for the box; nil means one with no overall
 	// timeout (archives take long; the context bounds them).
 	HTTP *http.Client
-	// ArchivePath is the absolute directory in the box to archive.
-	ArchivePath string
 	// Staged, when set, is called after each file is staged into an
 	// export (test-only: the e2e crash and hold points); nil in production.
 	Staged func(job core.ExportJob)
@@ -78,7 +76,7 @@ func (x *Exporter) RemoveStaging(ctx context.Context, f core.StagingFiles) (int6
 // location, a read-back mismatch) is not.
 func (x *Exporter) Export(ctx context.Context, job core.ExportJob, progress func(core.ExportProgress)) (core.ExportResult, error) {
 	res, err := x.export(ctx, job, progress)
-	return res, classify(err)
+	return res, agenterr.Classify(err)
 }
 
 // VerifyExport re-reads a committed export and checks every file against
@@ -86,19 +84,6 @@ func (x *Exporter) Export(ctx context.Context, job core.ExportJob, progress func
 func (x *Exporter) VerifyExport(ctx context.Context, dir string) error {
 	_, err := exports.VerifyDir(dir)
 	return err
-}
-
-// classify makes retryable agent-server failures transient for core.
-func classify(err error) error {
-	var ae *agentclient.Error
-	if err == nil || !errors.As(err, &ae) || ae.Class != agentclient.ClassRetryable {
-		return err
-	}
-	kind := core.KindUnavailable
-	if ae.Status == http.StatusTooManyRequests {
-		kind = core.KindRateLimited
-	}
-	return &core.Error{Kind: kind, Message: err.Error(), RetryAfter: ae.RetryAfter, Err: err}
 }
 
 func (x *Exporter) export(ctx context.Context, job core.ExportJob, progress func(core.ExportProgress)) (core.ExportResult, error) {
@@ -130,7 +115,6 @@ func (x *Exporter) export(ctx context.Context, job core.ExportJob, progress func
 			x.Staged(job)
 		}
 	}
-	nothing := false
 	for i, conv := range convs {
 		c.step = fmt.Sprintf("trajectory %d of %d", i+1, len(convs))
 		d, err := cl.DownloadTrajectory(ctx, conv.ID)
@@ -144,36 +128,17 @@ func (x *Exporter) export(ctx context.Context, job core.ExportJob, progress func
 		}
 		staged()
 	}
-	formats := []string{agentclient.FormatTarGz}
+	root := job.ArchivePath
+	if root == "" {
+		root = DefaultArchivePath
+	}
+	ws, err := x.captureWorkspace(ctx, cl, e, root, c)
+	if err != nil {
+		return core.ExportResult{}, err
+	}
+	staged()
 	if job.GitDelta {
-		formats = append(formats, agentclient.FormatGitDelta)
-	}
-	path := x.ArchivePath
-	if path == "" {
-		path = DefaultArchivePath
-	}
-	for _, f := range formats {
-		c.step = "archive " + f
-		a, err := cl.Archive(ctx, agentclient.ArchiveRequest{Path: path, Format: f})
-		if errors.Is(err, agentclient.ErrNothingToArchive) {
-			// Nothing there to lose: the export holds the trajectories.
-			nothing = nothing || f == agentclient.FormatTarGz
-			continue
-		}
-		if err != nil {
-			return core.ExportResult{}, fmt.Errorf("export: %s archive of %s: %w", f, path, err)
-		}
-		name := ArchiveName
-		if f == agentclient.FormatGitDelta {
-			name = GitDeltaName
-		}
-		_, err = e.Add(exports.File{Name: name, Kind: exports.KindArchive, Format: f, BaseCommit: a.Meta.BaseCommit,
-			BaseRef: a.Meta.BaseRef, HeadCommit: a.Meta.HeadCommit, Branch: a.Meta.Branch, Remote: a.Meta.RepoRemote,
-			RepoRoot: a.Meta.RepoRoot}, c.wrap(a.Body))
-		a.Body.Close()
-		if err != nil {
-			return core.ExportResult{}, err
-		}
+		x.addGitDelta(ctx, cl, e, root, c)
 		staged()
 	}
 	if job.Snapshot != nil {
@@ -197,17 +162,17 @@ func (x *Exporter) export(ctx context.Context, job core.ExportJob, progress func
 		return core.ExportResult{}, err
 	}
 	done = true
-	res := core.ExportResult{Dir: dir, Bytes: m.Bytes, Files: make([]core.ExportFile, 0, len(m.Files)+1), NothingToArchive: nothing}
+	res := core.ExportResult{Dir: dir, Bytes: m.Bytes, Files: make([]core.ExportFile, 0, len(m.Files)+1), NothingToArchive: ws.nothing}
 	for _, f := range m.Files {
 		res.Files = append(res.Files, core.ExportFile{Name: f.Name, Kind: f.Kind, ConversationID: f.ConversationID,
-			Format: f.Format, Bytes: f.Bytes, SHA256: f.SHA256})
+			Format: f.Format, Bytes: f.Bytes, SHA256: f.SHA256, Root: f.Root, Entries: f.Entries, ContentBytes: f.ContentBytes})
 		if f.Kind == exports.KindArchive && f.Format == agentclient.FormatTarGz {
 			res.ArchiveSHA256 = f.SHA256
 		}
 	}
 	// The manifest is part of the export and downloadable like the rest.
 	if st, sum, err := hashFile(filepath.Join(dir, exports.ManifestName)); err == nil {
-		res.Files = append(res.Files, core.ExportFile{Name: exports.ManifestName, Kind: "manifest", Bytes: st, SHA256: sum})
+		res.Files = append(res.Files, core.ExportFile{Name: exports.ManifestName, Kind: core.ExportKindManifest, Bytes: st, SHA256: sum})
 	}
 	return res, nil
 }
@@ -255,4 +220,28 @@ func hashFile(p string) (int64, string, error) {
 	h := sha256.New()
 	n, err := io.Copy(h, f)
 	return n, hex.EncodeToString(h.Sum(nil)), err
+}
+
+// addGitDelta adds the compact git-delta archive of root. It is an extra
+// beside the tar.gz, which holds everything: when the agent-server cannot
+// make it (no repository, two of them, a git failure), the manifest says
+// why and the export goes on.
+func (x *Exporter) addGitDelta(ctx context.Context, cl *agentclient.Client, e *exports.Export, root string, c *counter) {
+	c.step = "archive git-delta"
+	a, err := cl.Archive(ctx, agentclient.ArchiveRequest{Path: root, Format: agentclient.FormatGitDelta})
+	if err != nil {
+		e.Note(fmt.Sprintf("no git-delta: %s", err))
+		return
+	}
+	defer a.Body.Close()
+	base := "empty tree"
+	if a.Meta.BaseCommit != "" {
+		base = "commit"
+	}
+	_, err = e.Add(exports.File{Name: GitDeltaName, Kind: exports.KindArchive, Format: agentclient.FormatGitDelta,
+		Base: base, BaseCommit: a.Meta.BaseCommit, BaseRef: a.Meta.BaseRef, HeadCommit: a.Meta.HeadCommit,
+		Branch: a.Meta.Branch, Remote: a.Meta.RepoRemote, RepoRoot: a.Meta.RepoRoot}, c.wrap(a.Body))
+	if err != nil {
+		e.Note(fmt.Sprintf("no git-delta: %s", err))
+	}
 }

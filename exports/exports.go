@@ -85,6 +85,16 @@ type File struct {
 	Format string `json:"format,omitempty"`
 	Bytes  int64  `json:"bytes"`
 	SHA256 string `json:"sha256"`
+	// Root is, for the tar.gz archive, the box directory its top
+	// directory stands for; Entries and ContentBytes count the regular
+	// files it holds and their bytes (see package wsarchive).
+	Root         string `json:"root,omitempty"`
+	Entries      int64  `json:"entries,omitempty"`
+	ContentBytes int64  `json:"content_bytes,omitempty"`
+	// Base is, for the git-delta, what the patch applies to: "commit"
+	// (BaseCommit, resolved from BaseRef) or "empty tree" (a repository
+	// with no base: apply it to an empty repository).
+	Base string `json:"base,omitempty"`
 	// Repository facts the archive's headers carried.
 	BaseCommit string `json:"base_commit,omitempty"`
 	BaseRef    string `json:"base_ref,omitempty"`
@@ -106,13 +116,52 @@ type Manifest struct {
 	// BaseCommit, Branch and Remote repeat the archive's repository facts
 	// (the first archive that carried each), for a reader of the manifest
 	// alone.
-	BaseCommit string    `json:"base_commit,omitempty"`
-	Branch     string    `json:"branch,omitempty"`
-	Remote     string    `json:"remote,omitempty"`
+	BaseCommit string `json:"base_commit,omitempty"`
+	Branch     string `json:"branch,omitempty"`
+	Remote     string `json:"remote,omitempty"`
+	// Workspace says how the workspace archive was captured.
+	Workspace *Capture `json:"workspace,omitempty"`
+	// Notes say what the export could not do that did not fail it (a
+	// git-delta the agent-server could not make, say).
+	Notes      []string  `json:"notes,omitempty"`
 	Verified   bool      `json:"verified"`
 	VerifiedAt time.Time `json:"verified_at"`
 	// Bytes is the sum of the files' sizes.
 	Bytes int64 `json:"bytes"`
+}
+
+// Capture says how an export's workspace archive was made.
+type Capture struct {
+	// Path is the box directory archived.
+	Path string `json:"path"`
+	// NarrowedTo is the repository the agent-server narrowed its archive
+	// of Path to; companion then captured the rest of Path itself (Parts)
+	// and re-packed everything into one archive rooted at Path.
+	NarrowedTo string `json:"narrowed_to,omitempty"`
+	// Parts are the requests the archive was made of, in order.
+	Parts []Part `json:"parts"`
+	// Skipped are entries seen and not captured (symbolic links, special
+	// files, entries gone before they were read), with why.
+	Skipped []Skipped `json:"skipped,omitempty"`
+	// Excluded names what the agent-server never puts in an archive.
+	Excluded []string `json:"excluded"`
+}
+
+// Part is one request that captured part of the workspace.
+type Part struct {
+	Path string `json:"path"`
+	// Via is "archive" (GET /api/file/archive) or "download" (GET
+	// /api/file/download, a single file).
+	Via string `json:"via"`
+	// RepoRoot is the repository the agent-server narrowed an archive to.
+	RepoRoot string `json:"repo_root,omitempty"`
+}
+
+// Skipped is an entry of the workspace an export does not hold.
+type Skipped struct {
+	Path string `json:"path"`
+	Type string `json:"type"`
+	Why  string `json:"why"`
 }
 
 // Writer creates exports under Root, which must exist (see ErrMissing).
@@ -201,6 +250,43 @@ func (w *Writer) BeginRecord(workspaceID, boxID, record string) (*Export, error)
 // ID is the export's id (its directory name).
 func (e *Export) ID() string { return e.m.ID }
 
+// scratchPrefix names the scratch files of an export; Commit removes any
+// left.
+const scratchPrefix = ".scratch-"
+
+// Scratch creates a temporary file in the export's staging directory,
+// on the export's own disk, for data that must be written before it can
+// be added (an index built while an archive streams). The caller removes
+// it; Commit and Abort remove what is left.
+func (e *Export) Scratch() (*os.File, error) {
+	if e.done {
+		return nil, errors.New("export: already finished")
+	}
+	f, err := os.CreateTemp(e.staging, scratchPrefix+"*")
+	if err != nil {
+		return nil, classify(fmt.Errorf("export: scratch file: %w", err))
+	}
+	return f, nil
+}
+
+// Note adds a note to the manifest.
+func (e *Export) Note(s string) { e.m.Notes = append(e.m.Notes, s) }
+
+// Describe sets how the workspace archive was captured, for the manifest.
+func (e *Export) Describe(c Capture) { e.m.Workspace = &c }
+
+// Annotate changes the description of an added file (not its name,
+// bytes or hash), for facts learnt only once it was written.
+func (e *Export) Annotate(name string, fn func(f *File)) {
+	for i := range e.m.Files {
+		if e.m.Files[i].Name == name {
+			n, b, h := e.m.Files[i].Name, e.m.Files[i].Bytes, e.m.Files[i].SHA256
+			fn(&e.m.Files[i])
+			e.m.Files[i].Name, e.m.Files[i].Bytes, e.m.Files[i].SHA256 = n, b, h
+		}
+	}
+}
+
 // Add streams r into the export as f.Name, hashing it on the way, and
 // records f (with Bytes and SHA256 filled in). On error the export is
 // aborted.
@@ -242,6 +328,11 @@ func (e *Export) Add(f File, r io.Reader) (File, error) {
 func (e *Export) Commit() (Manifest, string, error) {
 	if e.done {
 		return Manifest{}, "", errors.New("export: already finished")
+	}
+	if scratch, _ := filepath.Glob(filepath.Join(e.staging, scratchPrefix+"*")); len(scratch) > 0 {
+		for _, p := range scratch {
+			os.Remove(p)
+		}
 	}
 	// Each file was read back after it was made durable (writeFile); what
 	// is left to check is that its name still holds those bytes.

@@ -44,13 +44,18 @@ type DeleteExportPlan struct {
 	// ArchivePath is the directory in the box that is archived.
 	ArchivePath string `json:"archive_path"`
 	// Wake is true when the box must be woken for the export.
-	Wake     bool   `json:"wake"`
+	Wake bool `json:"wake"`
+	// Snapshot is true when the export holds the provider's snapshot of
+	// the box besides the agent-server's files.
+	Snapshot bool   `json:"snapshot"`
 	Location string `json:"location,omitempty"`
+	// NeverArchived names what no export holds.
+	NeverArchived []string `json:"never_archived"`
 }
 
 func toWireExportPlan(p core.DeleteExportPlan) *DeleteExportPlan {
 	out := &DeleteExportPlan{Will: p.Will, Why: p.Why, Mode: string(p.Mode), Captures: p.Captures, Format: p.Format,
-		ArchivePath: p.ArchivePath, Wake: p.Wake, Location: p.Location}
+		ArchivePath: p.ArchivePath, Wake: p.Wake, Snapshot: p.Snapshot, Location: p.Location, NeverArchived: core.NeverArchived()}
 	if out.Captures == nil {
 		out.Captures = []string{}
 	}

@@ -34,6 +34,7 @@ func (s *Server) routes(rt *router) {
 	rt.handle("GET /v1/exports/{id}", s.getExport)
 	rt.handle("GET /v1/exports/{id}/files/{name}", s.downloadExportFile)
 	rt.handle("POST /v1/exports/{id}/restore", s.restoreExport)
+	rt.handle("GET /v1/exports/{id}/restore-preview", s.previewRestore)
 	s.retentionRoutes(rt)
 	if s.cfg.Modules != nil {
 		rt.handle("POST /v1/providers/inspect", adminOnly(s.inspectModule))

@@ -24,8 +24,13 @@ type ExportFile struct {
 // Export is one export record as front ends see it. The directory on disk
 // is not shown: in serve mode it is the server's.
 type Export struct {
-	ID            string       `json:"id"`
-	WorkspaceID   string       `json:"workspace_id"`
+	ID          string `json:"id"`
+	WorkspaceID string `json:"workspace_id"`
+	// WorkspaceName, Provider and AccountID say what it was an export of
+	// (as the workspace was when it began; null for older exports).
+	WorkspaceName *string      `json:"workspace_name"`
+	Provider      *string      `json:"provider"`
+	AccountID     *string      `json:"account_id"`
 	CreatedAt     time.Time    `json:"created_at"`
 	UpdatedAt     time.Time    `json:"updated_at"`
 	State         string       `json:"state"`
@@ -34,7 +39,8 @@ type Export struct {
 	ArchiveSHA256 *string      `json:"archive_sha256"`
 	Error         *string      `json:"error"`
 	Files         []ExportFile `json:"files"`
-	// Restorable says POST /v1/exports/{id}/restore can bring it back.
+	// Restorable says POST /v1/exports/{id}/restore can bring it back
+	// (into which account: GET /v1/exports/{id}/restore-preview).
 	Restorable bool `json:"restorable"`
 }
 
@@ -46,7 +52,8 @@ func strPtr(s string) *string {
 }
 
 func toWireExport(e core.ExportRecord) Export {
-	out := Export{ID: e.ID, WorkspaceID: e.WorkspaceID, CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt, State: e.State,
+	out := Export{ID: e.ID, WorkspaceID: e.WorkspaceID, WorkspaceName: strPtr(e.WorkspaceName), Provider: strPtr(e.Provider),
+		AccountID: strPtr(e.AccountID), CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt, State: e.State,
 		Verified: e.Verified, Bytes: e.Bytes, ArchiveSHA256: strPtr(e.ArchiveSHA256), Error: strPtr(e.Error),
 		Files: make([]ExportFile, 0, len(e.Files)), Restorable: e.Restorable()}
 	for _, f := range e.Files {

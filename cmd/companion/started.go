@@ -8,6 +8,7 @@ import (
 	"github.com/canvasapp/companion/core"
 	"github.com/canvasapp/companion/exportrun"
 	"github.com/canvasapp/companion/providers/wasm"
+	"github.com/canvasapp/companion/restorerun"
 	uibridge "github.com/canvasapp/companion/ui-bridge"
 )
 
@@ -58,7 +59,7 @@ func (a *started) open(ctx context.Context, m mode, f *serverFlags, log *slog.Lo
 	}
 	users := f.login.users(store)
 	a.svc, err = core.NewService(ctx, core.Config{Store: store, Providers: &a.registry, Secrets: keys, Logger: log, DeferLoad: true,
-		Exporter: a.exporter, ScheduledDeletion: m == modeServe, OwnersExist: ownersExist(users),
+		Exporter: a.exporter, Restorer: &restorerun.Restorer{HTTP: wasm.EndpointClient()}, ScheduledDeletion: m == modeServe, OwnersExist: ownersExist(users),
 		ExportLocation: exportLocation, ExportBudget: f.exportBudget, StepHook: hook, LeaseTTL: f.leaseTTL})
 	if err != nil {
 		return err

@@ -1,4 +1,4 @@
--- The schema and rows that migrations 0001 to 0010 leave in a new
+-- The schema and rows that migrations 0001 to 0011 leave in a new
 -- database, as one script (see schema.go). Generated: do not edit; run
 -- go test ./db -run TestSchemaSnapshot -update
 
@@ -122,7 +122,7 @@ CREATE TABLE exports (
 	archive_sha256 TEXT NOT NULL,
 	verified       INTEGER NOT NULL CHECK (verified = (state = 'verified')),
 	error          TEXT NOT NULL
-) STRICT;
+, workspace_name TEXT NOT NULL DEFAULT '', provider TEXT NOT NULL DEFAULT '', account_id TEXT NOT NULL DEFAULT '') STRICT;
 
 CREATE INDEX exports_workspace ON exports (workspace_id, created_at);
 
@@ -139,7 +139,7 @@ CREATE TABLE restores (
 	workspace_id TEXT PRIMARY KEY,
 	export_id    TEXT NOT NULL,
 	created_at   INTEGER NOT NULL
-) STRICT;
+, method TEXT NOT NULL DEFAULT '') STRICT;
 
 CREATE TABLE retention_policies (
 	account_id  TEXT PRIMARY KEY REFERENCES accounts (id) ON DELETE CASCADE,
@@ -218,6 +218,8 @@ CREATE TABLE login_known (
 );
 
 CREATE INDEX login_known_until ON login_known (until);
+
+CREATE INDEX exports_owner ON exports (owner, created_at);
 
 INSERT INTO meta (key, value) VALUES ('audit_head', 0);
 INSERT INTO meta (key, value) VALUES ('floor', 0);
