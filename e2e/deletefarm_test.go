@@ -377,6 +377,7 @@ type deletePreview struct {
 		Format      string   `json:"format"`
 		ArchivePath string   `json:"archive_path"`
 		Wake        bool     `json:"wake"`
+		Snapshot    bool     `json:"snapshot"`
 		Location    string   `json:"location"`
 	} `json:"export"`
 }

@@ -16,7 +16,8 @@ import (
 // Builder writes an archive of the shape Read reads, member by member,
 // and the index of what it wrote. Its members are added in any order
 // the caller likes, each path once; a file's parents need not have been
-// added (the archive holds the directories the caller adds).
+// added (the archive holds the directories the caller adds). After an
+// error the archive is spoilt: abandon it.
 type Builder struct {
 	gz    *gzip.Writer
 	tw    *tar.Writer
