@@ -119,7 +119,7 @@ func Read(r io.Reader, fn func(Member) error) (Summary, error) {
 			err = fn(Member{Rel: rel, Header: hdr, Body: bytes.NewReader(nil)})
 			hdr, err = next(tr, err)
 			continue
-		case tar.TypeReg, tar.TypeRegA:
+		case tar.TypeReg:
 		default:
 			return sum, fmt.Errorf("archive: member %q is of type %q: only directories and regular files are expected", hdr.Name, hdr.Typeflag)
 		}
