@@ -100,6 +100,11 @@ type ExportStore interface {
 	GetExport(ctx context.Context, id string) (ExportRecord, error)
 	// ListExports returns a workspace's records, newest first.
 	ListExports(ctx context.Context, workspaceID string) ([]ExportRecord, error)
+	// ListOwnerExports returns owner's records newest first (created_at,
+	// then id, descending), at most limit (> 0): from the newest when
+	// before is "", else those older than the record before names. A
+	// before that is not one of owner's records is KindInvalid.
+	ListOwnerExports(ctx context.Context, owner, before string, limit int) ([]ExportRecord, error)
 	// FailUnfinishedExports marks every running record failed with
 	// reason and returns how many it changed.
 	FailUnfinishedExports(ctx context.Context, reason string, now time.Time) (int, error)

@@ -21,6 +21,17 @@ const (
 	qListExports = `SELECT ` + exportCols + ` FROM exports WHERE workspace_id = ? ORDER BY created_at DESC, id DESC`
 	qFailExports = `UPDATE exports SET state = 'failed', verified = 0, error = ?, updated_at = ? WHERE state = 'running'`
 	qGiveExports = `UPDATE exports SET owner = ? WHERE workspace_id = ? AND owner = ?`
+
+	// One owner's records, newest first, on the exports_owner index
+	// (owner, created_at): the first page, and the page older than a
+	// record (its created_at and id, read by qExportCursor). The
+	// created_at <= bound is what lets the index range start at the
+	// cursor; the OR breaks ties between records made in the same
+	// nanosecond by id, like the ORDER BY.
+	qOwnerExports       = `SELECT ` + exportCols + ` FROM exports WHERE owner = ? ORDER BY created_at DESC, id DESC LIMIT ?`
+	qOwnerExportsBefore = `SELECT ` + exportCols + ` FROM exports WHERE owner = ? AND created_at <= ? AND (created_at < ? OR id < ?)
+		ORDER BY created_at DESC, id DESC LIMIT ?`
+	qExportCursor = `SELECT created_at FROM exports WHERE id = ? AND owner = ?`
 )
 
 // PutExport inserts or updates an export record. A verified record must
@@ -99,6 +110,60 @@ func (s *Store) ListExports(ctx context.Context, workspaceID string) ([]core.Exp
 		return rows.Err()
 	})
 	return out, err
+}
+
+// ListOwnerExports returns owner's export records newest first
+// (created_at, then id, descending), at most limit of them: from the
+// newest when before is "", else those older than the record before
+// names, which must be one of owner's.
+func (s *Store) ListOwnerExports(ctx context.Context, owner, before string, limit int) ([]core.ExportRecord, error) {
+	if err := checkOwnerPage(limit); err != nil {
+		return nil, err
+	}
+	out := []core.ExportRecord{}
+	err := s.read(ctx, "list the exports of "+owner, func(t txn) error {
+		var rows *sql.Rows
+		var err error
+		if before == "" {
+			rows, err = t.query(qOwnerExports, owner, limit)
+		} else {
+			var at int64
+			if err := t.queryRow(qExportCursor, before, owner).Scan(&at); errors.Is(err, sql.ErrNoRows) {
+				return badCursor(before)
+			} else if err != nil {
+				return err
+			}
+			rows, err = t.query(qOwnerExportsBefore, owner, at, at, before, limit)
+		}
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			e, err := scanExport(rows)
+			if err != nil {
+				return err
+			}
+			out = append(out, e)
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
+// checkOwnerPage refuses a page size ListOwnerExports cannot serve.
+func checkOwnerPage(limit int) error {
+	if limit <= 0 {
+		return core.Errorf(core.KindInvalid, "a page of exports needs a positive limit, not %d", limit)
+	}
+	return nil
+}
+
+// badCursor is the error of a before that names none of the owner's
+// exports (exports are never removed, so a cursor this store gave stays
+// good).
+func badCursor(before string) error {
+	return core.Errorf(core.KindInvalid, "before %q is not one of your exports: start from the newest (no before) and pass on the next_before each page gives", before)
 }
 
 // FailUnfinishedExports marks every running export failed with reason.

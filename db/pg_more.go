@@ -132,6 +132,43 @@ func (s *PGStore) ListExports(ctx context.Context, workspaceID string) ([]core.E
 	return out, nil
 }
 
+// ListOwnerExports returns owner's export records newest first; see
+// Store.ListOwnerExports. The cursor's time and the page are read in one
+// snapshot.
+func (s *PGStore) ListOwnerExports(ctx context.Context, owner, before string, limit int) ([]core.ExportRecord, error) {
+	if err := checkOwnerPage(limit); err != nil {
+		return nil, err
+	}
+	var out []core.ExportRecord
+	err := s.read(ctx, "list the exports of "+owner, func(tx pgx.Tx) error {
+		var rows pgx.Rows
+		var err error
+		if before == "" {
+			rows, err = tx.Query(ctx, pgq().ownerExports, owner, limit)
+		} else {
+			var at int64
+			if err := tx.QueryRow(ctx, pgText(qExportCursor), before, owner).Scan(&at); isNoRows(err) {
+				return badCursor(before)
+			} else if err != nil {
+				return err
+			}
+			rows, err = tx.Query(ctx, pgq().ownerExportsBefore, owner, at, at, before, limit)
+		}
+		if err != nil {
+			return err
+		}
+		out, err = pgScanAll(rows, scanExport)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if out == nil {
+		out = []core.ExportRecord{}
+	}
+	return out, nil
+}
+
 // FailUnfinishedExports marks every running export failed with reason.
 func (s *PGStore) FailUnfinishedExports(ctx context.Context, reason string, now time.Time) (int, error) {
 	var n int64

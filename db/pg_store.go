@@ -28,13 +28,18 @@ var (
 // PostgreSQL included.
 type pgQueries struct {
 	listExports            string // ties in byte order, as SQLite
+	ownerExports           string // qOwnerExports, ties in byte order
+	ownerExportsBefore     string // qOwnerExportsBefore, ties in byte order
 	saveOne, saveReleasing string // pgSaveOne and pgSaveReleasing
 }
 
 var pgq = sync.OnceValue(func() *pgQueries {
 	saveOne := pgSaveOne()
 	return &pgQueries{
-		listExports:   pgSQL(strings.Replace(qListExports, "id DESC", `id COLLATE "C" DESC`, 1)),
+		listExports:  pgSQL(strings.Replace(qListExports, "id DESC", `id COLLATE "C" DESC`, 1)),
+		ownerExports: pgSQL(strings.Replace(qOwnerExports, "id DESC", `id COLLATE "C" DESC`, 1)),
+		ownerExportsBefore: pgSQL(strings.NewReplacer("id DESC", `id COLLATE "C" DESC`,
+			"id < ?", `id COLLATE "C" < ?`).Replace(qOwnerExportsBefore)),
 		saveOne:       saveOne,
 		saveReleasing: pgSaveReleasing(saveOne),
 	}

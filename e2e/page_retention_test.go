@@ -12,9 +12,10 @@ import (
 // its exact values was shown (changing a value disables Save again); once
 // saved, the paused workspace shows its delete_after, the retention
 // warning notice appears, and the totals footer prices the stored bytes.
-// An export of a Docker workspace offers Restore, which brings it back as a
-// new workspace that appears in the table. The audit view shows the
-// restore and the retention entries.
+// An export of a Docker workspace offers Restore, whose dialog shows the
+// preview and, confirmed, brings it back as a new workspace that appears
+// in the table. The audit view shows the restore and the retention
+// entries.
 func TestPageRetentionAndRestore(t *testing.T) {
 	image, scope := boxImage(t), dockerScope(t)
 	p := start(t, options{mode: "serve", dataDir: t.TempDir(), args: []string{"--listen", "127.0.0.1:0", "--docker-image", image,
@@ -73,6 +74,8 @@ func TestPageRetentionAndRestore(t *testing.T) {
 	tb.click("#x-start")
 	tb.waitJS("a restorable export", `document.querySelector('#exports-table button[data-action="restore"]')`, 3*time.Minute)
 	tb.click(`#exports-table button[data-action="restore"]`)
+	tb.waitJS("the restore preview", `document.querySelector("#restore-dialog").open && !document.querySelector("#rd-confirm").disabled`, 30*time.Second)
+	tb.click("#rd-confirm")
 	restored := p.workspaceNamed("keeper (restored)")
 	tb.waitJS("the restored workspace running", stateIs(restored, "running"), 3*time.Minute)
 

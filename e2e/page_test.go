@@ -19,7 +19,7 @@ import (
 
 // probed are the routes the page feature-detects (later companions add
 // them); their 404 or 405 is the expected answer here, not a failure.
-var probed = []string{"/v1/me", "/retention", "/v1/providers/inspect", "/restore"}
+var probed = []string{"/v1/me", "/retention", "/v1/providers/inspect"}
 
 // hostileName must render as text and run nothing.
 const hostileName = "<img src=x onerror=alert(1)>"

@@ -31,6 +31,7 @@ func (s *Server) routes(rt *router) {
 	rt.handle("GET /v1/audit", s.listAudit)
 	rt.handle("POST /v1/workspaces/{id}/export", s.startExport)
 	rt.handle("GET /v1/workspaces/{id}/exports", s.listExports)
+	rt.handle("GET /v1/exports", s.listGoneExports)
 	rt.handle("GET /v1/exports/{id}", s.getExport)
 	rt.handle("GET /v1/exports/{id}/files/{name}", s.downloadExportFile)
 	rt.handle("POST /v1/exports/{id}/restore", s.restoreExport)

@@ -89,6 +89,9 @@
  * @typedef {object} Export
  * @property {string} id
  * @property {string} workspace_id
+ * @property {string|null} workspace_name what it is an export of, as the workspace was when it began (null on older exports)
+ * @property {string|null} provider
+ * @property {string|null} account_id
  * @property {string} created_at
  * @property {string} updated_at
  * @property {"running"|"verified"|"failed"|string} state
@@ -97,6 +100,7 @@
  * @property {string|null} archive_sha256
  * @property {string|null} error
  * @property {ExportFile[]} files
+ * @property {boolean} restorable
  */
 
 /**
@@ -821,6 +825,17 @@ export class CompanionClient {
   /** GET /v1/workspaces/{id}/exports, newest first. @param {string} workspaceId @returns {Promise<Export[]>} */
   async listExports(workspaceId) {
     return (await this.request("GET", `/v1/workspaces/${seg(workspaceId)}/exports`)).exports;
+  }
+
+  /**
+   * GET /v1/exports?gone=true: your exports whose workspace no longer
+   * exists, newest first. A page may be short (even empty) while
+   * next_before is set: pass it as before for the next page.
+   * @param {{before?: string, limit?: number}} [opts]
+   * @returns {Promise<{exports: Export[], next_before: string|null}>}
+   */
+  listGoneExports(opts = {}) {
+    return this.request("GET", "/v1/exports", { query: { gone: "true", before: opts.before, limit: opts.limit } });
   }
 
   /** GET /v1/exports/{id}. @param {string} id @returns {Promise<Export>} */

@@ -7,6 +7,8 @@ import { $, clear, el } from "./dom.js";
 import { Api, ApiError } from "./api.js";
 import { Stream } from "./stream.js";
 import { WorkspaceTable } from "./table.js";
+import { GoneList } from "./gone.js";
+import { RestoreDialog } from "./restore.js";
 import { bytes, when } from "./format.js";
 
 const tokenKey = "companion.token";
@@ -108,11 +110,13 @@ const stream = new Stream(() => api.url("v1/ws"), () => token, {
     auditSoon();
     if (exportsOf && m.workspace.id === exportsOf.id) exportsChanged(m.workspace);
     deleteProgress(m.workspace);
+    restoreDialog.workspaceChanged(m.workspace);
   },
   remove(m) {
     if (deleting === m.id) deleteDone();
     table.remove(m.id);
     auditSoon();
+    gone.refreshSoon(); // its exports are now a deleted workspace's
   },
   account(m) {
     accounts.set(m.account.id, m.account);
@@ -238,15 +242,24 @@ function deleteProgress(w) {
   }
 }
 function deleteDone() {
-  $("dd-progress").textContent = "Deleted. The export is listed under the workspace's exports.";
+  $("dd-progress").textContent = "Deleted. Its exports are listed under Deleted workspaces.";
   deleting = null;
 }
+
+// ---- restore, and the exports of deleted workspaces ----------------------
+
+const restoreDialog = new RestoreDialog({
+  api,
+  accounts: () => accounts.values(),
+  current: (id) => table.get(id),
+  started: () => { gone.refreshSoon(); auditSoon(); },
+});
+const gone = new GoneList({ api, run, restore: (x) => restoreDialog.open(x) });
 
 // ---- exports -------------------------------------------------------------
 
 let exportsOf = null;
 let lastProgress = "";
-let restoreOn = null; // unknown until an export is listed
 
 async function openExports(w) {
   exportsOf = w;
@@ -271,18 +284,13 @@ async function loadExports() {
   const data = await run(() => api.call("GET", `v1/workspaces/${encodeURIComponent(id)}/exports`));
   if (!data || !exportsOf || exportsOf.id !== id) return;
   const list = data.exports || [];
-  if (restoreOn === null && list.length) {
-    // Restore is a later addition: a GET on its route answers 405 when
-    // this companion has it.
-    restoreOn = await api.call("GET", `v1/exports/${encodeURIComponent(list[0].id)}/restore`).then(() => false, (e) => e.status === 405);
-  }
   const body = $("exports-table").tBodies[0];
   clear(body);
   for (const x of list) {
     const files = el("td", {});
-    if (restoreOn && x.verified && x.restorable) { // restorable: the export holds a snapshot
+    if (x.verified && x.restorable) { // it holds a workspace archive or a box snapshot
       files.append(el("button", { type: "button", "data-action": "restore", "aria-label": `Restore export ${x.id}`,
-        onclick: () => run(() => api.call("POST", `v1/exports/${encodeURIComponent(x.id)}/restore`, {})) }, "Restore"));
+        onclick: () => restoreDialog.open(x) }, "Restore"));
     }
     for (const f of x.files || []) {
       files.append(el("button", { type: "button", "data-file": f.name, "aria-label": `Download ${f.name} (${bytes(f.bytes)})`,
@@ -740,6 +748,7 @@ let sideLoaded = false;
 function refreshSideData() {
   loadProviders();
   loadAudit(false);
+  gone.load(false);
   loadSession(); // the user may have signed in again
   if (!sideLoaded) {
     sideLoaded = true;

@@ -73,6 +73,11 @@ test("a workspace's agent, its export, the export's files and the audit trail", 
   const after = await c.listExports(w.id);
   assert.ok(after.some((e) => e.id === started.id), "the person's export is still listed");
   assert.ok(after.some((e) => e.id !== started.id && e.state === "verified"), "the delete exported first");
+  // ... and are listed among the exports of deleted workspaces.
+  const gone = await c.listGoneExports({ limit: 500 });
+  const mine = gone.exports.find((e) => e.id === started.id);
+  assert.ok(mine, "the export is listed as a deleted workspace's");
+  assert.equal(mine.workspace_name, "js export");
 });
 
 test("removing an unknown account or module is refused with the server's code", async () => {
