@@ -15,7 +15,6 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
-	"strconv"
 	"strings"
 )
 
@@ -121,27 +120,7 @@ func (s *Server) archive(w http.ResponseWriter, r *http.Request) {
 		internalError(w, err)
 		return
 	}
-	sendFile(w, tmp, ctype, fname)
-}
-
-// sendFile answers 200 with the bytes written to tmp so far, as an
-// attachment named fname: the agent-server builds each download in a
-// temporary file and sends it with its length.
-func sendFile(w http.ResponseWriter, tmp *os.File, ctype, fname string) {
-	size, err := tmp.Seek(0, io.SeekCurrent)
-	if err == nil {
-		_, err = tmp.Seek(0, io.SeekStart)
-	}
-	if err != nil {
-		internalError(w, err)
-		return
-	}
-	h := w.Header()
-	h.Set("Content-Type", ctype)
-	h.Set("Content-Disposition", fmt.Sprintf(`attachment; filename="%s"`, fname))
-	h.Set("Content-Length", strconv.FormatInt(size, 10))
-	w.WriteHeader(http.StatusOK)
-	io.Copy(w, tmp)
+	fileResponse(w, r, tmp, ctype, fname, nil)
 }
 
 func archiveQuery(w http.ResponseWriter, r *http.Request) (archiveParams, bool) {
@@ -341,40 +320,25 @@ func writeTarGz(w io.Writer, root, name string, excludes []string) error {
 	return gz.Close()
 }
 
-// pyQuote is Python's urllib.parse.quote(v, safe=""): every byte but
-// letters, digits and "_.-~" as %XX.
-func pyQuote(v string) string {
-	var b strings.Builder
-	for i := 0; i < len(v); i++ {
-		c := v[i]
-		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("_.-~", c) >= 0 {
-			b.WriteByte(c)
-		} else {
-			fmt.Fprintf(&b, "%%%02X", c)
-		}
-	}
-	return b.String()
-}
-
 // setRepoHeaders sets the four percent-encoded repository headers, read
 // from .git's files directly (the box image has no git binary).
 func setRepoHeaders(h http.Header, root string) {
 	gd := filepath.Join(root, ".git")
-	h.Set("X-Archive-Repo-Root", pyQuote(root))
+	h.Set("X-Archive-Repo-Root", pyQuote(root, ""))
 	if remote := originURL(gd); remote != "" {
-		h.Set("X-Archive-Repo-Remote", pyQuote(remote))
+		h.Set("X-Archive-Repo-Remote", pyQuote(remote, ""))
 	}
 	head, _ := os.ReadFile(filepath.Join(gd, "HEAD"))
 	ref, isRef := strings.CutPrefix(strings.TrimSpace(string(head)), "ref: ")
 	commit := ""
 	if isRef {
-		h.Set("X-Archive-Branch", pyQuote(strings.TrimPrefix(ref, "refs/heads/")))
+		h.Set("X-Archive-Branch", pyQuote(strings.TrimPrefix(ref, "refs/heads/"), ""))
 		commit = resolveRef(gd, ref)
 	} else {
 		commit = strings.TrimSpace(string(head))
 	}
 	if commit != "" {
-		h.Set("X-Archive-Head-Commit", pyQuote(commit))
+		h.Set("X-Archive-Head-Commit", pyQuote(commit, ""))
 	}
 }
 

@@ -144,14 +144,14 @@ func testGitDelta(t *testing.T, pure bool) {
 	if e.idle() != 0 {
 		t.Error("the archive route did not reset the idle clock")
 	}
-	if h.Get("Content-Type") != "text/x-patch" || !strings.Contains(h.Get("Content-Disposition"), `filename="proj.patch"`) {
+	if h.Get("Content-Type") != "text/x-patch; charset=utf-8" || h.Get("Content-Disposition") != `attachment; filename="proj.patch"` {
 		t.Errorf("headers %v", h)
 	}
 	if h.Get("X-Archive-Base-Commit") != r.base || h.Get("X-Archive-Base-Ref") != "auto" {
 		t.Errorf("base headers %q %q, want %s auto", h.Get("X-Archive-Base-Commit"), h.Get("X-Archive-Base-Ref"), r.base)
 	}
 	// Repository headers are percent-encoded like Python's quote(v, safe="").
-	if got, want := h.Get("X-Archive-Repo-Root"), pyQuote(r.dir); got != want || !strings.Contains(got, "%2F") {
+	if got, want := h.Get("X-Archive-Repo-Root"), pyQuote(r.dir, ""); got != want || !strings.Contains(got, "%2F") {
 		t.Errorf("X-Archive-Repo-Root %q, want %q", got, want)
 	}
 	if got := h.Get("X-Archive-Branch"); got != "feature%2Fna%C3%AFve" {

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bytes"
+	"crypto/rand"
 	"crypto/subtle"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -419,8 +422,14 @@ func readBody(w http.ResponseWriter, r *http.Request, v any) bool {
 	return true
 }
 
+// writeJSON answers v as JSON. As Python's json module, it leaves <, >
+// and & as they are.
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	err := enc.Encode(v)
+	b := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 	if err != nil {
 		status = http.StatusInternalServerError
 		b, _ = json.Marshal(map[string]string{"detail": "Internal Server Error", "exception": err.Error()})
@@ -439,6 +448,13 @@ func validation(typ string, loc []any, msg string, input any) map[string]any {
 
 func internalError(w http.ResponseWriter, err error) {
 	writeJSON(w, http.StatusInternalServerError, map[string]string{"detail": "Internal Server Error", "exception": err.Error()})
+}
+
+// randomHex is Python's secrets.token_hex(n).
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
 }
 
 // pyTime formats t as pydantic does for a UTC datetime: microseconds, or
