@@ -50,9 +50,13 @@ func (s *Server) archive(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, detail("Path must be absolute"))
 		return
 	}
-	fi, err := os.Stat(p.dir)
+	dir, err := s.root.host(p.dir)
+	var fi fs.FileInfo
+	if err == nil {
+		fi, err = os.Stat(dir)
+	}
 	switch {
-	case errors.Is(err, fs.ErrNotExist):
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, errOutside):
 		writeJSON(w, http.StatusNotFound, detail("Directory not found"))
 		return
 	case err != nil:
@@ -62,7 +66,7 @@ func (s *Server) archive(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, detail("Path is not a directory"))
 		return
 	}
-	root, nrepos := repoRoot(filepath.Clean(p.dir))
+	root, nrepos := repoRoot(filepath.Clean(dir))
 	isRepo := isDir(filepath.Join(root, ".git"))
 	if p.format == "git-delta" {
 		if strings.HasPrefix(p.baseRef, "-") {
@@ -84,7 +88,7 @@ func (s *Server) archive(w http.ResponseWriter, r *http.Request) {
 	name := filepath.Base(root)
 	h := w.Header()
 	if isRepo {
-		setRepoHeaders(h, root)
+		setRepoHeaders(h, root, s.root.box(root))
 	}
 	var ctype, fname string
 	if p.format == "tar.gz" {
@@ -321,10 +325,11 @@ func writeTarGz(w io.Writer, root, name string, excludes []string) error {
 }
 
 // setRepoHeaders sets the four percent-encoded repository headers, read
-// from .git's files directly (the box image has no git binary).
-func setRepoHeaders(h http.Header, root string) {
+// from .git's files directly (the box image has no git binary). boxRoot
+// is root as the box sees it.
+func setRepoHeaders(h http.Header, root, boxRoot string) {
 	gd := filepath.Join(root, ".git")
-	h.Set("X-Archive-Repo-Root", pyQuote(root, ""))
+	h.Set("X-Archive-Repo-Root", pyQuote(boxRoot, ""))
 	if remote := originURL(gd); remote != "" {
 		h.Set("X-Archive-Repo-Remote", pyQuote(remote, ""))
 	}

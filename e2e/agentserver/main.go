@@ -41,7 +41,16 @@
 //	                             when a git binary is present
 //	EMULATOR_SEED_REPO=DIR       make DIR a real git repository (origin/main,
 //	                             a commit, uncommitted work) at start, if it
-//	                             is not one, so a box has work to export
+//	                             is not one, so a box has work to export;
+//	                             under EMULATOR_FS_ROOT an absolute DIR is a
+//	                             box path
+//	EMULATOR_FS_ROOT=DIR         take DIR as the box's "/": every absolute
+//	                             path a request names is looked up under
+//	                             DIR, and paths in answers are written as
+//	                             the box sees them; a path that leads out of
+//	                             DIR through ".." or a symlink is not found
+//	                             (for a host-run emulator that stands for a
+//	                             box, as the e2e farm's)
 //
 // Logs go to stderr.
 package main

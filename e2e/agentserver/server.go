@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -42,7 +43,12 @@ type Config struct {
 	PureGit bool
 	// SeedRepo, when set, is a directory made a real git repository with
 	// uncommitted work at start (EMULATOR_SEED_REPO), unless it has one.
+	// Under FSRoot an absolute SeedRepo is a box path.
 	SeedRepo string
+	// FSRoot, when set, stands for the box's "/" (EMULATOR_FS_ROOT): the
+	// absolute paths requests name are taken under it, and the paths the
+	// emulator answers with are written as the box sees them.
+	FSRoot string
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -91,6 +97,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	}
 	cfg.PureGit = getenv("EMULATOR_PURE_GIT") == "1"
 	cfg.SeedRepo = getenv("EMULATOR_SEED_REPO")
+	cfg.FSRoot = getenv("EMULATOR_FS_ROOT")
 	d, err := envSeconds(getenv, "EMULATOR_READY_DELAY_SECONDS")
 	if err != nil {
 		return cfg, err
@@ -110,6 +117,7 @@ type Server struct {
 	start time.Time
 	mux   *http.ServeMux
 	store *store
+	root  fsRoot
 
 	mu        sync.Mutex
 	lastEvent time.Time // the process-wide idle clock
@@ -132,8 +140,18 @@ func NewServer(cfg Config, log *slog.Logger) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	root, err := newFSRoot(cfg.FSRoot)
+	if err != nil {
+		return nil, err
+	}
 	if cfg.SeedRepo != "" {
-		if err := seedRepo(cfg.SeedRepo, cfg.Now()); err != nil {
+		dir := cfg.SeedRepo
+		if root.mapped() && filepath.IsAbs(dir) {
+			if dir, err = root.host(dir); err != nil {
+				return nil, fmt.Errorf("seed repository %s: %w", cfg.SeedRepo, err)
+			}
+		}
+		if err := seedRepo(dir, cfg.Now()); err != nil {
 			return nil, fmt.Errorf("seed repository %s: %w", cfg.SeedRepo, err)
 		}
 	}
@@ -142,7 +160,8 @@ func NewServer(cfg Config, log *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	now := cfg.Now()
-	s := &Server{cfg: cfg, log: log, now: cfg.Now, start: now, lastEvent: now.Add(-cfg.IdleAtStart), store: st, mux: http.NewServeMux()}
+	s := &Server{cfg: cfg, log: log, now: cfg.Now, start: now, lastEvent: now.Add(-cfg.IdleAtStart), store: st, root: root,
+		mux: http.NewServeMux()}
 	s.routes()
 	return s, nil
 }

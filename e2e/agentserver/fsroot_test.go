@@ -1,0 +1,98 @@
+package main
+
+import (
+	"errors"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestFSRootMapping(t *testing.T) {
+	dir := t.TempDir()
+	outside := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "workspace", "real"), 0o755)
+	os.Symlink("real", filepath.Join(dir, "workspace", "rel-link"))
+	os.Symlink(filepath.Join(dir, "workspace", "real"), filepath.Join(dir, "workspace", "abs-link-in"))
+	os.Symlink(outside, filepath.Join(dir, "workspace", "abs-link-out"))
+	os.Symlink("../../..", filepath.Join(dir, "workspace", "up"))
+	os.Symlink(filepath.Join(outside, "new"), filepath.Join(dir, "workspace", "dangling-out"))
+	os.Symlink("real/new", filepath.Join(dir, "workspace", "dangling-in"))
+	r, err := newFSRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	real, _ := filepath.EvalSymlinks(dir)
+	for box, want := range map[string]string{
+		"/":                         real,
+		"/workspace":                filepath.Join(real, "workspace"),
+		"/workspace/not/yet":        filepath.Join(real, "workspace", "not", "yet"),
+		"/workspace/rel-link/x":     filepath.Join(real, "workspace", "real", "x"),
+		"/workspace/abs-link-in":    filepath.Join(real, "workspace", "real"),
+		"/workspace/dangling-in":    filepath.Join(real, "workspace", "real", "new"),
+		"/workspace/../workspace/.": filepath.Join(real, "workspace"),
+	} {
+		got, err := r.host(box)
+		if err != nil || got != want {
+			t.Errorf("host(%q) = %q, %v; want %q", box, got, err, want)
+		}
+		if err == nil && r.box(got) != filepath.Clean(box) && !strings.Contains(box, "link") && !strings.Contains(box, "dangling") {
+			t.Errorf("box(host(%q)) = %q", box, r.box(got))
+		}
+	}
+	for _, box := range []string{"/..", "/../etc", "/workspace/abs-link-out", "/workspace/abs-link-out/x", "/workspace/up",
+		"/workspace/up/etc/passwd", "/workspace/dangling-out"} {
+		if got, err := r.host(box); !errors.Is(err, errOutside) {
+			t.Errorf("host(%q) = %q, %v; want errOutside", box, got, err)
+		}
+	}
+	// lhost does not follow the last component.
+	if got, _ := r.lhost("/workspace/abs-link-out"); got != filepath.Join(real, "workspace", "abs-link-out") {
+		t.Errorf("lhost of a symlink: %q", got)
+	}
+	if r.box(filepath.Join(real, "workspace")) != "/workspace" || r.box(real) != "/" {
+		t.Error("box() does not strip the root")
+	}
+	// No root: paths are untouched.
+	var none fsRoot
+	if got, _ := none.host("/a/../b"); got != "/a/../b" || none.box("/x") != "/x" {
+		t.Error("no root changes paths")
+	}
+	if _, err := newFSRoot(filepath.Join(dir, "missing")); err == nil {
+		t.Error("a missing root is accepted")
+	}
+}
+
+// TestFSRootRoutes: under EMULATOR_FS_ROOT every route takes box paths and
+// answers with box paths; escapes are not found.
+func TestFSRootRoutes(t *testing.T) {
+	dir := t.TempDir()
+	outside := t.TempDir()
+	writeFile(t, filepath.Join(outside, "secret.txt"), "secret")
+	writeFile(t, filepath.Join(dir, "workspace", "notes.txt"), "hello")
+	os.MkdirAll(filepath.Join(dir, "workspace", "proj"), 0o755)
+	os.Symlink(outside, filepath.Join(dir, "workspace", "escape"))
+	e := newEnv(t, Config{FSRoot: dir, SeedRepo: "/workspace/repo"})
+
+	// The seed repository is a box path too.
+	if _, err := os.Stat(filepath.Join(dir, "workspace", "repo", ".git", "HEAD")); err != nil {
+		t.Fatalf("seed repository not under the root: %v", err)
+	}
+	code, h, body := e.archiveRaw(url.Values{"path": {"/workspace"}, "format": {"tar.gz"}})
+	if code != 200 {
+		t.Fatalf("archive: %d %s", code, body)
+	}
+	if got := h.Get("X-Archive-Repo-Root"); got != "%2Fworkspace%2Frepo" {
+		t.Errorf("X-Archive-Repo-Root %q, want the box path", got)
+	}
+	files := untar(t, body)
+	if _, ok := files["repo/notes.md"]; !ok {
+		t.Errorf("the archive of the seeded repository lacks notes.md")
+	}
+	for _, p := range []string{"/workspace/escape", "/../" + filepath.Base(outside), "/nope"} {
+		if code, _, body := e.archiveRaw(url.Values{"path": {p}, "format": {"tar.gz"}}); code != 404 || detailOf(body) != "Directory not found" {
+			t.Errorf("archive of %s: %d %s", p, code, body)
+		}
+	}
+}
