@@ -90,6 +90,14 @@ func TestFSRootRoutes(t *testing.T) {
 	if _, ok := files["repo/notes.md"]; !ok {
 		t.Errorf("the archive of the seeded repository lacks notes.md")
 	}
+	code, h, _ = e.archiveRaw(url.Values{"path": {"/workspace/repo"}, "format": {"git-delta"}})
+	if code != 200 || h.Get("X-Archive-Base-Commit") == "" {
+		t.Errorf("git-delta under the root: %d %v", code, h)
+	}
+	code, _, body = e.archiveRaw(url.Values{"path": {"/workspace/proj"}, "format": {"git-delta"}})
+	if code != 400 || detailOf(body) != "Not a git repository: Not a git repository: /workspace/proj" {
+		t.Errorf("a non-repository under the root: %d %s", code, body)
+	}
 	for _, p := range []string{"/workspace/escape", "/../" + filepath.Base(outside), "/nope"} {
 		if code, _, body := e.archiveRaw(url.Values{"path": {p}, "format": {"tar.gz"}}); code != 404 || detailOf(body) != "Directory not found" {
 			t.Errorf("archive of %s: %d %s", p, code, body)

@@ -76,3 +76,19 @@ func TestPythonFormatting(t *testing.T) {
 		}
 	}
 }
+
+func TestRedactRemote(t *testing.T) {
+	for in, want := range map[string]string{
+		"https://github.com/o/r.git":                        "https://github.com/o/r.git",
+		"https://x-access-token:ghs_abc@github.com/o/r.git": "https://****@github.com/o/r.git",
+		"HTTP://tok@host/r":                                 "HTTP://****@host/r",
+		"git@github.com:o/r.git":                            "git@github.com:o/r.git",
+		"https://h/r.git?token=abc&ref=main":                "https://h/r.git?token=%3Credacted%3E&ref=main",
+		"HTTPS://h/r?a=1&My_Session=x&a=2#frag":             "https://h/r?a=1&a=2&My_Session=%3Credacted%3E#frag",
+		"https://h/r?q=a+b%20c":                             "https://h/r?q=a+b+c",
+	} {
+		if got := redactURLParams(redactURLCredentials(in)); got != want {
+			t.Errorf("redact(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

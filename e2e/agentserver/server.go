@@ -469,6 +469,25 @@ func internalError(w http.ResponseWriter, err error) {
 	writeJSON(w, http.StatusInternalServerError, map[string]string{"detail": "Internal Server Error", "exception": err.Error()})
 }
 
+// httpError answers a route's HTTPException as upstream's handler renders
+// it: {"detail": msg} below 500; from 500 up the detail is hidden behind
+// "Internal Server Error" and the exception is str() of the HTTPException,
+// "<status>: <msg>".
+func httpError(w http.ResponseWriter, status int, msg string) {
+	if status < 500 {
+		writeJSON(w, status, detail(msg))
+		return
+	}
+	writeJSON(w, status, map[string]string{"detail": "Internal Server Error", "exception": fmt.Sprintf("%d: %s", status, msg)})
+}
+
+// unhandled answers an exception no route caught, as upstream's catch-all
+// handler does: 500 with str() of the exception and a fresh error_id.
+func unhandled(w http.ResponseWriter, exception string) {
+	writeJSON(w, http.StatusInternalServerError, map[string]string{"detail": "Internal Server Error",
+		"exception": exception, "error_id": randomHex(16)})
+}
+
 // randomHex is Python's secrets.token_hex(n).
 func randomHex(n int) string {
 	b := make([]byte, n)

@@ -1,0 +1,24 @@
+//go:build unix
+
+package main
+
+import (
+	"io/fs"
+	"syscall"
+)
+
+// inode identifies a file for hard-link detection; ok is false when the
+// platform does not say.
+func inode(fi fs.FileInfo) (dev, ino, nlink uint64, ok bool) {
+	st, isStat := fi.Sys().(*syscall.Stat_t)
+	if !isStat {
+		return 0, 0, 0, false
+	}
+	return uint64(st.Dev), uint64(st.Ino), uint64(st.Nlink), true
+}
+
+// writable is os.access(p, W_OK): whether this process's real user may
+// write in p.
+func writable(p string) bool {
+	return syscall.Access(p, 2) == nil
+}
