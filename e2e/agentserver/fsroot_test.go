@@ -103,4 +103,34 @@ func TestFSRootRoutes(t *testing.T) {
 			t.Errorf("archive of %s: %d %s", p, code, body)
 		}
 	}
+
+	if code, _, b := e.raw("GET", "/api/file/download?path=/workspace/notes.txt", nil, nil); code != 200 || string(b) != "hello" {
+		t.Errorf("download: %d %s", code, b)
+	}
+	if code, _, b := e.raw("GET", "/api/file/download?path=/workspace/escape/secret.txt", nil, nil); code != 404 {
+		t.Errorf("download through an escaping symlink: %d %s", code, b)
+	}
+	if code, b := e.upload("/workspace/up/loaded.txt", formPart{name: "file", filename: "x", file: true, body: strings.NewReader("up")}); code != 200 {
+		t.Errorf("upload: %d %s", code, b)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "workspace", "up", "loaded.txt")); string(b) != "up" {
+		t.Errorf("uploaded under the root: %q", b)
+	}
+	if code, b := e.upload("/workspace/escape/evil.txt", formPart{name: "file", filename: "x", file: true, body: strings.NewReader("x")}); code != 500 {
+		t.Errorf("upload through an escaping symlink: %d %s", code, b)
+	}
+	if _, err := os.Stat(filepath.Join(outside, "evil.txt")); err == nil {
+		t.Error("an upload escaped the root")
+	}
+	if code, b := e.do("POST", "/api/file/create_directory?path=/workspace/made/deep", nil, nil); code != 200 {
+		t.Errorf("create_directory: %d %s", code, b)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "workspace", "made", "deep")); err != nil || !fi.IsDir() {
+		t.Errorf("create_directory under the root: %v", err)
+	}
+	var page subdirPage
+	if code, b := e.do("GET", "/api/file/search_subdirs?path=/workspace", nil, &page); code != 200 || len(page.Items) == 0 ||
+		page.Items[0].Path != "/workspace/"+page.Items[0].Name {
+		t.Errorf("search_subdirs: %d %s", code, b)
+	}
 }

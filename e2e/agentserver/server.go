@@ -187,6 +187,11 @@ func (s *Server) routes() {
 	handle("POST", "/api/conversations/{id}/events", s.api(s.sendMessage))
 	handle("GET", "/api/file/download-trajectory/{id}", s.api(s.downloadTrajectory))
 	handle("GET", "/api/file/archive", s.api(s.archive))
+	handle("GET", "/api/file/download", s.api(s.download))
+	handle("POST", "/api/file/upload", s.api(s.upload))
+	handle("POST", "/api/file/create_directory", s.api(s.createDirectory))
+	handle("GET", "/api/file/search_subdirs", s.api(s.searchSubdirs))
+	handle("GET", "/api/file/home", s.api(s.home))
 	handle("POST", "/api/bash/execute_bash_command", s.api(s.executeBash))
 	handle("POST", "/api/bash/start_bash_command", s.api(s.startBash))
 }
@@ -427,7 +432,8 @@ func (s *Server) startBash(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// maxBody bounds request bodies; the emulator has no use for large ones.
+// maxBody bounds JSON request bodies; the emulator has no use for large
+// ones. Uploads are streamed and not bounded.
 const maxBody = 1 << 20
 
 // readBody decodes a JSON body into v, answering 422 as FastAPI would when
