@@ -133,4 +133,42 @@ func TestFSRootRoutes(t *testing.T) {
 		page.Items[0].Path != "/workspace/"+page.Items[0].Name {
 		t.Errorf("search_subdirs: %d %s", code, b)
 	}
+
+	// The shell works in box paths.
+	o := e.bash(map[string]any{"command": "cd /workspace && pwd && printf made > /workspace/by-shell.txt && echo *.txt && [ -e /workspace/escape/secret.txt ] || echo no-escape",
+		"cwd": "/"})
+	if o.out() != "/workspace\nby-shell.txt notes.txt\nno-escape\n" {
+		t.Errorf("shell under the root: %q %q", o.out(), o.err())
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "workspace", "by-shell.txt")); string(b) != "made" {
+		t.Errorf("the shell's redirect went elsewhere: %q", b)
+	}
+	o = e.bash(map[string]any{"command": "rm /workspace/notes.txt && chmod 600 /workspace/by-shell.txt && printf x > /workspace/escape/evil2; echo $?",
+		"cwd": "/workspace/proj"})
+	if _, err := os.Stat(filepath.Join(dir, "workspace", "notes.txt")); err == nil {
+		t.Errorf("rm of an absolute box path: %q %q", o.out(), o.err())
+	}
+	if fi, _ := os.Stat(filepath.Join(dir, "workspace", "by-shell.txt")); fi.Mode().Perm() != 0o600 {
+		t.Errorf("chmod of an absolute box path: %v", fi.Mode())
+	}
+	if _, err := os.Stat(filepath.Join(outside, "evil2")); err == nil || !strings.HasSuffix(o.out(), "1\n") {
+		t.Errorf("a redirect escaped the root: %q %q", o.out(), o.err())
+	}
+	if o := e.bash(map[string]any{"command": "pwd"}); o.code() != 0 {
+		t.Errorf("default cwd under the root: %+v", o)
+	}
+	if o := e.bash(map[string]any{"command": "pwd", "cwd": "/workspace/escape"}); o.code() != -1 {
+		t.Errorf("an escaping cwd: %q", o.out())
+	}
+	// rm -rf / would be the whole root: refused, as GNU rm refuses it.
+	if o := e.bash(map[string]any{"command": "rm -rf / //; echo $?", "cwd": "/workspace"}); o.out() != "1\n" {
+		t.Errorf("rm -rf /: %q %q", o.out(), o.err())
+	}
+	if _, err := os.Stat(filepath.Join(dir, "workspace", "by-shell.txt")); err != nil {
+		t.Fatalf("rm -rf / removed the root's files: %v", err)
+	}
+	// /dev/null is the host's.
+	if o := e.bash(map[string]any{"command": "echo gone > /dev/null; echo kept"}); o.out() != "kept\n" {
+		t.Errorf("/dev/null: %q %q", o.out(), o.err())
+	}
 }

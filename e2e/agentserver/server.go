@@ -369,69 +369,6 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }
 
-type bashRequest struct {
-	Command *string `json:"command"`
-	Cwd     *string `json:"cwd"`
-	Timeout *int    `json:"timeout"`
-}
-
-func (s *Server) readBash(w http.ResponseWriter, r *http.Request) (bashRequest, bool) {
-	var req bashRequest
-	if !readBody(w, r, &req) {
-		return req, false
-	}
-	if req.Command == nil {
-		writeJSON(w, http.StatusUnprocessableEntity, validation("missing", []any{"body", "command"}, "Field required", nil))
-		return req, false
-	}
-	if req.Timeout == nil {
-		t := 300
-		req.Timeout = &t
-	}
-	return req, true
-}
-
-// executeBash answers like upstream's BashOutput but runs nothing: a
-// command "echo X" prints X, anything else prints nothing and exits 0. It
-// resets the idle clock, which is what tests use it for.
-func (s *Server) executeBash(w http.ResponseWriter, r *http.Request) {
-	req, ok := s.readBash(w, r)
-	if !ok {
-		return
-	}
-	now := s.touch()
-	stdout := ""
-	if rest, ok := strings.CutPrefix(*req.Command, "echo "); ok {
-		stdout = rest + "\n"
-	}
-	writeJSON(w, http.StatusOK, map[string]any{
-		"kind":       "BashOutput",
-		"id":         newUUID().dashed(),
-		"timestamp":  pyTime(now),
-		"command_id": newUUID().dashed(),
-		"order":      0,
-		"exit_code":  0,
-		"stdout":     stdout,
-		"stderr":     nil,
-	})
-}
-
-func (s *Server) startBash(w http.ResponseWriter, r *http.Request) {
-	req, ok := s.readBash(w, r)
-	if !ok {
-		return
-	}
-	now := s.touch()
-	writeJSON(w, http.StatusOK, map[string]any{
-		"kind":      "BashCommand",
-		"id":        newUUID().dashed(),
-		"timestamp": pyTime(now),
-		"command":   *req.Command,
-		"cwd":       req.Cwd,
-		"timeout":   *req.Timeout,
-	})
-}
-
 // maxBody bounds JSON request bodies; the emulator has no use for large
 // ones. Uploads are streamed and not bounded.
 const maxBody = 1 << 20

@@ -13,3 +13,5 @@ func writable(p string) bool {
 	fi, err := os.Stat(p)
 	return err == nil && fi.Mode().Perm()&0o200 != 0
 }
+
+func umask() os.FileMode { return 0o022 }

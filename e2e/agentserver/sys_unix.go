@@ -4,6 +4,9 @@ package main
 
 import (
 	"io/fs"
+	"os"
+	"strconv"
+	"strings"
 	"syscall"
 )
 
@@ -21,4 +24,20 @@ func inode(fi fs.FileInfo) (dev, ino, nlink uint64, ok bool) {
 // write in p.
 func writable(p string) bool {
 	return syscall.Access(p, 2) == nil
+}
+
+// umask reads the process's file mode mask without changing it (changing
+// it, even briefly, would race with files other requests create).
+func umask() os.FileMode {
+	b, err := os.ReadFile("/proc/self/status")
+	if err == nil {
+		for line := range strings.SplitSeq(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "Umask:"); ok {
+				if n, err := strconv.ParseUint(strings.TrimSpace(v), 8, 32); err == nil {
+					return os.FileMode(n)
+				}
+			}
+		}
+	}
+	return 0o022
 }
