@@ -27,7 +27,8 @@ import (
 // agent-server emulator process behind each sandbox's preview port: the
 // module reports the preview URL, companion reaches the box through the
 // emulator's proxy, and the agent-server answers from a directory that
-// stands for the box's disk (its /workspace is <box dir>/workspace).
+// stands for the box's disk: it runs with EMULATOR_FS_ROOT=<box dir>, so
+// the box's /workspace is <box dir>/workspace for every route.
 
 var (
 	agentBinOnce sync.Once
@@ -71,8 +72,9 @@ type boxSetup struct {
 	// key, when set, is the key the agent-server accepts instead of the
 	// one companion put in the sandbox's env (so it answers 401).
 	key string
-	// archiveAt replaces the box's /workspace in archive requests: "file"
-	// (a regular file: 400, nothing to archive), "missing" (404).
+	// archiveAt points /workspace in archive requests elsewhere in the
+	// box: "file" at /a-file (a regular file: 400, nothing to archive),
+	// "missing" at /not-there (404).
 	archiveAt string
 	faults    []archiveFault
 }
@@ -167,8 +169,8 @@ func (f *farm) box(id string) *boxSetup {
 	return b
 }
 
-// agent is the handler behind a sandbox's port 8000: faults, the archive
-// path mapping, then the sandbox's own agent-server process.
+// agent is the handler behind a sandbox's port 8000: faults, the
+// archiveAt redirection, then the sandbox's own agent-server process.
 func (f *farm) agent(bin, id string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		dir := filepath.Join(f.root, id)
@@ -202,14 +204,8 @@ func (f *farm) agent(bin, id string) http.Handler {
 				return
 			}
 			q := r.URL.Query()
-			if p := q.Get("path"); p == "/workspace" || strings.HasPrefix(p, "/workspace/") {
-				base := filepath.Join(dir, "workspace")
-				switch at {
-				case "file":
-					base = filepath.Join(dir, "a-file")
-				case "missing":
-					base = filepath.Join(dir, "not-there")
-				}
+			if p := q.Get("path"); at != "" && (p == "/workspace" || strings.HasPrefix(p, "/workspace/")) {
+				base := map[string]string{"file": "/a-file", "missing": "/not-there"}[at]
 				q.Set("path", base+strings.TrimPrefix(p, "/workspace"))
 				r.URL.RawQuery = q.Encode()
 			}
@@ -240,10 +236,13 @@ func (f *farm) process(bin, id, dir string) (*url.URL, error) {
 	if err := os.WriteFile(filepath.Join(dir, "a-file"), []byte("not a directory"), 0o644); err != nil {
 		return nil, err
 	}
+	// The box's "/" is dir: the process runs there (conversations go to
+	// /workspace/conversations, as in the box image) and takes every path
+	// under it.
 	cmd := exec.Command(bin)
 	cmd.Dir = dir
 	cmd.Env = []string{"EMULATOR_LISTEN=127.0.0.1:0", "OH_SESSION_API_KEYS_0=" + key, "EMULATOR_PURE_GIT=1",
-		"EMULATOR_SEED_REPO=" + filepath.Join(dir, "workspace", "repo")}
+		"EMULATOR_FS_ROOT=" + dir, "EMULATOR_SEED_REPO=/workspace/repo"}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		return nil, err

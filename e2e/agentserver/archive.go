@@ -1,174 +1,247 @@
 package main
 
 import (
-	"archive/tar"
-	"bufio"
-	"bytes"
-	"compress/gzip"
-	"encoding/json"
+	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path"
 	"path/filepath"
-	"strconv"
 	"strings"
+	"syscall"
 )
 
-// defaultExcludes are upstream's default archive excludes: directory names
-// (trailing slash) and file globs.
-var defaultExcludes = []string{".git/", "node_modules/", ".venv/", "venv/", "__pycache__/", ".mypy_cache/",
-	".pytest_cache/", ".ruff_cache/", "dist/", "build/", ".next/", "target/", "*.pyc"}
-
-// neverArchived are the .git members that may hold credentials or
-// machine-local state; they are left out even with excludes off.
-var neverArchived = map[string]bool{"config": true, "config.worktree": true, "credentials": true,
-	".git-credentials": true, "FETCH_HEAD": true}
-
-// emptyTree is git's well-known empty tree object.
-const emptyTree = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
-
-type archiveParams struct {
-	dir, format, baseRef string
-	excludes             []string
-}
-
-// archive is GET /api/file/archive. It moves the idle clock (a file
-// operation), resolves the repository root as upstream does, writes the
-// archive to a temp file beside the archived directory (so the box's disk
-// must hold it, as upstream) and streams that file.
+// archive is GET /api/file/archive, as upstream's archive_directory:
+//
+//  1. query validation (422), then the idle clock moves (a file operation);
+//  2. 400 "Path must be absolute", 404 "Directory not found", 400 "Path is
+//     not a directory", 400 for a base_ref starting with "-" (any format);
+//  3. the path is resolved (symlinks followed), and the archive is built in
+//     a temporary file in its parent directory when that is writable (so
+//     the box's disk must hold it), else in the system temp directory;
+//  4. the root is narrowed to the one repository below the path (see
+//     repoRoot), and archived as git-delta or tar.gz;
+//  5. the repository headers when the root holds a .git, percent-encoded;
+//     the base headers for a git-delta with a base commit.
+//
+// Paths in answers are box paths (see fsRoot).
 func (s *Server) archive(w http.ResponseWriter, r *http.Request) {
 	p, ok := archiveQuery(w, r)
 	if !ok {
 		return
 	}
 	s.touch()
-	if !filepath.IsAbs(p.dir) {
-		writeJSON(w, http.StatusBadRequest, detail("Path must be absolute"))
+	target, ok := s.archiveTarget(w, p)
+	if !ok {
 		return
 	}
-	fi, err := os.Stat(p.dir)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		writeJSON(w, http.StatusNotFound, detail("Directory not found"))
-		return
-	case err != nil:
-		internalError(w, err)
-		return
-	case !fi.IsDir():
-		writeJSON(w, http.StatusBadRequest, detail("Path is not a directory"))
-		return
-	}
-	root, nrepos := repoRoot(filepath.Clean(p.dir))
-	isRepo := isDir(filepath.Join(root, ".git"))
-	if p.format == "git-delta" {
-		if strings.HasPrefix(p.baseRef, "-") {
-			writeJSON(w, http.StatusBadRequest, detail("base_ref must not start with '-'"))
-			return
-		}
-		if !isRepo || nrepos > 1 {
-			writeJSON(w, http.StatusBadRequest, detail("Not a git repository: "+p.dir))
-			return
-		}
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(root), ".archive-*")
+	tmp, err := s.scratchFile(target, p.format)
 	if err != nil {
-		internalError(w, err)
+		unhandled(w, err.Error())
 		return
 	}
 	defer os.Remove(tmp.Name())
 	defer tmp.Close()
-	name := filepath.Base(root)
-	h := w.Header()
-	if isRepo {
-		setRepoHeaders(h, root)
+
+	a := archiveJob{root: repoRoot(target), params: p, pure: s.cfg.PureGit || !haveGit()}
+	a.boxRoot = s.root.box(a.root)
+	if s.root.mapped() {
+		a.ceiling = filepath.Dir(s.root.dir) // git looks no higher than the box's "/"
 	}
-	var ctype, fname string
-	if p.format == "tar.gz" {
-		err = writeTarGz(tmp, root, name, p.excludes)
-		ctype, fname = "application/gzip", name+".tar.gz"
-	} else {
-		var base string
-		if _, lerr := exec.LookPath("git"); lerr == nil && !s.cfg.PureGit {
-			base, err = gitDelta(tmp, root, p.baseRef, p.excludes)
-		} else {
-			base, err = gitDeltaPure(tmp, root, p.baseRef, p.excludes)
-		}
-		var bad badRef
-		if errors.As(err, &bad) {
-			writeJSON(w, http.StatusBadRequest, detail(fmt.Sprintf("base_ref '%s' could not be resolved", p.baseRef)))
-			return
-		}
-		if base != "" {
-			h.Set("X-Archive-Base-Commit", base)
-			ref := p.baseRef
-			if ref == "" {
-				ref = "auto"
-			}
-			h.Set("X-Archive-Base-Ref", ref)
-		}
-		ctype, fname = "text/x-patch", name+".patch"
-	}
+	base, err := s.buildArchive(r.Context(), tmp, a)
 	if err != nil {
-		for _, k := range []string{"X-Archive-Repo-Remote", "X-Archive-Branch", "X-Archive-Head-Commit",
-			"X-Archive-Repo-Root", "X-Archive-Base-Commit", "X-Archive-Base-Ref"} {
-			h.Del(k)
-		}
-		internalError(w, err)
+		s.archiveError(w, a, err)
 		return
 	}
-	sendFile(w, tmp, ctype, fname)
+	fileResponse(w, r, tmp, a.mediaType(), a.name()+a.suffix(), a.headers(r.Context(), base))
 }
 
-// sendFile answers 200 with the bytes written to tmp so far, as an
-// attachment named fname: the agent-server builds each download in a
-// temporary file and sends it with its length.
-func sendFile(w http.ResponseWriter, tmp *os.File, ctype, fname string) {
-	size, err := tmp.Seek(0, io.SeekCurrent)
+// archiveTarget checks the path and returns it resolved (a host path).
+func (s *Server) archiveTarget(w http.ResponseWriter, p archiveParams) (string, bool) {
+	if !path.IsAbs(p.path) {
+		httpError(w, http.StatusBadRequest, "Path must be absolute")
+		return "", false
+	}
+	host, err := s.root.host(p.path)
+	var fi fs.FileInfo
 	if err == nil {
-		_, err = tmp.Seek(0, io.SeekStart)
+		fi, err = os.Stat(host)
+	}
+	switch {
+	case err != nil && missing(err):
+		httpError(w, http.StatusNotFound, "Directory not found")
+		return "", false
+	case err != nil:
+		unhandled(w, pyOSError(err, p.path))
+		return "", false
+	case !fi.IsDir():
+		httpError(w, http.StatusBadRequest, "Path is not a directory")
+		return "", false
+	case p.baseRef != nil && strings.HasPrefix(*p.baseRef, "-"):
+		httpError(w, http.StatusBadRequest, "base_ref must not start with '-'")
+		return "", false
+	}
+	target, err := filepath.EvalSymlinks(host)
+	if err == nil && s.root.mapped() && !s.root.within(target) {
+		err = errOutside
 	}
 	if err != nil {
-		internalError(w, err)
-		return
+		unhandled(w, pyOSError(err, p.path))
+		return "", false
 	}
-	h := w.Header()
-	h.Set("Content-Type", ctype)
-	h.Set("Content-Disposition", fmt.Sprintf(`attachment; filename="%s"`, fname))
-	h.Set("Content-Length", strconv.FormatInt(size, 10))
-	w.WriteHeader(http.StatusOK)
-	io.Copy(w, tmp)
+	return target, true
 }
 
+// scratchFile makes the temporary archive file: beside the directory, on
+// the same volume and never inside it, when the parent is writable; else
+// (and for the box's "/", which has no parent) in the temp directory.
+func (s *Server) scratchFile(target, format string) (*os.File, error) {
+	dir := ""
+	if parent := filepath.Dir(target); s.root.box(target) != "/" && parent != target && writable(parent) {
+		dir = parent
+	} else {
+		var err error
+		if dir, err = pyTempDir(); err != nil {
+			return nil, err
+		}
+	}
+	return os.CreateTemp(dir, "tmp*"+archiveSuffix(format))
+}
+
+// archiveJob is one archive being built.
+type archiveJob struct {
+	root, boxRoot string // host and box paths of the narrowed root
+	ceiling       string // where git stops looking upward ("" for none)
+	params        archiveParams
+	pure          bool // the pure-Go git stands in for the git binary
+}
+
+// name is the root's base name as the box sees it ("" for "/").
+func (a archiveJob) name() string {
+	if a.boxRoot == "/" {
+		return ""
+	}
+	return path.Base(a.boxRoot)
+}
+
+func (a archiveJob) suffix() string { return archiveSuffix(a.params.format) }
+
+func (a archiveJob) mediaType() string {
+	if a.params.format == "tar.gz" {
+		return "application/gzip"
+	}
+	return "text/x-patch"
+}
+
+func archiveSuffix(format string) string {
+	if format == "tar.gz" {
+		return ".tar.gz"
+	}
+	return ".patch"
+}
+
+// buildArchive writes the archive to tmp; for a git-delta it returns the
+// base commit ("" for the empty tree).
+func (s *Server) buildArchive(ctx context.Context, tmp *os.File, a archiveJob) (string, error) {
+	p := a.params
+	switch {
+	case p.format == "tar.gz":
+		t := &tarball{root: a.root, name: a.name(), excludes: p.excludes, log: s.log}
+		return "", t.write(tmp)
+	case a.pure:
+		return gitDeltaPure(tmp, a.root, p.baseRef, p.excludes, a.ceiling)
+	}
+	return gitDelta(ctx, tmp, a.root, p.baseRef, p.excludes, a.ceiling)
+}
+
+// archiveError answers a failed build as upstream maps its exceptions.
+func (s *Server) archiveError(w http.ResponseWriter, a archiveJob, err error) {
+	var bad badRef
+	var gitErr gitCommandError
+	switch {
+	case errors.Is(err, errNotRepo):
+		httpError(w, http.StatusBadRequest, "Not a git repository: Not a git repository: "+a.boxRoot)
+	case errors.As(err, &bad):
+		httpError(w, http.StatusBadRequest, fmt.Sprintf("base_ref %s could not be resolved", pyRepr(bad.ref)))
+	case errors.As(err, &gitErr):
+		s.log.Warn("git-delta failed", "root", a.root, "err", gitErr.detail)
+		httpError(w, http.StatusInternalServerError, "Failed to generate git delta: "+gitErr.message)
+	default:
+		s.log.Warn("archive failed", "root", a.root, "err", err)
+		httpError(w, http.StatusInternalServerError, "Failed to archive directory: "+err.Error())
+	}
+}
+
+// headers are the X-Archive-* headers: the repository's when the root
+// holds a .git (percent-encoded), the base's for a git-delta with one.
+func (a archiveJob) headers(ctx context.Context, base string) http.Header {
+	h := http.Header{}
+	if exists(filepath.Join(a.root, ".git")) {
+		meta := repoMetadata(ctx, a.root, a.pure, a.ceiling)
+		for _, kv := range [][2]string{{"repo_remote", "X-Archive-Repo-Remote"}, {"branch", "X-Archive-Branch"},
+			{"head_commit", "X-Archive-Head-Commit"}} {
+			if v := meta[kv[0]]; v != "" {
+				h.Set(kv[1], pyQuote(v, ""))
+			}
+		}
+		h.Set("X-Archive-Repo-Root", pyQuote(a.boxRoot, ""))
+	}
+	if base != "" {
+		h.Set("X-Archive-Base-Commit", base)
+		ref := "auto"
+		if p := a.params.baseRef; p != nil && *p != "" {
+			ref = *p
+		}
+		h.Set("X-Archive-Base-Ref", ref)
+	}
+	return h
+}
+
+type archiveParams struct {
+	path, format string
+	baseRef      *string // nil: auto
+	excludes     []string
+}
+
+// archiveQuery reads the query as FastAPI validates it: every problem is
+// reported at once, in parameter order; a repeated parameter takes its
+// last value.
 func archiveQuery(w http.ResponseWriter, r *http.Request) (archiveParams, bool) {
 	q := r.URL.Query()
-	p := archiveParams{dir: q.Get("path"), format: q.Get("format"), baseRef: q.Get("base_ref")}
-	if !q.Has("path") {
-		writeJSON(w, http.StatusUnprocessableEntity, validation("missing", []any{"query", "path"}, "Field required", nil))
-		return p, false
+	var errs validationErrors
+	p := archiveParams{format: "git-delta"}
+	if v, ok := lastQuery(q, "path"); ok {
+		p.path = v
+	} else {
+		errs.add("missing", []any{"query", "path"}, "Field required", nil, nil)
 	}
-	if p.format == "" {
-		p.format = "git-delta"
+	if v, ok := lastQuery(q, "format"); ok {
+		p.format = v
+		if v != "git-delta" && v != "tar.gz" {
+			errs.add("literal_error", []any{"query", "format"}, "Input should be 'git-delta' or 'tar.gz'", v,
+				map[string]any{"expected": "'git-delta' or 'tar.gz'"})
+		}
 	}
-	if p.format != "git-delta" && p.format != "tar.gz" {
-		writeJSON(w, http.StatusUnprocessableEntity, validation("literal_error", []any{"query", "format"},
-			"Input should be 'git-delta' or 'tar.gz'", p.format))
-		return p, false
+	if v, ok := lastQuery(q, "base_ref"); ok {
+		p.baseRef = &v
 	}
 	useDefault := true
-	if v := q.Get("use_default_excludes"); v != "" {
-		b, ok := pyBool(v)
-		if !ok {
-			writeJSON(w, http.StatusUnprocessableEntity, validation("bool_parsing", []any{"query", "use_default_excludes"},
-				"Input should be a valid boolean, unable to interpret input", v))
-			return p, false
+	if v, ok := lastQuery(q, "use_default_excludes"); ok {
+		b, valid := pyBool(v)
+		if !valid {
+			errs.add("bool_parsing", []any{"query", "use_default_excludes"},
+				"Input should be a valid boolean, unable to interpret input", v, nil)
 		}
 		useDefault = b
 	}
+	if errs.write(w) {
+		return p, false
+	}
+	p.excludes = []string{}
 	if useDefault {
 		p.excludes = append(p.excludes, defaultExcludes...)
 	}
@@ -176,9 +249,19 @@ func archiveQuery(w http.ResponseWriter, r *http.Request) (archiveParams, bool) 
 	return p, true
 }
 
+// lastQuery is a query parameter as Starlette reads a single value: the
+// last one given.
+func lastQuery(q url.Values, key string) (string, bool) {
+	vs, ok := q[key]
+	if !ok || len(vs) == 0 {
+		return "", false
+	}
+	return vs[len(vs)-1], true
+}
+
 // pyBool parses a query boolean as pydantic does.
 func pyBool(v string) (bool, bool) {
-	switch strings.ToLower(v) {
+	switch strings.ToLower(strings.TrimSpace(v)) {
 	case "1", "true", "t", "yes", "y", "on":
 		return true, true
 	case "0", "false", "f", "no", "n", "off":
@@ -187,317 +270,88 @@ func pyBool(v string) (bool, bool) {
 	return false, false
 }
 
-func isDir(p string) bool {
-	fi, err := os.Stat(p)
-	return err == nil && fi.IsDir()
-}
-
-// repoRoot returns dir when it holds .git; else the one repository found
-// at most 3 levels below it (skipping hidden and dependency directories);
-// else dir. n is how many repositories were found below.
-func repoRoot(dir string) (string, int) {
-	if isDir(filepath.Join(dir, ".git")) {
-		return dir, 1
+// repoRoot narrows the directory to archive as upstream's
+// _resolve_git_repo_root: dir itself when dir/.git exists (a file counts,
+// as in a worktree or submodule); else the single directory found 1, 2 or
+// 3 levels below dir whose .git exists, searching depth first without
+// entering hidden directories, node_modules, venv, site-packages, vendor,
+// symlinks, or a repository once found; else (none, or two or more) dir.
+func repoRoot(dir string) string {
+	if exists(filepath.Join(dir, ".git")) {
+		return dir
 	}
 	skip := map[string]bool{"node_modules": true, "venv": true, "site-packages": true, "vendor": true}
 	var found []string
-	var walk func(d string, depth int)
-	walk = func(d string, depth int) {
-		if depth > 3 || len(found) > 1 {
-			return
-		}
-		entries, _ := os.ReadDir(d)
-		for _, e := range entries {
-			if !e.IsDir() || strings.HasPrefix(e.Name(), ".") || skip[e.Name()] {
-				continue
-			}
-			sub := filepath.Join(d, e.Name())
-			if isDir(filepath.Join(sub, ".git")) {
-				found = append(found, sub)
-				continue
-			}
-			walk(sub, depth+1)
-		}
+	type frame struct {
+		dir   string
+		depth int
 	}
-	walk(dir, 1)
-	if len(found) == 1 {
-		return found[0], 1
-	}
-	return dir, len(found)
-}
-
-// excluded says whether rel (slash-separated, relative to the root) is left
-// out: a "name/" pattern drops a directory of that name anywhere, another
-// pattern is a glob on the relative path or the base name.
-func excluded(rel string, isDirectory bool, patterns []string) bool {
-	base := path.Base(rel)
-	for _, p := range patterns {
-		if d, ok := strings.CutSuffix(p, "/"); ok {
-			if isDirectory && base == d {
-				return true
-			}
+	stack := []frame{{dir, 0}}
+	for len(stack) > 0 {
+		cur := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if cur.depth >= 3 {
 			continue
 		}
-		if m, _ := path.Match(p, rel); m {
-			return true
+		entries, err := os.ReadDir(cur.dir)
+		if err != nil {
+			continue
 		}
-		if m, _ := path.Match(p, base); m {
-			return true
+		for _, e := range entries {
+			if strings.HasPrefix(e.Name(), ".") || skip[e.Name()] || !e.IsDir() {
+				continue // e.IsDir is false for a symlink, as is_symlink() skips it
+			}
+			child := filepath.Join(cur.dir, e.Name())
+			if exists(filepath.Join(child, ".git")) {
+				if found = append(found, child); len(found) > 1 {
+					return dir // ambiguous: do not guess
+				}
+				continue
+			}
+			stack = append(stack, frame{child, cur.depth + 1})
 		}
 	}
-	return false
+	if len(found) == 1 {
+		return found[0]
+	}
+	return dir
 }
 
-// gitSecret says whether rel is one of the .git members never archived.
-func gitSecret(rel string) bool {
-	parts := strings.Split(rel, "/")
-	if parts[0] != ".git" || len(parts) < 2 {
+// exists is Path.exists(): the path resolves (symlinks followed).
+func exists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+// missing says whether err means the path is not there, as Path.exists()
+// takes it (and a path leading out of the root).
+func missing(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, errOutside) || errors.Is(err, syscall.ENOTDIR) ||
+		errors.Is(err, syscall.ELOOP)
+}
+
+// haveGit reports whether a git binary is on PATH.
+func haveGit() bool {
+	_, err := exec.LookPath("git")
+	return err == nil
+}
+
+// validationErrors collects FastAPI's 422 items.
+type validationErrors []map[string]any
+
+func (v *validationErrors) add(typ string, loc []any, msg string, input any, ctx map[string]any) {
+	item := map[string]any{"type": typ, "loc": loc, "msg": msg, "input": input}
+	if ctx != nil {
+		item["ctx"] = ctx
+	}
+	*v = append(*v, item)
+}
+
+// write answers 422 when there is anything to report.
+func (v validationErrors) write(w http.ResponseWriter) bool {
+	if len(v) == 0 {
 		return false
 	}
-	if len(parts) == 2 && neverArchived[parts[1]] {
-		return true
-	}
-	for _, p := range parts[1:] {
-		if p == "logs" {
-			return true
-		}
-	}
-	return false
-}
-
-// writeTarGz writes root as a gzipped tar rooted at name/, regular files
-// and directories only, then name/archive_manifest.json.
-func writeTarGz(w io.Writer, root, name string, excludes []string) error {
-	gz := gzip.NewWriter(w)
-	tw := tar.NewWriter(gz)
-	count, total := 0, int64(0)
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(root, p)
-		if err != nil || rel == "." {
-			return err
-		}
-		rel = filepath.ToSlash(rel)
-		if gitSecret(rel) || excluded(rel, d.IsDir(), excludes) || filepath.Base(p) == "archive_manifest.json" && !d.IsDir() && !strings.Contains(rel, "/") {
-			if d.IsDir() {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !d.IsDir() && !d.Type().IsRegular() {
-			return nil // symlinks and devices are skipped, as upstream
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		hdr, err := tar.FileInfoHeader(fi, "")
-		if err != nil {
-			return err
-		}
-		hdr.Name = name + "/" + rel
-		hdr.Uname, hdr.Gname = "", ""
-		if d.IsDir() {
-			hdr.Name += "/"
-			return tw.WriteHeader(hdr)
-		}
-		f, err := os.Open(p)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := tw.WriteHeader(hdr); err != nil {
-			return err
-		}
-		n, err := io.CopyN(tw, f, hdr.Size)
-		count++
-		total += n
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	if excludes == nil {
-		excludes = []string{}
-	}
-	// encoding/json sorts map keys, as upstream's sort_keys=True.
-	m, err := json.Marshal(map[string]any{"format": "tar.gz", "source": root, "file_count": count,
-		"total_bytes": total, "excludes": excludes})
-	if err != nil {
-		return err
-	}
-	if err := tw.WriteHeader(&tar.Header{Name: name + "/archive_manifest.json", Mode: 0o644, Size: int64(len(m)),
-		Typeflag: tar.TypeReg}); err != nil {
-		return err
-	}
-	if _, err := tw.Write(m); err != nil {
-		return err
-	}
-	if err := tw.Close(); err != nil {
-		return err
-	}
-	return gz.Close()
-}
-
-// pyQuote is Python's urllib.parse.quote(v, safe=""): every byte but
-// letters, digits and "_.-~" as %XX.
-func pyQuote(v string) string {
-	var b strings.Builder
-	for i := 0; i < len(v); i++ {
-		c := v[i]
-		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("_.-~", c) >= 0 {
-			b.WriteByte(c)
-		} else {
-			fmt.Fprintf(&b, "%%%02X", c)
-		}
-	}
-	return b.String()
-}
-
-// setRepoHeaders sets the four percent-encoded repository headers, read
-// from .git's files directly (the box image has no git binary).
-func setRepoHeaders(h http.Header, root string) {
-	gd := filepath.Join(root, ".git")
-	h.Set("X-Archive-Repo-Root", pyQuote(root))
-	if remote := originURL(gd); remote != "" {
-		h.Set("X-Archive-Repo-Remote", pyQuote(remote))
-	}
-	head, _ := os.ReadFile(filepath.Join(gd, "HEAD"))
-	ref, isRef := strings.CutPrefix(strings.TrimSpace(string(head)), "ref: ")
-	commit := ""
-	if isRef {
-		h.Set("X-Archive-Branch", pyQuote(strings.TrimPrefix(ref, "refs/heads/")))
-		commit = resolveRef(gd, ref)
-	} else {
-		commit = strings.TrimSpace(string(head))
-	}
-	if commit != "" {
-		h.Set("X-Archive-Head-Commit", pyQuote(commit))
-	}
-}
-
-// resolveRef reads a loose ref, else packed-refs; "" for an unborn branch.
-func resolveRef(gitDir, ref string) string {
-	if b, err := os.ReadFile(filepath.Join(gitDir, filepath.FromSlash(ref))); err == nil {
-		return strings.TrimSpace(string(b))
-	}
-	f, err := os.Open(filepath.Join(gitDir, "packed-refs"))
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if sha, name, ok := strings.Cut(sc.Text(), " "); ok && name == ref {
-			return sha
-		}
-	}
-	return ""
-}
-
-// originURL reads remote.origin.url from .git/config.
-func originURL(gitDir string) string {
-	f, err := os.Open(filepath.Join(gitDir, "config"))
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	in := false
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if strings.HasPrefix(line, "[") {
-			in = line == `[remote "origin"]`
-			continue
-		}
-		if k, v, ok := strings.Cut(line, "="); in && ok && strings.TrimSpace(k) == "url" {
-			return strings.TrimSpace(v)
-		}
-	}
-	return ""
-}
-
-type badRef struct{ ref string }
-
-func (b badRef) Error() string { return "cannot resolve " + b.ref }
-
-// gitDelta writes `git diff --binary` of the work tree (untracked files
-// included, .gitignore respected) against the base, built with a throwaway
-// index so the box's own index is untouched. The base is base_ref when
-// given; else HEAD when it is detached; else the merge-base with the
-// branch's upstream or origin's HEAD; else the empty tree ("" returned). It
-// needs the git binary; without one (the FROM-scratch box image) the
-// archive route uses gitDeltaPure.
-func gitDelta(w io.Writer, root, baseRef string, excludes []string) (base string, err error) {
-	run := func(env []string, args ...string) (string, error) {
-		cmd := exec.Command("git", append([]string{"-C", root}, args...)...)
-		cmd.Env = append(os.Environ(), env...)
-		var out, errb bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errb
-		if err := cmd.Run(); err != nil {
-			return "", fmt.Errorf("git %s: %v: %s", args[0], err, strings.TrimSpace(errb.String()))
-		}
-		return strings.TrimSpace(out.String()), nil
-	}
-	switch {
-	case baseRef != "":
-		base, err = run(nil, "rev-parse", "--verify", "--quiet", baseRef+"^{commit}")
-		if err != nil || base == "" {
-			return "", badRef{baseRef}
-		}
-	default:
-		if _, err := run(nil, "symbolic-ref", "-q", "HEAD"); err != nil {
-			base, _ = run(nil, "rev-parse", "--verify", "--quiet", "HEAD") // detached
-			break
-		}
-		for _, up := range []string{"@{upstream}", "refs/remotes/origin/HEAD"} {
-			if mb, err := run(nil, "merge-base", "HEAD", up); err == nil && mb != "" {
-				base = mb
-				break
-			}
-		}
-	}
-	idx, err := os.CreateTemp("", "emu-index-*")
-	if err != nil {
-		return "", err
-	}
-	idx.Close()
-	os.Remove(idx.Name()) // git wants to create it
-	defer os.Remove(idx.Name())
-	env := []string{"GIT_INDEX_FILE=" + idx.Name()}
-	// Start from HEAD's tree, so tracked files stay even when ignored.
-	if _, err := run(nil, "rev-parse", "--verify", "--quiet", "HEAD"); err == nil {
-		if _, err := run(env, "read-tree", "HEAD"); err != nil {
-			return "", err
-		}
-	}
-	args := []string{"add", "-A", "--", "."}
-	for _, e := range excludes {
-		if e == ".git/" {
-			continue
-		}
-		args = append(args, ":(exclude,glob)**/"+strings.TrimSuffix(e, "/")+func() string {
-			if strings.HasSuffix(e, "/") {
-				return "/**"
-			}
-			return ""
-		}())
-	}
-	if _, err := run(env, args...); err != nil {
-		return "", err
-	}
-	against := base
-	if against == "" {
-		against = emptyTree
-	}
-	cmd := exec.Command("git", "-C", root, "diff", "--binary", "--cached", "--no-color", "--no-ext-diff", against)
-	cmd.Env = append(os.Environ(), env...)
-	var errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = w, &errb
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("git diff: %v: %s", err, strings.TrimSpace(errb.String()))
-	}
-	return base, nil
+	writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"detail": []map[string]any(v)})
+	return true
 }

@@ -16,8 +16,10 @@ import (
 )
 
 // repo is a real git repository built with the git binary: a base commit
-// that origin/main points at, a second commit on branch feature/naïve,
-// then uncommitted changes (a modified file, an untracked text file, an
+// that origin/main points at, a second commit on branch feature/naïve
+// (pushed only up to the base: origin/feature/naïve is the base, which is
+// what upstream's auto base picks without reaching the remote), then
+// uncommitted changes (a modified file, an untracked text file, an
 // untracked binary file, an ignored file and a node_modules file).
 type repo struct {
 	parent, dir    string
@@ -66,6 +68,7 @@ func newRepo(t *testing.T) *repo {
 	gitT(t, r.dir, "update-ref", "refs/remotes/origin/main", r.base)
 	gitT(t, r.dir, "symbolic-ref", "refs/remotes/origin/HEAD", "refs/remotes/origin/main")
 	gitT(t, r.dir, "checkout", "-q", "-b", r.branch)
+	gitT(t, r.dir, "update-ref", "refs/remotes/origin/"+r.branch, r.base)
 	writeFile(t, filepath.Join(r.dir, "src", "b.go"), "package a\n\nfunc B() {}\n")
 	gitT(t, r.dir, "add", "-A")
 	gitT(t, r.dir, "commit", "-q", "-m", "second")
@@ -115,8 +118,9 @@ func TestArchiveGitDeltaAppliesOnBase(t *testing.T) {
 func testGitDelta(t *testing.T, pure bool) {
 	r := newRepo(t)
 	// More kinds of change: a deletion, a mode change, a symlink, an empty
-	// file, a non-ASCII name, a tracked file that is now ignored, nested
-	// .gitignore rules with a negation.
+	// file, a non-ASCII name, a tracked file that is ignored, nested
+	// .gitignore rules with a negation. The third commit is after the base,
+	// so to the scratch index (seeded from the base) its files are new.
 	writeFile(t, filepath.Join(r.dir, "old.txt"), "to be deleted\n")
 	writeFile(t, filepath.Join(r.dir, "run.sh"), "#!/bin/sh\n")
 	writeFile(t, filepath.Join(r.dir, "kept.log"), "tracked though ignored\n")
@@ -144,14 +148,14 @@ func testGitDelta(t *testing.T, pure bool) {
 	if e.idle() != 0 {
 		t.Error("the archive route did not reset the idle clock")
 	}
-	if h.Get("Content-Type") != "text/x-patch" || !strings.Contains(h.Get("Content-Disposition"), `filename="proj.patch"`) {
+	if h.Get("Content-Type") != "text/x-patch; charset=utf-8" || h.Get("Content-Disposition") != `attachment; filename="proj.patch"` {
 		t.Errorf("headers %v", h)
 	}
 	if h.Get("X-Archive-Base-Commit") != r.base || h.Get("X-Archive-Base-Ref") != "auto" {
 		t.Errorf("base headers %q %q, want %s auto", h.Get("X-Archive-Base-Commit"), h.Get("X-Archive-Base-Ref"), r.base)
 	}
 	// Repository headers are percent-encoded like Python's quote(v, safe="").
-	if got, want := h.Get("X-Archive-Repo-Root"), pyQuote(r.dir); got != want || !strings.Contains(got, "%2F") {
+	if got, want := h.Get("X-Archive-Repo-Root"), pyQuote(r.dir, ""); got != want || !strings.Contains(got, "%2F") {
 		t.Errorf("X-Archive-Repo-Root %q, want %q", got, want)
 	}
 	if got := h.Get("X-Archive-Branch"); got != "feature%2Fna%C3%AFve" {
@@ -179,7 +183,7 @@ func testGitDelta(t *testing.T, pure bool) {
 	os.WriteFile(pf, patch, 0o644)
 	gitT(t, out, "init", "-q")
 	gitT(t, out, "apply", "--binary", pf)
-	for _, f := range []string{"README.md", "notes.txt", "blob.bin", "src/a.go", "src/b.go", "run.sh", "kept.log",
+	for _, f := range []string{"README.md", "notes.txt", "blob.bin", "src/a.go", "src/b.go", "run.sh",
 		"empty", "café.txt", "sub/.gitignore", "sub/keep.tmp"} {
 		want, _ := os.ReadFile(filepath.Join(r.dir, f))
 		got, err := os.ReadFile(filepath.Join(out, f))
@@ -187,7 +191,10 @@ func testGitDelta(t *testing.T, pure bool) {
 			t.Errorf("%s after applying the patch: %q (%v), want %q", f, got, err, want)
 		}
 	}
-	for _, f := range []string{"old.txt", "sub/drop.tmp", "debug.log"} {
+	// kept.log is tracked since the third commit but ignored, and absent
+	// from the base: `git add -A` over the base's index skips it, so
+	// upstream's patch loses it. old.txt came and went after the base.
+	for _, f := range []string{"old.txt", "sub/drop.tmp", "debug.log", "kept.log"} {
 		if _, err := os.Lstat(filepath.Join(out, f)); err == nil {
 			t.Errorf("%s exists after applying the patch", f)
 		}
@@ -211,7 +218,7 @@ func testGitDelta(t *testing.T, pure bool) {
 	// A detached HEAD is its own base; the patch is the uncommitted work.
 	gitT(t, r.dir, "checkout", "-q", "--detach")
 	code, h, patch = e.archiveRaw(url.Values{"path": {r.dir}})
-	if code != 200 || h.Get("X-Archive-Base-Commit") != r.head || h.Get("X-Archive-Branch") != "" ||
+	if code != 200 || h.Get("X-Archive-Base-Commit") != r.head || h.Get("X-Archive-Branch") != "DETACHED" ||
 		strings.Contains(string(patch), "src/b.go") || !strings.Contains(string(patch), "notes.txt") {
 		t.Errorf("detached HEAD: %d %v\n%.300s", code, h, patch)
 	}
@@ -221,7 +228,7 @@ func TestArchiveTarGzFullCapture(t *testing.T) {
 	r := newRepo(t)
 	e := newEnv(t, Config{})
 	code, h, body := e.archiveRaw(url.Values{"path": {r.dir}, "format": {"tar.gz"}, "use_default_excludes": {"false"}})
-	if code != 200 || h.Get("Content-Type") != "application/gzip" || !strings.Contains(h.Get("Content-Disposition"), "proj.tar.gz") {
+	if code != 200 || h.Get("Content-Type") != "application/gzip" || h.Get("Content-Disposition") != `attachment; filename="proj.tar.gz"` {
 		t.Fatalf("tar.gz: %d %v %.200s", code, h, body)
 	}
 	if h.Get("X-Archive-Base-Commit") != "" || h.Get("X-Archive-Head-Commit") != r.head {
@@ -245,11 +252,11 @@ func TestArchiveTarGzFullCapture(t *testing.T) {
 	if err := json.Unmarshal([]byte(files["proj/archive_manifest.json"]), &m); err != nil {
 		t.Fatalf("archive_manifest.json: %v", err)
 	}
-	if m["format"] != "tar.gz" || m["source"] != r.dir || m["file_count"].(float64) < 6 {
+	if m["format"] != "tar.gz" || m["source"] != "proj" || m["file_count"].(float64) < 6 {
 		t.Errorf("archive_manifest.json = %v", m)
 	}
-	if !strings.HasPrefix(files["proj/archive_manifest.json"], `{"excludes":`) {
-		t.Errorf("archive_manifest.json keys are not sorted: %s", files["proj/archive_manifest.json"])
+	if !strings.HasPrefix(files["proj/archive_manifest.json"], "{\n  \"excludes\": [],\n  \"file_count\": ") {
+		t.Errorf("archive_manifest.json is not json.dumps(indent=2, sort_keys=True): %s", files["proj/archive_manifest.json"])
 	}
 
 	// Default excludes drop node_modules and .git.
@@ -304,9 +311,11 @@ func TestArchiveErrors(t *testing.T) {
 		{"relative", url.Values{"path": {"work/proj"}}, 400, "Path must be absolute"},
 		{"missing dir", url.Values{"path": {filepath.Join(r.parent, "nope")}}, 404, "Directory not found"},
 		{"file", url.Values{"path": {filepath.Join(r.dir, "README.md")}}, 400, "Path is not a directory"},
-		{"not a repo", url.Values{"path": {plain}, "format": {"git-delta"}}, 400, "Not a git repository: " + plain},
-		{"two repos", url.Values{"path": {two}}, 400, "Not a git repository: " + two},
+		{"not a repo", url.Values{"path": {plain}, "format": {"git-delta"}}, 400, "Not a git repository: Not a git repository: " + plain},
+		{"two repos", url.Values{"path": {two}}, 400, "Not a git repository: Not a git repository: " + two},
 		{"dash ref", url.Values{"path": {r.dir}, "base_ref": {"-x"}}, 400, "base_ref must not start with '-'"},
+		{"dash ref, tar.gz", url.Values{"path": {r.dir}, "base_ref": {"-x"}, "format": {"tar.gz"}}, 400, "base_ref must not start with '-'"},
+		{"quoted ref", url.Values{"path": {r.dir}, "base_ref": {"it's"}}, 400, `base_ref "it's" could not be resolved`},
 		{"unknown ref", url.Values{"path": {r.dir}, "base_ref": {"nosuch"}}, 400, "base_ref 'nosuch' could not be resolved"},
 		{"no path", url.Values{"format": {"tar.gz"}}, 422, ""},
 		{"bad format", url.Values{"path": {r.dir}, "format": {"zip"}}, 422, ""},
@@ -322,7 +331,7 @@ func TestArchiveErrors(t *testing.T) {
 			t.Errorf("%s: %d %s, want %d", c.name, code, body, c.code)
 			continue
 		}
-		if c.detail != "" && string(d.Detail) != strings.ReplaceAll(`"`+c.detail+`"`, `\`, `\\`) {
+		if want, _ := json.Marshal(c.detail); c.detail != "" && string(d.Detail) != string(want) {
 			t.Errorf("%s: detail %s, want %q", c.name, d.Detail, c.detail)
 		}
 	}
@@ -344,9 +353,60 @@ func TestArchiveErrors(t *testing.T) {
 	for _, d := range []string{filepath.Dir(r.dir), filepath.Dir(plain)} {
 		ents, _ := os.ReadDir(d)
 		for _, en := range ents {
-			if strings.HasPrefix(en.Name(), ".archive-") {
+			if strings.HasPrefix(en.Name(), "tmp") {
 				t.Errorf("temp file %s left in %s", en.Name(), d)
 			}
+		}
+	}
+}
+
+// TestScratchFile: the archive is built beside the directory (on the box's
+// disk), except for the box's "/", which has no parent.
+func TestScratchFile(t *testing.T) {
+	parent := t.TempDir()
+	target := filepath.Join(parent, "ws")
+	os.MkdirAll(target, 0o755)
+	s, err := NewServer(Config{ConversationsPath: filepath.Join(t.TempDir(), "c")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := s.scratchFile(target, "tar.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	os.Remove(f.Name())
+	if filepath.Dir(f.Name()) != parent || !strings.HasSuffix(f.Name(), ".tar.gz") || !strings.HasPrefix(filepath.Base(f.Name()), "tmp") {
+		t.Errorf("scratch file %s, want tmp*.tar.gz in %s", f.Name(), parent)
+	}
+	rooted, err := NewServer(Config{ConversationsPath: filepath.Join(t.TempDir(), "c"), FSRoot: target}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err = rooted.scratchFile(rooted.root.dir, "git-delta")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	os.Remove(f.Name())
+	if tmp, _ := pyTempDir(); filepath.Dir(f.Name()) != tmp || !strings.HasSuffix(f.Name(), ".patch") {
+		t.Errorf("scratch file for the box's root %s, want one in %s", f.Name(), tmp)
+	}
+}
+
+// TestArchiveSubdirectoryOfRepository: a git-delta of a directory inside a
+// repository is that directory's part of the delta, without the
+// repository headers (the directory holds no .git).
+func TestArchiveSubdirectoryOfRepository(t *testing.T) {
+	r := newRepo(t)
+	for _, pure := range []bool{false, true} {
+		e := newEnv(t, Config{PureGit: pure})
+		code, h, body := e.archiveRaw(url.Values{"path": {filepath.Join(r.dir, "src")}})
+		if code != 200 || !strings.Contains(string(body), "diff --git a/src/b.go b/src/b.go") || strings.Contains(string(body), "README.md") {
+			t.Errorf("pure=%v: %d\n%s", pure, code, body)
+		}
+		if h.Get("X-Archive-Repo-Root") != "" || h.Get("X-Archive-Base-Commit") != r.base || !strings.Contains(h.Get("Content-Disposition"), `"src.patch"`) {
+			t.Errorf("pure=%v: headers %v", pure, h)
 		}
 	}
 }

@@ -15,46 +15,38 @@ import (
 )
 
 // Pure-Go git-delta, used when the box has no git binary (the FROM-scratch
-// box image). It follows what upstream builds with git: HEAD's tree plus
-// the work tree (untracked files included, .gitignore respected, tracked
-// files kept even when ignored), diffed against the base the same rules
-// pick. Every changed file is written as a GIT binary patch (full index,
-// zlib literal), which `git apply` takes for text and binary files alike.
+// box image). It builds what upstream's git commands build: the base's
+// tree as the index, the work tree staged on top of it as `git add -A`
+// stages it (untracked files included, .gitignore respected, tracked files
+// updated even when ignored, an embedded repository as its HEAD commit),
+// both limited to the archived directory and to what the excludes leave,
+// then the difference. Every changed file is written as a GIT binary
+// patch (full index, zlib literal), which `git apply` takes for text and
+// binary files alike.
 
 const zeroID = "0000000000000000000000000000000000000000"
 
-// gitDeltaPure writes the patch and returns the base commit ("" for the
-// empty tree). baseRef resolves as in gitDelta; an unknown one is badRef.
-func gitDeltaPure(w io.Writer, root, baseRef string, excludes []string) (string, error) {
-	g := looseRepo{gitDir: filepath.Join(root, ".git")}
-	headRaw, _ := os.ReadFile(filepath.Join(g.gitDir, "HEAD"))
-	headRef, onBranch := strings.CutPrefix(strings.TrimSpace(string(headRaw)), "ref: ")
-	head := strings.TrimSpace(string(headRaw))
-	if onBranch {
-		head = g.ref(headRef)
+// gitDeltaPure writes the patch of root (which may be a subdirectory of
+// its repository) and returns the base commit ("" for the empty tree).
+// The base is chosen as binBase chooses it, except that the remote's
+// default branch is known only for a remote on this machine.
+func gitDeltaPure(w io.Writer, root string, baseRef *string, excludes []string, ceiling string) (string, error) {
+	g, top, err := discoverRepo(root, ceiling)
+	if err != nil {
+		return "", err
 	}
-	base := ""
-	switch {
-	case baseRef != "":
-		if base = g.resolve(baseRef); base == "" {
-			return "", badRef{baseRef}
-		}
-	case head == "":
-		// An unborn branch: against the empty tree.
-	case !onBranch:
-		base = head
-	default:
-		if up := g.upstream(strings.TrimPrefix(headRef, "refs/heads/")); up != "" {
-			mb, err := g.mergeBase(head, up)
-			if err != nil {
-				return "", err
-			}
-			base = mb
-		}
+	scope, _ := filepath.Rel(top, root)
+	scope = filepath.ToSlash(scope)
+	if scope == "." {
+		scope = ""
+	}
+	ref, err := pureBase(g, baseRef)
+	if err != nil {
+		return "", err
 	}
 	baseFiles := map[string]entry{}
-	if base != "" {
-		tree, _, err := g.commit(base)
+	if ref != emptyTree {
+		tree, _, err := g.commit(ref)
 		if err != nil {
 			return "", err
 		}
@@ -62,26 +54,17 @@ func gitDeltaPure(w io.Writer, root, baseRef string, excludes []string) (string,
 			return "", err
 		}
 	}
-	headFiles := map[string]entry{}
-	if head != "" {
-		tree, _, err := g.commit(head)
-		if err != nil {
-			return "", err
-		}
-		if err := g.files(tree, "", headFiles); err != nil {
-			return "", err
-		}
-	}
-	work, err := workTree(root, headFiles, excludes)
-	if err != nil {
+	wt := &workTree{top: top, scope: scope, base: baseFiles, excludes: excludes, out: map[string]entry{}}
+	if err := wt.collect(); err != nil {
 		return "", err
 	}
-	bw := bufio.NewWriterSize(w, 64<<10)
 	paths := map[string]bool{}
 	for p := range baseFiles {
-		paths[p] = true
+		if wt.diffed(p) {
+			paths[p] = true
+		}
 	}
-	for p := range work {
+	for p := range wt.out {
 		paths[p] = true
 	}
 	sorted := make([]string, 0, len(paths))
@@ -89,69 +72,181 @@ func gitDeltaPure(w io.Writer, root, baseRef string, excludes []string) (string,
 		sorted = append(sorted, p)
 	}
 	sort.Strings(sorted)
+	bw := bufio.NewWriterSize(w, 64<<10)
 	for _, p := range sorted {
-		if err := writeFileDiff(bw, g, root, p, baseFiles[p], work[p]); err != nil {
+		if err := writeFileDiff(bw, g, top, p, baseFiles[p], wt.out[p]); err != nil {
 			return "", err
 		}
 	}
-	return base, bw.Flush()
+	if err := bw.Flush(); err != nil {
+		return "", err
+	}
+	if ref == emptyTree {
+		return "", nil
+	}
+	return ref, nil
 }
 
-// workTree lists the files `git add -A` over HEAD's index would stage:
-// mode and blob id by slash path.
-func workTree(root string, head map[string]entry, excludes []string) (map[string]entry, error) {
-	headDirs := map[string]bool{}
-	for p := range head {
+// pureBase is binBase over the loose repository; it returns a commit id
+// or emptyTree.
+func pureBase(g looseRepo, baseRef *string) (string, error) {
+	if baseRef == nil && g.detached() {
+		head := "HEAD"
+		baseRef = &head
+	}
+	if baseRef != nil {
+		if sha, ok := g.resolveCommit(*baseRef); ok {
+			return sha, nil
+		}
+		if *baseRef == "HEAD" {
+			return emptyTree, nil
+		}
+		return "", badRef{*baseRef}
+	}
+	if !g.hasCommits() {
+		return emptyTree, nil
+	}
+	var try []string
+	if b := g.abbrevHead(); b != "" && b != "HEAD" {
+		try = append(try, "origin/"+b)
+	}
+	if def := g.remoteDefaultBranch(); def != "" {
+		try = append(try, "origin/"+def)
+		head, okH := g.resolveCommit("HEAD")
+		other, okO := g.resolveCommit("origin/" + def)
+		if okH && okO {
+			if mb, err := g.mergeBase(head, other); err == nil && mb != "" {
+				try = append(try, mb)
+			}
+		}
+	}
+	for _, ref := range try {
+		if sha, ok := g.resolveCommit(ref); ok {
+			return sha, nil
+		}
+	}
+	return emptyTree, nil
+}
+
+// workTree collects what `git add -A -- . <excludes>` stages below scope
+// (a slash path from the top, "" for all): mode and id by slash path.
+type workTree struct {
+	top, scope string
+	base       map[string]entry // the index before staging
+	excludes   []string
+	out        map[string]entry
+
+	baseDirs map[string]bool // directories holding tracked paths
+}
+
+// inScope says whether p (from the top) is inside the archived directory.
+func (wt *workTree) inScope(p string) bool {
+	return wt.scope == "" || p == wt.scope || strings.HasPrefix(p, wt.scope+"/")
+}
+
+// parts are p's parts relative to the archived directory, where the
+// excludes are anchored.
+func (wt *workTree) parts(p string) []string {
+	rel := p
+	if wt.scope != "" {
+		rel = strings.TrimPrefix(strings.TrimPrefix(p, wt.scope), "/")
+	}
+	return strings.Split(rel, "/")
+}
+
+// diffed says whether the diff covers a path: in scope and not excluded.
+func (wt *workTree) diffed(p string) bool {
+	return wt.inScope(p) && !pathExcluded(wt.parts(p), wt.excludes, false)
+}
+
+func (wt *workTree) collect() error {
+	wt.baseDirs = map[string]bool{}
+	for p := range wt.base {
 		for d := path.Dir(p); d != "."; d = path.Dir(d) {
-			headDirs[d] = true
+			wt.baseDirs[d] = true
 		}
 	}
 	ign := &ignorer{}
-	ign.load(filepath.Join(root, ".git", "info", "exclude"), "")
-	out := map[string]entry{}
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
+	ign.load(filepath.Join(wt.top, ".git", "info", "exclude"), "")
+	ign.load(filepath.Join(wt.top, ".gitignore"), "")
+	return wt.walk(ign, wt.top, "", false)
+}
+
+// walk stages dir (rel from the top, "" for the top). ignored says an
+// ancestor is ignored: its untracked files are then ignored too.
+func (wt *workTree) walk(ign *ignorer, dir, rel string, ignored bool) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, d := range entries {
+		p := d.Name()
+		if rel != "" {
+			p = rel + "/" + p
 		}
-		rel, _ := filepath.Rel(root, p)
-		rel = filepath.ToSlash(rel)
+		full := filepath.Join(dir, d.Name())
 		if d.IsDir() {
-			if rel == "." {
-				ign.load(filepath.Join(p, ".gitignore"), "")
-				return nil
-			}
 			if d.Name() == ".git" {
-				return filepath.SkipDir
+				continue
 			}
-			if _, err := os.Lstat(filepath.Join(p, ".git")); err == nil {
-				return filepath.SkipDir // a nested repository is not this one's content
+			onPath := wt.scope != "" && strings.HasPrefix(wt.scope+"/", p+"/") && p != wt.scope
+			if !onPath && !wt.inScope(p) {
+				continue
 			}
-			if !headDirs[rel] && (excluded(rel, true, excludes) || ign.ignored(rel, true)) {
-				return filepath.SkipDir
+			dirIgnored := ignored || ign.ignored(p, true)
+			if !onPath && p != wt.scope && pathExcluded(wt.parts(p), wt.excludes, true) {
+				continue
 			}
-			ign.load(filepath.Join(p, ".gitignore"), rel)
-			return nil
+			if _, err := os.Lstat(filepath.Join(full, ".git")); err == nil && !onPath {
+				// An embedded repository is staged as its HEAD commit.
+				if _, tracked := wt.base[p]; dirIgnored && !tracked {
+					continue
+				}
+				e, err := gitlink(full, p)
+				if err != nil {
+					return err
+				}
+				wt.out[p] = e
+				continue
+			}
+			if dirIgnored && !wt.baseDirs[p] {
+				continue
+			}
+			sub := *ign
+			sub.rules = append([]ignoreRule(nil), ign.rules...)
+			sub.load(filepath.Join(full, ".gitignore"), p)
+			if err := wt.walk(&sub, full, p, dirIgnored); err != nil {
+				return err
+			}
+			continue
 		}
-		tracked, isTracked := head[rel]
-		if excluded(rel, false, excludes) {
-			if isTracked {
-				out[rel] = tracked // left as HEAD has it, as a pathspec exclude does
-			}
-			return nil
+		if !wt.diffed(p) {
+			continue
 		}
-		if !isTracked && ign.ignored(rel, false) {
-			return nil
+		if _, tracked := wt.base[p]; !tracked && (ignored || ign.ignored(p, false)) {
+			continue
 		}
-		e, ok, err := workEntry(p, d)
+		e, ok, err := workEntry(full, d)
 		if err != nil {
 			return err
 		}
 		if ok {
-			out[rel] = e
+			wt.out[p] = e
 		}
-		return nil
-	})
-	return out, err
+	}
+	return nil
+}
+
+// gitlink is an embedded repository's entry: its HEAD commit. Without one
+// `git add` fails, and so does the delta.
+func gitlink(dir, p string) (entry, error) {
+	g, ok := openGitDir(dir)
+	if ok {
+		if sha, ok := g.resolveCommit("HEAD"); ok {
+			return entry{"160000", sha}, nil
+		}
+	}
+	return entry{}, gitCommandError{"Failed to generate git delta", fmt.Sprintf("'%s/' does not have a commit checked out", p)}
 }
 
 func workEntry(p string, d fs.DirEntry) (entry, bool, error) {
@@ -188,6 +283,13 @@ func writeFileDiff(w *bufio.Writer, g looseRepo, root, p string, old, cur entry)
 	if old == cur {
 		return nil
 	}
+	if old.sha != "" && cur.sha != "" && modeKind(old.mode) != modeKind(cur.mode) {
+		// A change of kind is a deletion and an addition, as git writes it.
+		if err := writeFileDiff(w, g, root, p, old, entry{}); err != nil {
+			return err
+		}
+		return writeFileDiff(w, g, root, p, entry{}, cur)
+	}
 	fmt.Fprintf(w, "diff --git %s %s\n", quotePath("a/"+p), quotePath("b/"+p))
 	switch {
 	case old.sha == "":
@@ -212,6 +314,10 @@ func writeFileDiff(w *bufio.Writer, g looseRepo, root, p string, old, cur entry)
 		fmt.Fprintf(w, " %s", cur.mode)
 	}
 	w.WriteString("\n")
+	if modeKind(old.mode) == "160000" || modeKind(cur.mode) == "160000" {
+		writeGitlinkHunk(w, p, old.sha, cur.sha)
+		return nil
+	}
 	const emptyBlob = "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391"
 	if (old.sha == "" && cur.sha == emptyBlob) || (cur.sha == "" && old.sha == emptyBlob) {
 		return nil // an empty file added or removed: the header says it all
@@ -222,6 +328,28 @@ func writeFileDiff(w *bufio.Writer, g looseRepo, root, p string, old, cur entry)
 		return err
 	}
 	return writeSide(w, g, root, p, old, false)
+}
+
+// modeKind is what a mode is: a file (either mode), a symlink, a gitlink.
+func modeKind(mode string) string {
+	if mode == "100755" {
+		return "100644"
+	}
+	return mode
+}
+
+// writeGitlinkHunk writes a submodule's change as git's one-line text
+// hunk ("Subproject commit <id>"); git writes no binary patch for it.
+func writeGitlinkHunk(w *bufio.Writer, p, old, cur string) {
+	from, to := quotePath("a/"+p), quotePath("b/"+p)
+	switch {
+	case old == "":
+		fmt.Fprintf(w, "--- /dev/null\n+++ %s\n@@ -0,0 +1 @@\n+Subproject commit %s\n", to, cur)
+	case cur == "":
+		fmt.Fprintf(w, "--- %s\n+++ /dev/null\n@@ -1 +0,0 @@\n-Subproject commit %s\n", from, old)
+	default:
+		fmt.Fprintf(w, "--- %s\n+++ %s\n@@ -1 +1 @@\n-Subproject commit %s\n+Subproject commit %s\n", from, to, old, cur)
+	}
 }
 
 // writeSide writes one literal: the work-tree file for the new side

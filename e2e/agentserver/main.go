@@ -1,15 +1,21 @@
 // Command agentserver emulates the OpenHands agent-server that runs inside
 // every box, for companion's tests. It follows
-// shared/reference/agent-server.md: the unauthenticated probes
-// (/server_info, /alive, /health, /ready, GET /), X-Session-API-Key auth on
-// /api/*, conversations persisted on disk, the trajectory download with
-// secret redaction, the workspace archive (GET /api/file/archive: tar.gz
+// shared/reference/agent-server.md and docs/agent-server-files.md: the
+// unauthenticated probes (/server_info, /alive, /health, /ready, GET /),
+// X-Session-API-Key auth on /api/*, conversations persisted on disk, the
+// trajectory download with secret redaction, and the file routes with
+// upstream's rules: the workspace archive (GET /api/file/archive: tar.gz
 // in pure Go; git-delta through the git binary when there is one, else a
-// pure-Go writer over loose objects), one process-wide idle clock that conversation events and
-// bash commands reset and reads do not.
+// pure-Go writer over loose objects), download, multipart upload (streamed),
+// create_directory, search_subdirs and home. One process-wide idle clock
+// is reset by conversation events, the bash routes and the file routes
+// upstream counts as activity, never by reads.
 //
-// It executes nothing: POST /api/bash/execute_bash_command only echoes, so
-// a test can mark a box active without a shell in the image.
+// The bash routes run the command for real. There is no shell in the box
+// image, so commands are interpreted in-process (mvdan.cc/sh, POSIX
+// syntax and builtins); the only external commands are rm and chmod,
+// implemented in Go, and any other answers "not found" with status 127.
+// Bash events are not kept (there are no /api/bash/bash_events routes).
 //
 // It is a static program (CGO_ENABLED=0) so it runs in an image built FROM
 // scratch (see e2e/boximage).
@@ -41,7 +47,18 @@
 //	                             when a git binary is present
 //	EMULATOR_SEED_REPO=DIR       make DIR a real git repository (origin/main,
 //	                             a commit, uncommitted work) at start, if it
-//	                             is not one, so a box has work to export
+//	                             is not one, so a box has work to export;
+//	                             under EMULATOR_FS_ROOT an absolute DIR is a
+//	                             box path
+//	EMULATOR_FS_ROOT=DIR         take DIR as the box's "/": every absolute
+//	                             path a request names (file routes, bash cwd,
+//	                             and the files a bash command opens, lists or
+//	                             hands to rm and chmod) is looked up under
+//	                             DIR, and paths in answers are written as
+//	                             the box sees them; a path that leads out of
+//	                             DIR through ".." or a symlink is not found
+//	                             (for a host-run emulator that stands for a
+//	                             box, as the e2e farm's)
 //
 // Logs go to stderr.
 package main

@@ -1,12 +1,16 @@
 package main
 
 import (
+	"bytes"
+	"crypto/rand"
 	"crypto/subtle"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"math"
 	"net/http"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -39,7 +43,12 @@ type Config struct {
 	PureGit bool
 	// SeedRepo, when set, is a directory made a real git repository with
 	// uncommitted work at start (EMULATOR_SEED_REPO), unless it has one.
+	// Under FSRoot an absolute SeedRepo is a box path.
 	SeedRepo string
+	// FSRoot, when set, stands for the box's "/" (EMULATOR_FS_ROOT): the
+	// absolute paths requests name are taken under it, and the paths the
+	// emulator answers with are written as the box sees them.
+	FSRoot string
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -88,6 +97,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	}
 	cfg.PureGit = getenv("EMULATOR_PURE_GIT") == "1"
 	cfg.SeedRepo = getenv("EMULATOR_SEED_REPO")
+	cfg.FSRoot = getenv("EMULATOR_FS_ROOT")
 	d, err := envSeconds(getenv, "EMULATOR_READY_DELAY_SECONDS")
 	if err != nil {
 		return cfg, err
@@ -107,6 +117,7 @@ type Server struct {
 	start time.Time
 	mux   *http.ServeMux
 	store *store
+	root  fsRoot
 
 	mu        sync.Mutex
 	lastEvent time.Time // the process-wide idle clock
@@ -129,8 +140,18 @@ func NewServer(cfg Config, log *slog.Logger) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	root, err := newFSRoot(cfg.FSRoot)
+	if err != nil {
+		return nil, err
+	}
 	if cfg.SeedRepo != "" {
-		if err := seedRepo(cfg.SeedRepo, cfg.Now()); err != nil {
+		dir := cfg.SeedRepo
+		if root.mapped() && filepath.IsAbs(dir) {
+			if dir, err = root.host(dir); err != nil {
+				return nil, fmt.Errorf("seed repository %s: %w", cfg.SeedRepo, err)
+			}
+		}
+		if err := seedRepo(dir, cfg.Now()); err != nil {
 			return nil, fmt.Errorf("seed repository %s: %w", cfg.SeedRepo, err)
 		}
 	}
@@ -139,7 +160,8 @@ func NewServer(cfg Config, log *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	now := cfg.Now()
-	s := &Server{cfg: cfg, log: log, now: cfg.Now, start: now, lastEvent: now.Add(-cfg.IdleAtStart), store: st, mux: http.NewServeMux()}
+	s := &Server{cfg: cfg, log: log, now: cfg.Now, start: now, lastEvent: now.Add(-cfg.IdleAtStart), store: st, root: root,
+		mux: http.NewServeMux()}
 	s.routes()
 	return s, nil
 }
@@ -165,6 +187,11 @@ func (s *Server) routes() {
 	handle("POST", "/api/conversations/{id}/events", s.api(s.sendMessage))
 	handle("GET", "/api/file/download-trajectory/{id}", s.api(s.downloadTrajectory))
 	handle("GET", "/api/file/archive", s.api(s.archive))
+	handle("GET", "/api/file/download", s.api(s.download))
+	handle("POST", "/api/file/upload", s.api(s.upload))
+	handle("POST", "/api/file/create_directory", s.api(s.createDirectory))
+	handle("GET", "/api/file/search_subdirs", s.api(s.searchSubdirs))
+	handle("GET", "/api/file/home", s.api(s.home))
 	handle("POST", "/api/bash/execute_bash_command", s.api(s.executeBash))
 	handle("POST", "/api/bash/start_bash_command", s.api(s.startBash))
 }
@@ -342,70 +369,8 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }
 
-type bashRequest struct {
-	Command *string `json:"command"`
-	Cwd     *string `json:"cwd"`
-	Timeout *int    `json:"timeout"`
-}
-
-func (s *Server) readBash(w http.ResponseWriter, r *http.Request) (bashRequest, bool) {
-	var req bashRequest
-	if !readBody(w, r, &req) {
-		return req, false
-	}
-	if req.Command == nil {
-		writeJSON(w, http.StatusUnprocessableEntity, validation("missing", []any{"body", "command"}, "Field required", nil))
-		return req, false
-	}
-	if req.Timeout == nil {
-		t := 300
-		req.Timeout = &t
-	}
-	return req, true
-}
-
-// executeBash answers like upstream's BashOutput but runs nothing: a
-// command "echo X" prints X, anything else prints nothing and exits 0. It
-// resets the idle clock, which is what tests use it for.
-func (s *Server) executeBash(w http.ResponseWriter, r *http.Request) {
-	req, ok := s.readBash(w, r)
-	if !ok {
-		return
-	}
-	now := s.touch()
-	stdout := ""
-	if rest, ok := strings.CutPrefix(*req.Command, "echo "); ok {
-		stdout = rest + "\n"
-	}
-	writeJSON(w, http.StatusOK, map[string]any{
-		"kind":       "BashOutput",
-		"id":         newUUID().dashed(),
-		"timestamp":  pyTime(now),
-		"command_id": newUUID().dashed(),
-		"order":      0,
-		"exit_code":  0,
-		"stdout":     stdout,
-		"stderr":     nil,
-	})
-}
-
-func (s *Server) startBash(w http.ResponseWriter, r *http.Request) {
-	req, ok := s.readBash(w, r)
-	if !ok {
-		return
-	}
-	now := s.touch()
-	writeJSON(w, http.StatusOK, map[string]any{
-		"kind":      "BashCommand",
-		"id":        newUUID().dashed(),
-		"timestamp": pyTime(now),
-		"command":   *req.Command,
-		"cwd":       req.Cwd,
-		"timeout":   *req.Timeout,
-	})
-}
-
-// maxBody bounds request bodies; the emulator has no use for large ones.
+// maxBody bounds JSON request bodies; the emulator has no use for large
+// ones. Uploads are streamed and not bounded.
 const maxBody = 1 << 20
 
 // readBody decodes a JSON body into v, answering 422 as FastAPI would when
@@ -419,8 +384,14 @@ func readBody(w http.ResponseWriter, r *http.Request, v any) bool {
 	return true
 }
 
+// writeJSON answers v as JSON. As Python's json module, it leaves <, >
+// and & as they are.
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	err := enc.Encode(v)
+	b := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 	if err != nil {
 		status = http.StatusInternalServerError
 		b, _ = json.Marshal(map[string]string{"detail": "Internal Server Error", "exception": err.Error()})
@@ -439,6 +410,32 @@ func validation(typ string, loc []any, msg string, input any) map[string]any {
 
 func internalError(w http.ResponseWriter, err error) {
 	writeJSON(w, http.StatusInternalServerError, map[string]string{"detail": "Internal Server Error", "exception": err.Error()})
+}
+
+// httpError answers a route's HTTPException as upstream's handler renders
+// it: {"detail": msg} below 500; from 500 up the detail is hidden behind
+// "Internal Server Error" and the exception is str() of the HTTPException,
+// "<status>: <msg>".
+func httpError(w http.ResponseWriter, status int, msg string) {
+	if status < 500 {
+		writeJSON(w, status, detail(msg))
+		return
+	}
+	writeJSON(w, status, map[string]string{"detail": "Internal Server Error", "exception": fmt.Sprintf("%d: %s", status, msg)})
+}
+
+// unhandled answers an exception no route caught, as upstream's catch-all
+// handler does: 500 with str() of the exception and a fresh error_id.
+func unhandled(w http.ResponseWriter, exception string) {
+	writeJSON(w, http.StatusInternalServerError, map[string]string{"detail": "Internal Server Error",
+		"exception": exception, "error_id": randomHex(16)})
+}
+
+// randomHex is Python's secrets.token_hex(n).
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
 }
 
 // pyTime formats t as pydantic does for a UTC datetime: microseconds, or

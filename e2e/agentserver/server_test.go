@@ -727,3 +727,20 @@ func TestPyFloat(t *testing.T) {
 		}
 	}
 }
+
+// detailOf is the detail of an error body, as a string or as JSON text.
+func detailOf(b []byte) string {
+	var d struct {
+		Detail    json.RawMessage `json:"detail"`
+		Exception *string         `json:"exception"`
+	}
+	json.Unmarshal(b, &d)
+	var s string
+	if json.Unmarshal(d.Detail, &s) == nil {
+		if d.Exception != nil {
+			return s + " / " + *d.Exception
+		}
+		return s
+	}
+	return string(d.Detail)
+}

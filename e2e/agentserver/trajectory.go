@@ -48,7 +48,7 @@ func (s *Server) downloadTrajectory(w http.ResponseWriter, r *http.Request) {
 		internalError(w, err)
 		return
 	}
-	sendFile(w, tmp, "application/octet-stream", id.hex()+".zip")
+	fileResponse(w, r, tmp, "application/octet-stream", id.hex()+".zip", nil)
 }
 
 // zipTrajectory writes dir into zw under root/, redacting *.json and
