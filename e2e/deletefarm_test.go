@@ -77,6 +77,9 @@ type boxSetup struct {
 	// "missing" at /not-there (404).
 	archiveAt string
 	faults    []archiveFault
+	// noSeed starts the agent-server without a seeded repository at
+	// /workspace/repo (the test lays the workspace out itself).
+	noSeed bool
 }
 
 // farm is the Daytona emulator plus one agent-server process per sandbox,
@@ -94,6 +97,8 @@ type farm struct {
 	// refuse answers provider API requests whose path ends with a key
 	// with that status instead of the emulator's answer.
 	refuse map[string]int
+	// noSeed is boxSetup.noSeed for every box (set before any starts).
+	noSeed bool
 }
 
 var agentAddrRE = regexp.MustCompile(`addr=(\S+)`)
@@ -242,7 +247,10 @@ func (f *farm) process(bin, id, dir string) (*url.URL, error) {
 	cmd := exec.Command(bin)
 	cmd.Dir = dir
 	cmd.Env = []string{"EMULATOR_LISTEN=127.0.0.1:0", "OH_SESSION_API_KEYS_0=" + key, "EMULATOR_PURE_GIT=1",
-		"EMULATOR_FS_ROOT=" + dir, "EMULATOR_SEED_REPO=/workspace/repo"}
+		"EMULATOR_FS_ROOT=" + dir}
+	if b := f.setup[id]; !f.noSeed && (b == nil || !b.noSeed) {
+		cmd.Env = append(cmd.Env, "EMULATOR_SEED_REPO=/workspace/repo")
+	}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		return nil, err

@@ -29,18 +29,6 @@ type gonePage struct {
 	NextBefore *string      `json:"next_before"`
 }
 
-// restorePreview is GET /v1/exports/{id}/restore-preview's answer.
-type restorePreview struct {
-	Restore struct {
-		AccountID  string   `json:"account_id"`
-		Provider   string   `json:"provider"`
-		Method     string   `json:"method"`
-		Dest       *string  `json:"dest"`
-		BringsBack []string `json:"brings_back"`
-		Cannot     []string `json:"cannot"`
-	} `json:"restore"`
-}
-
 // fileSHA256 hashes a file once it is complete (Chromium writes a
 // download under another name first).
 func fileSHA256(path string, size int64) (string, error) {
@@ -147,7 +135,7 @@ func TestPageDeletedWorkspaces(t *testing.T) {
 	})
 
 	// Restore: the dialog shows the server's preview before anything is made.
-	var pv restorePreview
+	var pv struct{ Restore restorePreview }
 	p.must(200, "GET", "/v1/exports/"+manual.ID+"/restore-preview", nil, &pv)
 	tb.click(goneRow + ` button[data-action="restore"]`)
 	tb.waitJS("the restore preview", `document.querySelector("#restore-dialog").open && !document.querySelector("#rd-plan").hidden && !document.querySelector("#rd-confirm").disabled`, 30*time.Second)

@@ -164,6 +164,10 @@ func (u *uploader) run(ctx context.Context, archive io.Reader) (core.FileRestore
 		})
 	}
 	_, rerr := wsarchive.Read(archive, func(m wsarchive.Member) error { return u.member(ctx, m) })
+	if rerr == nil {
+		// To its end: the export's reader checks the file's SHA-256 there.
+		_, rerr = io.Copy(io.Discard, archive)
+	}
 	close(u.work)
 	wg.Wait()
 	if err := u.failed(); err != nil {

@@ -44,9 +44,9 @@ func TestExportRunThroughProxy(t *testing.T) {
 	}
 	proxy := previewProxy(t, e.srv.Config.Handler, "pv-token")
 	root := t.TempDir()
-	x := &exportrun.Exporter{Writer: &exports.Writer{Root: root}, ArchivePath: r.dir}
+	x := &exportrun.Exporter{Writer: &exports.Writer{Root: root}}
 	var steps []core.ExportProgress
-	res, err := x.Export(context.Background(), core.ExportJob{WorkspaceID: "ws-1", BoxID: "box-1", GitDelta: true,
+	res, err := x.Export(context.Background(), core.ExportJob{WorkspaceID: "ws-1", BoxID: "box-1", GitDelta: true, ArchivePath: r.dir,
 		Endpoint: core.BoxEndpoint{URL: proxy.URL, SessionKey: testKey, Headers: http.Header{"X-Daytona-Preview-Token": {"pv-token"}}}},
 		func(p core.ExportProgress) { steps = append(steps, p) })
 	if err != nil {
@@ -113,8 +113,8 @@ func TestExportRunCutArchiveLeavesNothing(t *testing.T) {
 	}))
 	t.Cleanup(cutter.Close)
 	root := t.TempDir()
-	x := &exportrun.Exporter{Writer: &exports.Writer{Root: root}, ArchivePath: r.dir}
-	_, err := x.Export(context.Background(), core.ExportJob{WorkspaceID: "ws-1", BoxID: "box-1", Endpoint: core.BoxEndpoint{URL: cutter.URL}}, nil)
+	x := &exportrun.Exporter{Writer: &exports.Writer{Root: root}}
+	_, err := x.Export(context.Background(), core.ExportJob{WorkspaceID: "ws-1", BoxID: "box-1", ArchivePath: r.dir, Endpoint: core.BoxEndpoint{URL: cutter.URL}}, nil)
 	if !errors.Is(err, agentclient.ErrRetryable) || !strings.Contains(err.Error(), exportrun.ArchiveName) {
 		t.Fatalf("export of a cut archive: %v; want a retryable error naming the archive", err)
 	}
@@ -132,8 +132,8 @@ func TestExportRunNothingToArchive(t *testing.T) {
 	if err := os.WriteFile(notDir, []byte("x"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	x := &exportrun.Exporter{Writer: &exports.Writer{Root: t.TempDir()}, ArchivePath: notDir}
-	res, err := x.Export(context.Background(), core.ExportJob{WorkspaceID: "ws-1", BoxID: "box-1", Endpoint: core.BoxEndpoint{URL: e.srv.URL}}, nil)
+	x := &exportrun.Exporter{Writer: &exports.Writer{Root: t.TempDir()}}
+	res, err := x.Export(context.Background(), core.ExportJob{WorkspaceID: "ws-1", BoxID: "box-1", ArchivePath: notDir, Endpoint: core.BoxEndpoint{URL: e.srv.URL}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"io"
 	"path/filepath"
+	"strings"
 
 	"github.com/moby/moby/client"
 )
@@ -47,6 +48,37 @@ func ReadFile(ctx context.Context, cli *client.Client, id, path string) (string,
 	}
 	b, err := io.ReadAll(tr)
 	return string(b), err
+}
+
+// ReadTree reads every regular file below dir of container id in one
+// Engine API call: paths relative to dir → contents, with their modes.
+func ReadTree(ctx context.Context, cli *client.Client, id, dir string) (map[string]string, map[string]int64, error) {
+	res, err := cli.CopyFromContainer(ctx, id, client.CopyFromContainerOptions{SourcePath: dir})
+	if err != nil {
+		return nil, nil, err
+	}
+	defer res.Content.Close()
+	files, modes := map[string]string{}, map[string]int64{}
+	tr := tar.NewReader(res.Content)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return files, modes, nil
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		if h.Typeflag != tar.TypeReg {
+			continue
+		}
+		// The archive is rooted at dir's base name.
+		_, rel, _ := strings.Cut(h.Name, "/")
+		b, err := io.ReadAll(tr)
+		if err != nil {
+			return nil, nil, err
+		}
+		files[rel], modes[rel] = string(b), h.Mode
+	}
 }
 
 // Exec runs cmd in the running container id and returns its exit code and
