@@ -80,6 +80,8 @@ type boxSetup struct {
 	// noSeed starts the agent-server without a seeded repository at
 	// /workspace/repo (the test lays the workspace out itself).
 	noSeed bool
+	// noShell answers the bash routes 404, as a box without them would.
+	noShell bool
 }
 
 // farm is the Daytona emulator plus one agent-server process per sandbox,
@@ -182,6 +184,15 @@ func (f *farm) agent(bin, id string) http.Handler {
 		target, err := f.process(bin, id, dir)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		f.mu.Lock()
+		noShell := f.setup[id] != nil && f.setup[id].noShell
+		f.mu.Unlock()
+		if noShell && strings.HasPrefix(r.URL.Path, "/api/bash/") {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusNotFound)
+			io.WriteString(w, `{"detail":"Not Found"}`)
 			return
 		}
 		if r.URL.Path == "/api/file/archive" {

@@ -181,6 +181,32 @@ func TestDeleteExportHoldsEveryFile(t *testing.T) {
 	}
 }
 
+// TestDeleteBlockedWhenTheRestCannotBeListed: the agent-server narrows
+// its archive to the repository, and the box answers its bash route 404,
+// so the rest of /workspace cannot be listed: the delete is blocked (the
+// account's export is required), its reason names the repository that
+// was archived and what would be lost, and the box stays.
+func TestDeleteBlockedWhenTheRestCannotBeListed(t *testing.T) {
+	f := newFarm(t)
+	p := start(t, options{dataDir: t.TempDir()})
+	acct := f.account(p)
+	id, box := f.workspaceWith(p, acct, "no shell", layouts()[0].make)
+	f.box(box).noShell = true
+	p.deleteConfirmed(id)
+	ws := p.waitBlocked(id, 2*time.Minute)
+	for _, want := range []string{"archived only the repository /workspace/repo", "data/", "would be lost", "best_effort"} {
+		if !strings.Contains(ws.Error, want) {
+			t.Errorf("the blocked delete's reason does not say %q: %s", want, ws.Error)
+		}
+	}
+	if f.gone(box) {
+		t.Fatal("the box was deleted although the rest of its workspace could not be captured")
+	}
+	if len(p.verifiedExports(id)) != 0 {
+		t.Error("a failed export is listed as verified")
+	}
+}
+
 // workspaceWith creates a workspace on the farm whose box's /workspace
 // holds what mk makes (and no seeded repository), and returns its id and
 // box.

@@ -194,8 +194,9 @@ func TestRestoreDockerWorkspace(t *testing.T) {
 		return fmt.Errorf("no audit entry for the restore with the export's SHA-256: %+v", audit.Entries)
 	})
 
-	// A snapshot file damaged on disk: the restore is refused, nothing made.
-	layers, _ := filepath.Glob(filepath.Join(dataDir, "exports", id, "2*", "docker-rootfs.tar"))
+	// A snapshot file damaged on disk: the restore is refused, nothing
+	// made. (The delete's own export holds a snapshot too.)
+	layers, _ := filepath.Glob(filepath.Join(exportDir(t, dataDir, rec), "docker-rootfs.tar"))
 	if len(layers) != 1 {
 		t.Fatalf("export directory holds %v", layers)
 	}
@@ -219,6 +220,26 @@ func TestRestoreDockerWorkspace(t *testing.T) {
 	if got := scopeBoxes(t, scope); len(got) != 1 || got[0] != nws.BoxID {
 		t.Errorf("containers after the refused restore: %v, want only %s", got, nws.BoxID)
 	}
+}
+
+// exportDir finds the directory of export rec under the data dir's
+// exports: the one whose manifest.json has the SHA-256 the record lists.
+func exportDir(t *testing.T, dataDir string, rec exportRec) string {
+	t.Helper()
+	want := ""
+	for _, f := range rec.Files {
+		if f.Name == "manifest.json" {
+			want = f.SHA256
+		}
+	}
+	dirs, _ := filepath.Glob(filepath.Join(dataDir, "exports", rec.WorkspaceID, "2*"))
+	for _, d := range dirs {
+		if b, err := os.ReadFile(filepath.Join(d, "manifest.json")); err == nil && sum(b) == want {
+			return d
+		}
+	}
+	t.Fatalf("no directory of export %s among %v", rec.ID, dirs)
+	return ""
 }
 
 // TestRestoreKilledMidway: companion is killed (SIGKILL) while a restore
