@@ -99,15 +99,8 @@ func (s *Store) ListExports(ctx context.Context, workspaceID string) ([]core.Exp
 		if err != nil {
 			return err
 		}
-		defer rows.Close()
-		for rows.Next() {
-			e, err := scanExport(rows)
-			if err != nil {
-				return err
-			}
-			out = append(out, e)
-		}
-		return rows.Err()
+		out, err = scanExports(rows)
+		return err
 	})
 	return out, err
 }
@@ -138,15 +131,8 @@ func (s *Store) ListOwnerExports(ctx context.Context, owner, before string, limi
 		if err != nil {
 			return err
 		}
-		defer rows.Close()
-		for rows.Next() {
-			e, err := scanExport(rows)
-			if err != nil {
-				return err
-			}
-			out = append(out, e)
-		}
-		return rows.Err()
+		out, err = scanExports(rows)
+		return err
 	})
 	return out, err
 }
@@ -194,6 +180,20 @@ func (s *Store) GiveExports(ctx context.Context, workspaceID, from, to string) (
 		return err
 	})
 	return int(n), err
+}
+
+// scanExports reads every row of rows and closes them.
+func scanExports(rows *sql.Rows) ([]core.ExportRecord, error) {
+	defer rows.Close()
+	out := []core.ExportRecord{}
+	for rows.Next() {
+		e, err := scanExport(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, rows.Err()
 }
 
 func scanExport(r scanner) (core.ExportRecord, error) {

@@ -62,6 +62,32 @@ func (p *proc) waitExport(id string, timeout time.Duration) exportRec {
 	return rec
 }
 
+// exportVerified exports workspace id and waits for the export to be
+// verified.
+func (p *proc) exportVerified(id string) exportRec {
+	p.t.Helper()
+	var started struct{ Export exportRec }
+	p.must(202, "POST", "/v1/workspaces/"+id+"/export", nil, &started)
+	rec := p.waitExport(started.Export.ID, 3*time.Minute)
+	if !rec.Verified {
+		p.t.Fatalf("export of %s is %s: %v", id, rec.State, rec.Error)
+	}
+	return rec
+}
+
+// waitProgress waits for an upsert of workspace id whose progress line
+// match accepts.
+func (s *stream) waitProgress(what, id string, timeout time.Duration, match func(progress string) bool) {
+	s.t.Helper()
+	s.waitFor(what, timeout, func(m wsMsg) bool {
+		var w struct {
+			Workspace struct{ ID, Progress string } `json:"workspace"`
+		}
+		json.Unmarshal(m.Raw, &w)
+		return m.Type == "upsert" && w.Workspace.ID == id && match(w.Workspace.Progress)
+	})
+}
+
 // get sends an authorised GET with extra headers and returns the answer.
 func (p *proc) get(path string, hdr map[string]string) (*http.Response, []byte) {
 	p.t.Helper()
@@ -178,20 +204,8 @@ func TestExportDockerWorkspace(t *testing.T) {
 	}
 
 	// Progress went out on the stream, and was cleared at the end.
-	s.waitFor("export progress", 10*time.Second, func(m wsMsg) bool {
-		var w struct {
-			Workspace struct{ ID, Progress string } `json:"workspace"`
-		}
-		json.Unmarshal(m.Raw, &w)
-		return m.Type == "upsert" && w.Workspace.ID == id && strings.HasPrefix(w.Workspace.Progress, "export: ")
-	})
-	s.waitFor("export progress cleared", 10*time.Second, func(m wsMsg) bool {
-		var w struct {
-			Workspace struct{ ID, Progress string } `json:"workspace"`
-		}
-		json.Unmarshal(m.Raw, &w)
-		return m.Type == "upsert" && w.Workspace.ID == id && w.Workspace.Progress == ""
-	})
+	s.waitProgress("export progress", id, 10*time.Second, func(pr string) bool { return strings.HasPrefix(pr, "export: ") })
+	s.waitProgress("export progress cleared", id, 10*time.Second, func(pr string) bool { return pr == "" })
 
 	byName := map[string]exportFile{}
 	trajectories := map[string]bool{}

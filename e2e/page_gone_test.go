@@ -62,12 +62,7 @@ func TestPageDeletedWorkspaces(t *testing.T) {
 	p := start(t, options{dataDir: t.TempDir(), args: []string{"--docker-image", image, "--docker-scope", scope}})
 	ws := p.createRunning("doomed")["doomed"]
 	putTree(t, ws.BoxID, "/workspace", map[string]string{"notes/todo.txt": "restore me\n", "main.go": "package main\n"})
-	var started struct{ Export exportRec }
-	p.must(202, "POST", "/v1/workspaces/"+ws.ID+"/export", nil, &started)
-	manual := p.waitExport(started.Export.ID, 3*time.Minute)
-	if !manual.Verified {
-		t.Fatalf("the manual export is %s: %v", manual.State, manual.Error)
-	}
+	manual := p.exportVerified(ws.ID)
 
 	tb := openTab(t, p.ready.PageURL, 1400, 1200)
 	tb.waitJS("doomed running", stateIs(ws.ID, "running"), 30*time.Second)

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -178,23 +177,15 @@ func TestFilesRestoreKilledMidway(t *testing.T) {
 		t.Fatal(err)
 	}
 	files["tool.sh"] = "#!/bin/sh\n"
-	var started struct{ Export exportRec }
-	p.must(202, "POST", "/v1/workspaces/"+ws.ID+"/export", nil, &started)
-	if rec := p.waitExport(started.Export.ID, 3*time.Minute); !rec.Verified {
-		t.Fatalf("export: %+v", rec)
-	}
+	rec := p.exportVerified(ws.ID)
 
 	s := p.dial(-1)
 	s.next(10 * time.Second)
 	var restored struct{ Workspace workspace }
-	p.must(202, "POST", "/v1/exports/"+started.Export.ID+"/restore", map[string]string{"method": "files"}, &restored)
+	p.must(202, "POST", "/v1/exports/"+rec.ID+"/restore", map[string]string{"method": "files"}, &restored)
 	nid := restored.Workspace.ID
-	s.waitFor("upload progress", 2*time.Minute, func(m wsMsg) bool {
-		var w struct {
-			Workspace struct{ ID, Progress string } `json:"workspace"`
-		}
-		json.Unmarshal(m.Raw, &w)
-		return m.Type == "upsert" && w.Workspace.ID == nid && strings.Contains(w.Workspace.Progress, "files,") && !strings.HasPrefix(w.Workspace.Progress, "restore: 0 files")
+	s.waitProgress("upload progress", nid, 2*time.Minute, func(pr string) bool {
+		return strings.Contains(pr, "files,") && !strings.HasPrefix(pr, "restore: 0 files")
 	})
 	p.kill()
 

@@ -3,7 +3,6 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -153,13 +152,7 @@ func TestRestoreDockerWorkspace(t *testing.T) {
 	if nid == id || restored.Workspace.State != "creating" || restored.Workspace.Name != "restored" {
 		t.Fatalf("restore answered %+v", restored.Workspace)
 	}
-	s.waitFor("restore progress", 60*time.Second, func(m wsMsg) bool {
-		var w struct {
-			Workspace struct{ ID, Progress string } `json:"workspace"`
-		}
-		json.Unmarshal(m.Raw, &w)
-		return m.Type == "upsert" && w.Workspace.ID == nid && strings.HasPrefix(w.Workspace.Progress, "restore: ")
-	})
+	s.waitProgress("restore progress", nid, 60*time.Second, func(pr string) bool { return strings.HasPrefix(pr, "restore: ") })
 	nws := p.waitState(nid, "running", 2*time.Minute)
 	if nws.BoxID == "" || nws.BoxID == ws.BoxID {
 		t.Fatalf("restored workspace's box: %+v", nws)
@@ -256,24 +249,14 @@ func TestRestoreKilledMidway(t *testing.T) {
 	ws := p.waitState(created.Workspace.ID, "running", 90*time.Second)
 	const size = 64 << 20
 	putBigFile(t, ws.BoxID, size)
-	var started struct{ Export exportRec }
-	p.must(202, "POST", "/v1/workspaces/"+ws.ID+"/export", nil, &started)
-	if rec := p.waitExport(started.Export.ID, 3*time.Minute); !rec.Verified {
-		t.Fatalf("export: %+v", rec)
-	}
+	rec := p.exportVerified(ws.ID)
 
 	s := p.dial(-1)
 	s.next(10 * time.Second)
 	var restored struct{ Workspace workspace }
-	p.must(202, "POST", "/v1/exports/"+started.Export.ID+"/restore", nil, &restored)
+	p.must(202, "POST", "/v1/exports/"+rec.ID+"/restore", nil, &restored)
 	nid := restored.Workspace.ID
-	s.waitFor("upload progress", time.Minute, func(m wsMsg) bool {
-		var w struct {
-			Workspace struct{ ID, Progress string } `json:"workspace"`
-		}
-		json.Unmarshal(m.Raw, &w)
-		return m.Type == "upsert" && w.Workspace.ID == nid && strings.HasPrefix(w.Workspace.Progress, "restore: uploading")
-	})
+	s.waitProgress("upload progress", nid, time.Minute, func(pr string) bool { return strings.HasPrefix(pr, "restore: uploading") })
 	p.kill()
 
 	p = start(t, options{dataDir: dataDir, args: args})
