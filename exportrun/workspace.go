@@ -210,16 +210,16 @@ func (w *workspace) narrowed(ctx context.Context, dir, at string, a agentclient.
 	}
 	spine := strings.Split(rel, "/")
 	for i := 1; i < len(spine); i++ {
-		if err := w.b.Dir(joinRel(at, strings.Join(spine[:i], "/")), 0o755, time.Time{}); err != nil {
+		if err := w.b.Dir(path.Join(at, strings.Join(spine[:i], "/")), 0o755, time.Time{}); err != nil {
 			return err
 		}
 	}
-	if err := w.copyArchive(joinRel(at, rel), a.Body); err != nil {
+	if err := w.copyArchive(path.Join(at, rel), a.Body); err != nil {
 		return fmt.Errorf("export: archive of %s: %w", dir, err)
 	}
 	for i := range spine {
 		level := strings.Join(spine[:i], "/")
-		if err := w.level(ctx, path.Join(dir, level), joinRel(at, level), spine[i], a.Meta.RepoRoot); err != nil {
+		if err := w.level(ctx, path.Join(dir, level), path.Join(at, level), spine[i], a.Meta.RepoRoot); err != nil {
 			return err
 		}
 	}
@@ -237,7 +237,7 @@ func (w *workspace) level(ctx context.Context, dir, at, skip, repo string) error
 		if ent.name == skip {
 			continue
 		}
-		p, rel := path.Join(dir, ent.name), joinRel(at, ent.name)
+		p, rel := path.Join(dir, ent.name), path.Join(at, ent.name)
 		switch ent.typ {
 		case 'd':
 			err = w.subdir(ctx, p, rel)
@@ -344,14 +344,4 @@ func (w *workspace) unlisted(ctx context.Context, dir, skip, repo string, cause 
 func gone(err error) bool {
 	var ae *agentclient.Error
 	return errors.As(err, &ae) && ae.Status == 404 && (ae.Detail == "File not found" || ae.Detail == "Directory not found")
-}
-
-func joinRel(at, rel string) string {
-	switch {
-	case at == "":
-		return rel
-	case rel == "":
-		return at
-	}
-	return at + "/" + rel
 }

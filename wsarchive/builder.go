@@ -103,7 +103,7 @@ func (b *Builder) File(rel string, mode, size int64, mtime time.Time, r io.Reade
 // Copy adds a member Read handed out, under the directory at (a path
 // relative to this archive's top, "" for the top itself).
 func (b *Builder) Copy(at string, m Member) error {
-	rel := joinRel(at, m.Rel)
+	rel := path.Join(at, m.Rel)
 	if m.Header.Typeflag == tar.TypeDir {
 		if rel == "" {
 			return nil // the top, added by NewBuilder
@@ -150,16 +150,6 @@ func manifestJSON(m AgentManifest) ([]byte, error) {
 	obj := map[string]any{"format": m.Format, "source": m.Source, "file_count": m.FileCount,
 		"total_bytes": m.TotalBytes, "excludes": m.Excludes}
 	return json.MarshalIndent(obj, "", "  ")
-}
-
-func joinRel(at, rel string) string {
-	switch {
-	case at == "":
-		return rel
-	case rel == "":
-		return at
-	}
-	return at + "/" + rel
 }
 
 func orEpoch(t time.Time) time.Time {

@@ -62,14 +62,9 @@ func (s *Server) archive(w http.ResponseWriter, r *http.Request) {
 
 // archiveTarget checks the path and returns it resolved (a host path).
 func (s *Server) archiveTarget(w http.ResponseWriter, p archiveParams) (string, bool) {
-	if !path.IsAbs(p.path) {
-		httpError(w, http.StatusBadRequest, "Path must be absolute")
+	host, fi, ok, err := s.boxStat(w, p.path)
+	if !ok {
 		return "", false
-	}
-	host, err := s.root.host(p.path)
-	var fi fs.FileInfo
-	if err == nil {
-		fi, err = os.Stat(host)
 	}
 	switch {
 	case err != nil && missing(err):

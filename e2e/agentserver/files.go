@@ -18,6 +18,20 @@ import (
 // search_subdirs and home do not. Every path is absolute and, under
 // EMULATOR_FS_ROOT, a box path.
 
+// boxStat answers 400 for a relative path (ok false); else it maps p to
+// the host and stats it, for the caller to answer err its own way.
+func (s *Server) boxStat(w http.ResponseWriter, p string) (host string, fi fs.FileInfo, ok bool, err error) {
+	if !path.IsAbs(p) {
+		httpError(w, http.StatusBadRequest, "Path must be absolute")
+		return "", nil, false, nil
+	}
+	host, err = s.root.host(p)
+	if err == nil {
+		fi, err = os.Stat(host)
+	}
+	return host, fi, true, err
+}
+
 // download is GET /api/file/download?path=: the file as an attachment
 // (see fileResponse), symlinks followed.
 func (s *Server) download(w http.ResponseWriter, r *http.Request) {
@@ -26,14 +40,9 @@ func (s *Server) download(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.touch()
-	if !path.IsAbs(p) {
-		httpError(w, http.StatusBadRequest, "Path must be absolute")
+	host, fi, ok, err := s.boxStat(w, p)
+	if !ok {
 		return
-	}
-	host, err := s.root.host(p)
-	var fi fs.FileInfo
-	if err == nil {
-		fi, err = os.Stat(host)
 	}
 	switch {
 	case err != nil && missing(err):
@@ -232,14 +241,9 @@ func (s *Server) searchSubdirs(w http.ResponseWriter, r *http.Request) {
 		unhandled(w, "")
 		return
 	}
-	if !path.IsAbs(p) {
-		httpError(w, http.StatusBadRequest, "Path must be absolute")
+	host, fi, ok, err := s.boxStat(w, p)
+	if !ok {
 		return
-	}
-	host, err := s.root.host(p)
-	var fi fs.FileInfo
-	if err == nil {
-		fi, err = os.Stat(host)
 	}
 	switch {
 	case err != nil && missing(err):

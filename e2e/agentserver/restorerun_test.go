@@ -195,16 +195,7 @@ func TestRestoreRunRefusesADamagedExport(t *testing.T) {
 
 	// A box without a shell to chmod with.
 	dst = newBox(t, Config{})
-	noShell := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasPrefix(r.URL.Path, "/api/bash/") {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusNotFound)
-			io.WriteString(w, `{"detail":"Not Found"}`)
-			return
-		}
-		dst.srv.Config.Handler.ServeHTTP(w, r)
-	})
-	ns := httptest.NewServer(noShell)
+	ns := httptest.NewServer(withoutShell(dst.srv.Config.Handler))
 	t.Cleanup(ns.Close)
 	out, err := rr.RestoreFiles(context.Background(), restoreJob(res, ns.URL), nil)
 	if err != nil || len(out.Notes) != 1 || !strings.Contains(out.Notes[0], "without their executable bit") {
@@ -224,20 +215,25 @@ func TestExportRunNarrowedWithoutAShellBlocks(t *testing.T) {
 	newRepoAt(t, filepath.Join(src.ws(), "repo"))
 	writeFile(t, filepath.Join(src.ws(), "notes.txt"), "notes\n")
 	writeFile(t, filepath.Join(src.ws(), "data", "blob.bin"), "blob")
-	noShell := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	_, err := exportBox(t, src, withoutShell(src.srv.Config.Handler))
+	if err == nil || !strings.Contains(err.Error(), "archived only the repository /workspace/repo") ||
+		!strings.Contains(err.Error(), "data/") || !strings.Contains(err.Error(), "would be lost") {
+		t.Fatalf("export without a shell: %v", err)
+	}
+}
+
+// withoutShell is next as a box without the bash routes would answer:
+// 404, as FastAPI answers a route it does not have.
+func withoutShell(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, "/api/bash/") {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusNotFound)
 			io.WriteString(w, `{"detail":"Not Found"}`)
 			return
 		}
-		src.srv.Config.Handler.ServeHTTP(w, r)
+		next.ServeHTTP(w, r)
 	})
-	_, err := exportBox(t, src, noShell)
-	if err == nil || !strings.Contains(err.Error(), "archived only the repository /workspace/repo") ||
-		!strings.Contains(err.Error(), "data/") || !strings.Contains(err.Error(), "would be lost") {
-		t.Fatalf("export without a shell: %v", err)
-	}
 }
 
 // newRepoAt makes dir a git repository with a commit and uncommitted
