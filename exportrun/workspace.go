@@ -45,7 +45,6 @@ type workspace struct {
 // archived is what captureWorkspace added to the export.
 type archived struct {
 	nothing bool // the agent-server had nothing to archive (400)
-	meta    agentclient.ArchiveMeta
 }
 
 // captureWorkspace adds the archive of root (and its index) to e.
@@ -91,7 +90,7 @@ func (x *Exporter) captureWorkspace(ctx context.Context, cl *agentclient.Client,
 	if _, err := e.Add(exports.File{Name: IndexName, Kind: KindIndex, Format: "jsonl"}, c.wrap(idx)); err != nil {
 		return archived{}, err
 	}
-	return archived{meta: a.Meta}, nil
+	return archived{}, nil
 }
 
 // narrowedBelow returns the repository the archive of root was narrowed
