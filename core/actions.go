@@ -186,6 +186,8 @@ func (s *Service) finishAudited(ctx context.Context, op Op, ws Workspace, cause 
 		return
 	}
 	s.dropOp(op)
+	// Providers rotate endpoints on start and stop: resolve again.
+	s.agents.forget(ws.ID)
 	if ws.Removed {
 		s.forgetAgentKey(sctx, ws.ID)
 	}

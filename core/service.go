@@ -56,6 +56,9 @@ type Config struct {
 	Audit AuditLog
 	// Exporter captures exports (StartExport); nil means exports are off.
 	Exporter Exporter
+	// AgentProbe asks a box's agent-server whether it is ready, for
+	// Connect; nil means Connect does not wait for it.
+	AgentProbe AgentProbe
 	// Restorer puts an export's workspace files back into a new box of
 	// any provider that reports its agent-server (RestoreFiles); nil
 	// means only snapshot restores.
@@ -109,6 +112,8 @@ type Service struct {
 	log   *slog.Logger
 	feed  *Feed
 	locks locks
+	// agents caches resolved agent-server endpoints (AgentTarget).
+	agents agentCache
 
 	// bg is the context of work that outlives a request; Close cancels it.
 	bg     context.Context

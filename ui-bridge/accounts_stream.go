@@ -68,3 +68,21 @@ func accountFrame(now time.Time, a Account) []byte {
 	}
 	return b
 }
+
+// pushAgent queues an "agent" frame (a workspace's open agent
+// connections) for every client of owner. Like account frames, it sits
+// outside the revision sequence; a client that (re)connects is sent the
+// counts open at that time after its snapshot (pushAgentCounts).
+func (h *hub) pushAgent(owner, id string, n int) {
+	fr := &frame{event: true, pm: prepare(agentFrame(h.now(), id, n))}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for c := range h.clients[owner] {
+		if ok, overflow := c.push(fr, h.queueLimit); !ok {
+			h.removeLocked(c)
+			if overflow {
+				h.overflows.Add(1)
+			}
+		}
+	}
+}

@@ -27,6 +27,8 @@ func (s *Server) routes(rt *router) {
 	rt.handle("POST /v1/workspaces/{id}/delete", s.deleteWorkspace)
 	rt.handle("PUT /v1/workspaces/{id}/keep", s.setKeep)
 	rt.handle("GET /v1/workspaces/{id}/agent", s.getAgent)
+	rt.handle("POST /v1/workspaces/{id}/connect", s.connect)
+	rt.any("/v1/workspaces/{id}/agent/{rest...}", s.proxyAgent)
 	rt.handle("GET /v1/ws", s.serveWS)
 	rt.handle("GET /v1/audit", s.listAudit)
 	rt.handle("POST /v1/workspaces/{id}/export", s.startExport)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/canvasapp/companion/agentproxy"
 	"github.com/canvasapp/companion/core"
 )
 
@@ -83,6 +84,12 @@ type Config struct {
 	ModuleJobs int
 	// Login enables serve mode's sign-in (login.go); nil leaves it out.
 	Login *Login
+	// AgentConns bounds one owner's open connections to agent-servers
+	// through the proxy (requests and sockets); 0 means 64.
+	AgentConns int
+	// AgentMaxBody bounds a request body forwarded to an agent-server; 0
+	// means 1 GiB.
+	AgentMaxBody int64
 }
 
 // Server is the HTTP API and WebSocket stream over a core.Service. It
@@ -96,6 +103,10 @@ type Server struct {
 	handler http.Handler
 	hub     *hub
 	modJobs chan struct{} // slots for module inspections and installs
+	// agents forwards requests to agent-servers; agentCounts streams how
+	// many are open per workspace.
+	agents      *agentproxy.Proxy
+	agentCounts agentCounts
 
 	ctx    context.Context // lives until Close
 	cancel context.CancelFunc
@@ -154,6 +165,7 @@ func New(cfg Config) (*Server, error) {
 		maxBody: cfg.MaxBodyBytes,
 		conns:   map[*websocket.Conn]struct{}{},
 	}
+	s.agents = s.newAgentProxy()
 	mux := http.NewServeMux()
 	s.routes(newRouter(mux))
 	g, err := newGate(cfg, s.recoverer(mux))
@@ -166,6 +178,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.hub = newHub(cfg.Service.Feed(), s.log, cfg.Now, cfg.ClientQueue, cfg.FeedBuffer)
+	s.agentCounts.mu.Lock()
+	s.agentCounts.flush = s.hub.pushAgent
+	s.agentCounts.mu.Unlock()
 	go s.hub.followAccounts(cfg.Service)
 	go s.hub.followNotices(cfg.Service)
 	if cfg.Login != nil {
@@ -192,6 +207,7 @@ func (s *Server) Close() {
 	s.closed = true
 	s.mu.Unlock()
 
+	s.agents.Close()
 	s.hub.close()
 	done := make(chan struct{})
 	go func() { s.active.Wait(); close(done) }()
@@ -270,6 +286,9 @@ func newRouter(mux *http.ServeMux) *router {
 	})
 	return rt
 }
+
+// any routes every method of path to h (a proxy's route).
+func (rt *router) any(path string, h http.HandlerFunc) { rt.mux.HandleFunc(path, h) }
 
 func (rt *router) handle(pattern string, h http.HandlerFunc) {
 	method, path, ok := strings.Cut(pattern, " ")

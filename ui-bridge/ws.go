@@ -334,6 +334,13 @@ func (s *Server) runClient(conn *websocket.Conn, c *client, since int64) {
 		last = max(since, c.skip)
 	}
 	catchup = nil
+	// The agent connections open now: the stream carries their changes
+	// from here on.
+	for id, n := range s.agentCounts.of(c.owner) {
+		if err := s.write(conn, prepare(agentFrame(s.cfg.Now(), id, n))); err != nil {
+			return
+		}
+	}
 
 	s.relay(conn, c, last, readerDone)
 }

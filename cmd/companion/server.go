@@ -46,6 +46,8 @@ type serverFlags struct {
 	reconcileInterval time.Duration
 	retentionInterval time.Duration
 	leaseTTL          time.Duration // serve only; matters on PostgreSQL
+	agentConns        int
+	agentMaxBody      int64
 	logLevel          string
 	logFormat         string
 	exitOnStdinClose  bool
@@ -85,6 +87,8 @@ func parseServerFlags(m mode, args []string, stderr io.Writer) (*serverFlags, er
 	fs.StringVar(&f.dockerScope, "docker-scope", "default", "only manage Docker containers labelled with this `name`, so several companions can share one Docker Engine")
 	fs.DurationVar(&f.reconcileInterval, "reconcile-interval", 15*time.Second, "how often each account's boxes are listed at the provider")
 	fs.DurationVar(&f.retentionInterval, "retention-interval", time.Minute, "how often serve mode's retention tick looks for due workspaces (desktop mode never deletes on a timer)")
+	fs.IntVar(&f.agentConns, "agent-conns", 64, "how many connections to agent-servers one user may have open through companion (requests and WebSockets)")
+	fs.Int64Var(&f.agentMaxBody, "agent-max-body", 1<<30, "the largest request body, in `bytes`, companion forwards to an agent-server")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log `level`: debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log `format` on stderr: text or json")
 	f.timeouts.addFlags(fs)
@@ -166,6 +170,9 @@ Flags:
 	}
 	if f.exportBudget <= 0 {
 		return nil, fmt.Errorf("--export-budget must be positive, not %s", f.exportBudget)
+	}
+	if f.agentConns < 1 || f.agentMaxBody < 1 {
+		return nil, fmt.Errorf("--agent-conns and --agent-max-body must be at least 1, not %d and %d", f.agentConns, f.agentMaxBody)
 	}
 	if m == modeServe {
 		if err := f.login.check(); err != nil {

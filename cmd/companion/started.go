@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net"
 
+	"github.com/canvasapp/companion/agentproxy"
 	"github.com/canvasapp/companion/core"
 	"github.com/canvasapp/companion/exportrun"
 	"github.com/canvasapp/companion/providers/wasm"
@@ -59,7 +60,8 @@ func (a *started) open(ctx context.Context, m mode, f *serverFlags, log *slog.Lo
 	}
 	users := f.login.users(store)
 	a.svc, err = core.NewService(ctx, core.Config{Store: store, Providers: &a.registry, Secrets: keys, Logger: log, DeferLoad: true,
-		Exporter: a.exporter, Restorer: &restorerun.Restorer{HTTP: wasm.EndpointClient()}, ScheduledDeletion: m == modeServe, OwnersExist: ownersExist(users),
+		Exporter: a.exporter, Restorer: &restorerun.Restorer{HTTP: wasm.EndpointClient()},
+		AgentProbe: agentproxy.Probe{HTTP: wasm.EndpointClient()}, ScheduledDeletion: m == modeServe, OwnersExist: ownersExist(users),
 		ExportLocation: exportLocation, ExportBudget: f.exportBudget, StepHook: hook, LeaseTTL: f.leaseTTL})
 	if err != nil {
 		return err
@@ -80,6 +82,8 @@ func (a *started) open(ctx context.Context, m mode, f *serverFlags, log *slog.Lo
 		Logger:         log,
 		Modules:        a.provs,
 		AgentHTTP:      wasm.EndpointClient(),
+		AgentConns:     f.agentConns,
+		AgentMaxBody:   f.agentMaxBody,
 	}
 	if a.bridgeCfg.Login, err = f.login.bridgeLogin(ctx, store, users, a.svc, &a.bridgeCfg, log); err != nil {
 		return err

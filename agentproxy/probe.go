@@ -1,0 +1,31 @@
+package agentproxy
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/canvasapp/companion/agentclient"
+	"github.com/canvasapp/companion/core"
+)
+
+// Probe is core's AgentProbe: GET /ready on a box's agent-server (no
+// auth, not activity), through the provider's proxy.
+type Probe struct {
+	// HTTP is the guarded client for boxes.
+	HTTP *http.Client
+}
+
+var _ core.AgentProbe = Probe{}
+
+// Ready reports whether the agent-server answered /ready with 200.
+func (pr Probe) Ready(ctx context.Context, acc core.AgentAccess) (bool, error) {
+	h := http.Header{}
+	for k, v := range acc.Endpoint.Headers {
+		h.Set(k, v)
+	}
+	c, err := agentclient.New(agentclient.Endpoint{URL: acc.Endpoint.URL, Headers: h, SessionKey: acc.Key}, pr.HTTP)
+	if err != nil {
+		return false, err
+	}
+	return c.Ready(ctx)
+}
