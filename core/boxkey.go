@@ -66,31 +66,6 @@ type AgentAccess struct {
 	Key      string
 }
 
-// AgentAccess resolves how to reach the agent-server of a workspace owned
-// by owner, for a person-initiated read. It asks the adapter for the
-// endpoint (KindInvalid when the adapter cannot say) and reads the key
-// from the secrets store, falling back to the one the provider reports
-// for boxes created before companion generated keys.
-func (s *Service) AgentAccess(ctx context.Context, owner, id string) (AgentAccess, error) {
-	ws, err := s.Workspace(owner, id)
-	if err != nil {
-		return AgentAccess{}, err
-	}
-	if ws.BoxID == "" || ws.State != StateRunning {
-		return AgentAccess{}, &Error{Kind: KindConflict, State: ws.State,
-			Message: fmt.Sprintf("workspace %s is %s; its agent-server is reachable only while it runs", id, ws.State)}
-	}
-	acct, err := s.cfg.Store.GetAccount(ctx, ws.AccountID)
-	if err != nil {
-		return AgentAccess{}, err
-	}
-	p, info, err := s.provider(ctx, acct)
-	if err != nil {
-		return AgentAccess{}, err
-	}
-	return s.agentAccess(ctx, ws, acct, p, info)
-}
-
 // agentAccess asks p where ws's box's agent-server is and finds the key:
 // the one companion keeps in the secrets store, else (a box created before
 // companion kept keys) the one the adapter reads back from the box.

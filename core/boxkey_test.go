@@ -129,7 +129,7 @@ func TestAgentKeyFollowsTheWorkspace(t *testing.T) {
 		t.Fatal(err)
 	}
 	wait(ws.ID, core.StatePaused)
-	if _, err := e.svc.AgentAccess(ctx, "", ws.ID); !core.IsKind(err, core.KindConflict) {
+	if _, err := e.svc.AgentTarget(ctx, "", ws.ID, false); !core.IsKind(err, core.KindConflict) {
 		t.Fatalf("agent access to a paused workspace: %v", err)
 	}
 	if _, err := e.svc.Resume(ctx, "", ws.ID); err != nil {
@@ -139,7 +139,7 @@ func TestAgentKeyFollowsTheWorkspace(t *testing.T) {
 	if moved.BoxID == first.BoxID {
 		t.Fatalf("resume did not remap the box (%s)", moved.BoxID)
 	}
-	acc, err := e.svc.AgentAccess(ctx, "", ws.ID)
+	acc, err := e.svc.AgentTarget(ctx, "", ws.ID, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,7 @@ type AgentInfo struct {
 // the agent-server's idle clock (Daytona's proxy still counts the request
 // as activity; box-endpoints.md). Never called by a timer.
 func (s *Server) getAgent(w http.ResponseWriter, r *http.Request) {
-	acc, err := s.svc.AgentAccess(r.Context(), owner(r), r.PathValue("id"))
+	acc, err := s.svc.AgentTarget(r.Context(), owner(r), r.PathValue("id"), false)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
