@@ -154,12 +154,12 @@ func (s *Server) startConversation(w http.ResponseWriter, r *http.Request) {
 		c.Secrets = *req.Secrets
 	}
 	err := s.store.appendEvent(c, map[string]any{
-		"kind": "SystemPromptEvent", "timestamp": pyTime(now), "source": "agent",
+		"kind": "SystemPromptEvent", "timestamp": eventTime(now), "source": "agent",
 		"system_prompt": map[string]string{"type": "text", "text": "You are an emulated OpenHands agent."},
 		"tools":         []any{},
 	})
 	if err == nil && req.InitialMessage != nil {
-		err = s.store.appendEvent(c, messageEvent(req.InitialMessage, pyTime(now)))
+		err = s.store.appendEvent(c, messageEvent(req.InitialMessage, eventTime(now)))
 	}
 	if err == nil {
 		err = s.store.save(c)
@@ -219,7 +219,7 @@ func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := s.touch()
-	if err := s.store.appendEvent(c, messageEvent(&req, pyTime(now))); err != nil {
+	if err := s.store.appendEvent(c, messageEvent(&req, eventTime(now))); err != nil {
 		internalError(w, err)
 		return
 	}

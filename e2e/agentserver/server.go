@@ -438,6 +438,18 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
+// eventTime is an event's timestamp as the SDK stamps it:
+// datetime.now().isoformat(), a naive local time with microseconds, or
+// none when they are zero. Conversation events (not bash events) carry it,
+// and resend_mode=since compares these strings.
+func eventTime(t time.Time) string {
+	t = t.Local().Truncate(time.Microsecond)
+	if t.Nanosecond() == 0 {
+		return t.Format("2006-01-02T15:04:05")
+	}
+	return t.Format("2006-01-02T15:04:05.000000")
+}
+
 // pyTime formats t as pydantic does for a UTC datetime: microseconds, or
 // none when they are zero, and a Z suffix.
 func pyTime(t time.Time) string {
