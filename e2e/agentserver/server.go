@@ -28,6 +28,10 @@ type Config struct {
 	Keys []string
 	// ConversationsPath is where conversations persist.
 	ConversationsPath string
+	// BashEventsDir is where bash events persist (OH_BASH_EVENTS_DIR);
+	// empty means bash_events beside ConversationsPath, which is
+	// upstream's workspace/bash_events under the default paths.
+	BashEventsDir string
 	// RuntimeIdleTimeout is reported as runtime_idle_timeout_seconds when > 0.
 	RuntimeIdleTimeout float64
 	BuildGitSHA        string
@@ -80,6 +84,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	if v := getenv("OH_CONVERSATIONS_PATH"); v != "" {
 		cfg.ConversationsPath = v
 	}
+	cfg.BashEventsDir = getenv("OH_BASH_EVENTS_DIR")
 	if v := getenv("OH_RUNTIME_IDLE_TIMEOUT_SECONDS"); v != "" {
 		f, err := strconv.ParseFloat(v, 64)
 		if err != nil {
@@ -117,6 +122,7 @@ type Server struct {
 	start time.Time
 	mux   *http.ServeMux
 	store *store
+	bash  *bashEvents
 	root  fsRoot
 
 	mu        sync.Mutex
@@ -130,6 +136,9 @@ func NewServer(cfg Config, log *slog.Logger) (*Server, error) {
 	}
 	if cfg.ConversationsPath == "" {
 		cfg.ConversationsPath = "workspace/conversations"
+	}
+	if cfg.BashEventsDir == "" {
+		cfg.BashEventsDir = filepath.Join(filepath.Dir(cfg.ConversationsPath), "bash_events")
 	}
 	if cfg.BuildGitSHA == "" {
 		cfg.BuildGitSHA = "unknown"
@@ -161,7 +170,7 @@ func NewServer(cfg Config, log *slog.Logger) (*Server, error) {
 	}
 	now := cfg.Now()
 	s := &Server{cfg: cfg, log: log, now: cfg.Now, start: now, lastEvent: now.Add(-cfg.IdleAtStart), store: st, root: root,
-		mux: http.NewServeMux()}
+		bash: newBashEvents(cfg.BashEventsDir, log), mux: http.NewServeMux()}
 	s.routes()
 	return s, nil
 }

@@ -287,6 +287,7 @@ func TestIdleAtStart(t *testing.T) {
 	}); err == nil || !strings.Contains(err.Error(), "EMULATOR_IDLE_AT_START_SECONDS") {
 		t.Fatalf("a negative idle at start: %v, want an error naming the variable", err)
 	}
+	cfg.ConversationsPath = "" // a temporary directory, not workspace/ here
 	e := newEnv(t, cfg)
 	if got := e.idle(); got != 3600 {
 		t.Fatalf("idle at start = %v, want 3600", got)
