@@ -1,14 +1,17 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
+	"net"
 	"net/http"
 	"path/filepath"
 	"strconv"
@@ -32,6 +35,9 @@ type Config struct {
 	// empty means bash_events beside ConversationsPath, which is
 	// upstream's workspace/bash_events under the default paths.
 	BashEventsDir string
+	// SocketAuthTimeout is how long a socket waits for its first-message
+	// auth frame; zero means upstream's 10 s.
+	SocketAuthTimeout time.Duration
 	// RuntimeIdleTimeout is reported as runtime_idle_timeout_seconds when > 0.
 	RuntimeIdleTimeout float64
 	BuildGitSHA        string
@@ -127,6 +133,8 @@ type Server struct {
 
 	mu        sync.Mutex
 	lastEvent time.Time // the process-wide idle clock
+
+	sockets sockets
 }
 
 // NewServer loads the persisted conversations and returns a ready handler.
@@ -139,6 +147,9 @@ func NewServer(cfg Config, log *slog.Logger) (*Server, error) {
 	}
 	if cfg.BashEventsDir == "" {
 		cfg.BashEventsDir = filepath.Join(filepath.Dir(cfg.ConversationsPath), "bash_events")
+	}
+	if cfg.SocketAuthTimeout <= 0 {
+		cfg.SocketAuthTimeout = firstMessageAuthTimeout
 	}
 	if cfg.BuildGitSHA == "" {
 		cfg.BuildGitSHA = "unknown"
@@ -203,6 +214,12 @@ func (s *Server) routes() {
 	handle("GET", "/api/file/home", s.api(s.home))
 	handle("POST", "/api/bash/execute_bash_command", s.api(s.executeBash))
 	handle("POST", "/api/bash/start_bash_command", s.api(s.startBash))
+
+	// Any method: a request that is not a WebSocket handshake gets 404, as
+	// from a router with only WebSocket routes there. No auth wrapper:
+	// the sockets check keys their own way.
+	s.mux.HandleFunc("/sockets/events/{id}", s.eventsSocket)
+	s.mux.HandleFunc("/sockets/bash-events", s.bashEventsSocket)
 }
 
 // ServeHTTP logs each request (probes at debug level: they are polled).
@@ -216,7 +233,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		notRouted(sw, r, h)
 	}
 	level := slog.LevelInfo
-	if !strings.HasPrefix(r.URL.Path, "/api/") {
+	if !strings.HasPrefix(r.URL.Path, "/api/") && !strings.HasPrefix(r.URL.Path, "/sockets/") {
 		level = slog.LevelDebug
 	}
 	s.log.Log(r.Context(), level, "request", "method", r.Method, "path", r.URL.Path, "status", sw.status,
@@ -257,6 +274,19 @@ func (w *statusWriter) WriteHeader(code int) {
 	w.status = code
 	w.ResponseWriter.WriteHeader(code)
 }
+
+// Hijack hands the connection to a socket; the status logged is 101
+// unless the socket code notes another (a refused handshake).
+func (w *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	h, ok := w.ResponseWriter.(http.Hijacker)
+	if !ok {
+		return nil, nil, errors.New("response writer cannot be hijacked")
+	}
+	w.status = http.StatusSwitchingProtocols
+	return h.Hijack()
+}
+
+func (w *statusWriter) noteStatus(code int) { w.status = code }
 
 // api guards an /api/* route: X-Session-API-Key must match one configured
 // key. Bearer tokens and query parameters are not accepted, as upstream.
