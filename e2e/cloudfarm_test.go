@@ -37,6 +37,7 @@ import (
 //
 //	f := newCloudFarm(t, "e2b")   // or "daytona", "digitalocean"
 //	acct := f.account(p)          // an account on the farm in companion p
+//	code, body := f.callBox(t, box, "GET", "/api/conversations/count")
 //	f.requests()                  // "METHOD host path?query -> status", API and boxes alike
 
 var (
@@ -95,6 +96,9 @@ type boxSetup struct {
 	noSeed bool
 	// noShell answers the bash routes 404, as a box without them would.
 	noShell bool
+	// serve, when set, answers in place of the agent-server process: a
+	// stand-in for a route the agent-server emulator lacks (a WebSocket).
+	serve http.Handler
 }
 
 // cloudFarm is one provider's emulator plus one agent-server process per
@@ -123,6 +127,9 @@ type cloudFarm struct {
 
 var agentAddrRE = regexp.MustCompile(`addr=(\S+)`)
 
+// farmProviders are the providers newCloudFarm serves.
+var farmProviders = []string{"daytona", "e2b", "digitalocean"}
+
 // newCloudFarm starts provider's emulator on a wall clock with instant
 // transitions, its box proxy on localhost names of the farm's port.
 func newCloudFarm(t *testing.T, provider string) *cloudFarm {
@@ -141,7 +148,7 @@ func newCloudFarm(t *testing.T, provider string) *cloudFarm {
 		f.do = digitalocean.New(digitalocean.Options{Token: cloudToken, Clock: clock, Delays: &digitalocean.Delays{}, AgentServer: f.agent})
 		f.emu = f.do
 	default:
-		t.Fatalf("no farm for provider %q (want daytona, e2b or digitalocean)", provider)
+		t.Fatalf("no farm for provider %q (want one of %v)", provider, farmProviders)
 	}
 	inner := f.emu.Handler()
 	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -256,6 +263,73 @@ func (f *cloudFarm) gone(box string) bool {
 	}
 }
 
+// endpoint is where a client reaches the box's agent-server through the
+// provider's proxy, as the module would report it: the URL and the
+// headers the proxy wants (DigitalOcean's: the account token).
+func (f *cloudFarm) endpoint(box string) (string, http.Header, error) {
+	var ep emulator.Endpoint
+	var err error
+	switch f.provider {
+	case "daytona":
+		ep, err = f.dt.Endpoint(box, 8000)
+	case "e2b":
+		ep, err = f.eb.Endpoint(box, 8000)
+	default:
+		ep, err = f.do.Endpoint(box)
+		ep.Headers = map[string]string{"Authorization": "Bearer " + cloudToken}
+	}
+	if err != nil {
+		return "", nil, err
+	}
+	h := http.Header{}
+	for k, v := range ep.Headers {
+		h.Set(k, v)
+	}
+	return ep.URL, h, nil
+}
+
+// callBox sends a request to the box's agent-server through the provider's
+// proxy, with the proxy's credentials and the box's agent-server key, and
+// returns the status and body.
+func (f *cloudFarm) callBox(t *testing.T, box, method, path string) (int, []byte) {
+	t.Helper()
+	base, hdr, err := f.endpoint(box)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := f.boxKey(box)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if key != "" {
+		hdr.Set("X-Session-API-Key", key)
+	}
+	return f.via(t, base, hdr, method, path)
+}
+
+// via sends a request to the farm addressed to base's host (a box proxy's
+// *.localhost name, which need not resolve) with hdr.
+func (f *cloudFarm) via(t *testing.T, base string, hdr http.Header, method, path string) (int, []byte) {
+	t.Helper()
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequest(method, f.srv.URL+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Host = u.Host
+	req.Header = hdr.Clone()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s via %s: %v", method, path, u.Host, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
 // refuseAt makes provider API requests whose path ends with suffix
 // answer status (0: answer normally again).
 func (f *cloudFarm) refuseAt(suffix string, status int) {
@@ -299,8 +373,17 @@ func (f *cloudFarm) boxDir(id string) string { return filepath.Join(f.root, id) 
 func (f *cloudFarm) agent(id string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
-		noShell := f.setup[id] != nil && f.setup[id].noShell
+		b := f.setup[id]
+		var serve http.Handler
+		noShell := false
+		if b != nil {
+			serve, noShell = b.serve, b.noShell
+		}
 		f.mu.Unlock()
+		if serve != nil {
+			serve.ServeHTTP(w, r)
+			return
+		}
 		target, err := f.process(id)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadGateway)
