@@ -188,7 +188,9 @@ func TestAgentProxyIsolatesUsers(t *testing.T) {
 	if code, raw, _ := bob.do("POST", "/v1/workspaces/"+id+"/connect", nil, nil); code != 404 {
 		t.Errorf("bob connecting to alice's workspace: %d %s", code, raw)
 	}
-	hdr := func(c *webClient) http.Header { return http.Header{"Cookie": {c.cookieHeader()}, "Origin": {p.ready.URL}} }
+	hdr := func(c *webClient) http.Header {
+		return http.Header{"Cookie": {c.cookieHeader()}, "Origin": {p.ready.URL}}
+	}
 	if c, status := agentSocket(t, p.ready.URL, id, "/sockets/bash-events", hdr(bob)); c != nil || status != 404 {
 		t.Errorf("bob's socket to alice's agent: %d", status)
 	}
