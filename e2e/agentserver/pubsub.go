@@ -49,6 +49,13 @@ func (p *pubsub) unsubscribe(s subscriber) {
 	p.mu.Unlock()
 }
 
+// count is how many subscribers p has.
+func (p *pubsub) count() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.subs)
+}
+
 func (p *pubsub) publish(frame []byte) {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -501,6 +501,13 @@ func TestBashEventsSocketLimit(t *testing.T) {
 	for range maxSubscribers {
 		e.dial("/sockets/bash-events", nil)
 	}
+	// Sockets subscribe after their handshake: wait until all have.
+	for i := 0; e.s.bash.subs.count() < maxSubscribers; i++ {
+		if i == 500 {
+			t.Fatalf("%d of %d sockets subscribed", e.s.bash.subs.count(), maxSubscribers)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	ws := e.dial("/sockets/bash-events", nil)
 	if code, reason := closedWith(t, ws); code != websocket.CloseTryAgainLater || reason != "Too many bash event connections" {
 		t.Errorf("closed %d %q, want 1013", code, reason)
@@ -513,7 +520,12 @@ func TestSocketsCloseOnShutdown(t *testing.T) {
 	ev := e.dial("/sockets/events/"+c.ID, nil)
 	wantState(t, ev, c.ID)
 	bash := e.dial("/sockets/bash-events", nil)
-	time.Sleep(50 * time.Millisecond) // let the bash socket subscribe
+	for i := 0; e.s.bash.subs.count() < 1; i++ { // let the bash socket subscribe
+		if i == 500 {
+			t.Fatal("the bash socket never subscribed")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	e.s.CloseSockets()
 	for _, ws := range []*websocket.Conn{ev, bash} {
 		if code, _ := closedWith(t, ws); code != websocket.CloseServiceRestart {
