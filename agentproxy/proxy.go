@@ -73,6 +73,10 @@ type Config struct {
 	// OwnSubprotocol reports whether a WebSocket subprotocol entry is
 	// companion's own (its bearer entry), never passed on.
 	OwnSubprotocol func(p string) bool
+	// AnswerSubprotocol is selected for a caller that offered it when the
+	// agent-server selected none: a browser that offered any subprotocol
+	// (the bearer entry is one) fails a handshake that selects none.
+	AnswerSubprotocol string
 	// Counts, when set, is told a workspace's number of open connections
 	// whenever it changes.
 	Counts func(owner, id string, n int)

@@ -84,6 +84,7 @@ func newFixture(t *testing.T, upstream http.Handler, cfg Config) *fixture {
 	}
 	cfg.OwnCookies = []string{"companion_session"}
 	cfg.OwnSubprotocol = func(p string) bool { return strings.HasPrefix(p, "companion.") }
+	cfg.AnswerSubprotocol = "companion.v1"
 	cfg.Counts = func(owner, id string, n int) {
 		f.mu.Lock()
 		f.counts[id] = n
@@ -292,7 +293,10 @@ func waitFor(t *testing.T, cond func() bool) {
 // messages, says "bye" and closes with 4004 when asked, and dies
 // without a close on "die".
 func wsUpstream(t *testing.T, chosen string) http.Handler {
-	up := websocket.Upgrader{Subprotocols: []string{chosen}}
+	up := websocket.Upgrader{}
+	if chosen != "" {
+		up.Subprotocols = []string{chosen}
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.Contains(r.Header.Get("Sec-WebSocket-Protocol"), "companion.") {
 			http.Error(w, "companion's subprotocol reached the box", http.StatusBadRequest)
@@ -364,6 +368,17 @@ func TestWebSocketRelays(t *testing.T) {
 	c.WriteMessage(websocket.TextMessage, []byte("close"))
 	if code := closeCode(c); code != 4004 {
 		t.Errorf("the agent-server's close: %d", code)
+	}
+
+	// An agent-server that selects no subprotocol: a caller that offered
+	// companion's (as a browser must, beside its bearer entry) gets it
+	// answered, and never its bearer entry.
+	plain := newFixture(t, wsUpstream(t, ""), Config{})
+	if c := plain.dial(t, "companion.v1", "companion.bearer.secret"); c.Subprotocol() != "companion.v1" {
+		t.Errorf("with no subprotocol upstream: %q selected", c.Subprotocol())
+	}
+	if c := plain.dial(t); c.Subprotocol() != "" {
+		t.Errorf("a caller that offered none got %q", c.Subprotocol())
 	}
 
 	c = f.dial(t, "agent.v1")

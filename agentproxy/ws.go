@@ -89,6 +89,8 @@ func (p *Proxy) serveWebSocket(w http.ResponseWriter, r *http.Request, owner, id
 	}
 	if s := up.Subprotocol(); s != "" {
 		upg.Subprotocols = []string{s}
+	} else if p.cfg.AnswerSubprotocol != "" {
+		upg.Subprotocols = []string{p.cfg.AnswerSubprotocol}
 	}
 	down, err := upg.Upgrade(w, r, nil)
 	if err != nil {

@@ -35,16 +35,17 @@ func (s *Server) newAgentProxy() *agentproxy.Proxy {
 		cookies = []string{s.cfg.Login.CookieName()}
 	}
 	return agentproxy.New(agentproxy.Config{
-		Target:           s.svc.AgentTarget,
-		Transport:        tr,
-		DialContext:      tr.DialContext,
-		WriteError:       s.writeProxyError,
-		MaxConnsPerOwner: s.cfg.AgentConns,
-		MaxBody:          s.cfg.AgentMaxBody,
-		OwnCookies:       cookies,
-		OwnSubprotocol:   func(p string) bool { return p == Subprotocol || strings.HasPrefix(p, BearerSubprotocolPrefix) },
-		Counts:           s.agentCounts.set,
-		Log:              s.log,
+		Target:            s.svc.AgentTarget,
+		Transport:         tr,
+		DialContext:       tr.DialContext,
+		WriteError:        s.writeProxyError,
+		MaxConnsPerOwner:  s.cfg.AgentConns,
+		MaxBody:           s.cfg.AgentMaxBody,
+		OwnCookies:        cookies,
+		OwnSubprotocol:    func(p string) bool { return p == Subprotocol || strings.HasPrefix(p, BearerSubprotocolPrefix) },
+		AnswerSubprotocol: Subprotocol,
+		Counts:            s.agentCounts.set,
+		Log:               s.log,
 	})
 }
 
