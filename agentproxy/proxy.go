@@ -88,6 +88,7 @@ type Proxy struct {
 	byWS    map[string]int // open connections per workspace
 	byOwner map[string]int
 	sockets map[*relay]struct{}
+	pinging bool // the keepalive goroutine runs
 	closed  bool
 	fresh   freshLimit
 }

@@ -81,6 +81,7 @@ func (p *Proxy) serveWebSocket(w http.ResponseWriter, r *http.Request, owner, id
 	}
 	upg := websocket.Upgrader{
 		HandshakeTimeout: 10 * time.Second,
+		WriteBufferPool:  writeBuffers,
 		CheckOrigin:      func(*http.Request) bool { return true }, // the gate checked Origin
 		Error: func(w http.ResponseWriter, r *http.Request, status int, reason error) {
 			p.cfg.WriteError(w, r, core.Errorf(core.KindInvalid, "WebSocket handshake failed: %v", reason))
@@ -121,7 +122,8 @@ func (p *Proxy) dial(r *http.Request, acc core.AgentAccess, rest string, subprot
 	if acc.Key != "" {
 		h.Set(agentclient.SessionKeyHeader, acc.Key)
 	}
-	d := websocket.Dialer{NetDialContext: p.cfg.DialContext, HandshakeTimeout: 15 * time.Second, Subprotocols: subprotocols}
+	d := websocket.Dialer{NetDialContext: p.cfg.DialContext, HandshakeTimeout: 15 * time.Second, Subprotocols: subprotocols,
+		WriteBufferPool: writeBuffers}
 	c, resp, err := d.DialContext(r.Context(), u.String(), h)
 	if resp != nil && resp.Body != nil {
 		resp.Body.Close()
@@ -148,7 +150,35 @@ func (p *Proxy) track(r *relay) bool {
 		return false
 	}
 	p.sockets[r] = struct{}{}
+	if !p.pinging {
+		p.pinging = true
+		go p.keepalive()
+	}
 	return true
+}
+
+// keepalive pings every open relay every pingEvery, one goroutine for
+// all of them (a goroutine per socket would cost its stack), until none
+// is left.
+func (p *Proxy) keepalive() {
+	t := time.NewTicker(pingEvery)
+	defer t.Stop()
+	for range t.C {
+		p.mu.Lock()
+		if len(p.sockets) == 0 {
+			p.pinging = false
+			p.mu.Unlock()
+			return
+		}
+		list := make([]*relay, 0, len(p.sockets))
+		for r := range p.sockets {
+			list = append(list, r)
+		}
+		p.mu.Unlock()
+		for _, r := range list {
+			r.ping()
+		}
+	}
 }
 
 func (p *Proxy) untrack(r *relay) {
@@ -156,6 +186,13 @@ func (p *Proxy) untrack(r *relay) {
 	defer p.mu.Unlock()
 	delete(p.sockets, r)
 }
+
+// writeBuffers lends write buffers to sockets for the length of a
+// message: an idle socket holds none.
+var writeBuffers = &sync.Pool{}
+
+// copyBuffers are the buffers a pump copies a message through.
+var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 16<<10); return &b }}
 
 // relay is one caller's socket (down) joined to the agent-server's (up).
 // Each side has one data writer (the pump from the other side); pings
@@ -176,8 +213,7 @@ func (rl *relay) run() {
 	}
 	var wg sync.WaitGroup
 	wg.Go(func() { rl.pump(rl.up, rl.down, true) })
-	wg.Go(func() { rl.pump(rl.down, rl.up, false) })
-	wg.Go(rl.keepalive)
+	rl.pump(rl.down, rl.up, false)
 	wg.Wait()
 	rl.down.Close()
 	rl.up.Close()
@@ -195,7 +231,9 @@ func (rl *relay) pump(src, dst *websocket.Conn, fromAgent bool) {
 		}
 		w, err := dst.NextWriter(typ)
 		if err == nil {
-			_, err = io.Copy(deadlines{w: w, dst: dst, src: src}, deadlines{r: r, src: src})
+			buf := copyBuffers.Get().(*[]byte)
+			_, err = io.CopyBuffer(deadlines{w: w, dst: dst, src: src}, deadlines{r: r, src: src}, *buf)
+			copyBuffers.Put(buf)
 			if cerr := w.Close(); err == nil {
 				err = cerr
 			}
@@ -268,19 +306,16 @@ func closeSide(c *websocket.Conn, code int, reason string) {
 	c.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(writeWait))
 }
 
-// keepalive pings both sides until the relay ends.
-func (rl *relay) keepalive() {
-	t := time.NewTicker(pingEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-rl.done:
-			return
-		case <-t.C:
-			rl.down.WriteControl(websocket.PingMessage, nil, time.Now().Add(writeWait))
-			rl.up.WriteControl(websocket.PingMessage, nil, time.Now().Add(writeWait))
-		}
+// ping pings both sides (the proxy's keepalive calls it for every open
+// relay).
+func (rl *relay) ping() {
+	select {
+	case <-rl.done:
+		return
+	default:
 	}
+	rl.down.WriteControl(websocket.PingMessage, nil, time.Now().Add(writeWait))
+	rl.up.WriteControl(websocket.PingMessage, nil, time.Now().Add(writeWait))
 }
 
 // shutdown ends the relay because companion stops: 1001 to the caller.

@@ -117,6 +117,9 @@ func TestDeleteKeepsEverythingAndRestoresAnywhere(t *testing.T) {
 	}
 	got := hostTree(t, f.workspaceDir(day.BoxID))
 	for path, body := range files {
+		if strings.HasPrefix(path, "bash_events/") {
+			continue // hostTree leaves the agent-server's command record out
+		}
 		if got[path] != body {
 			t.Errorf("the Daytona box has %s as %d bytes, want %d", path, len(got[path]), len(body))
 		}

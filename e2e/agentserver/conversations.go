@@ -89,6 +89,7 @@ type startRequest struct {
 	MaxIterations  *int             `json:"max_iterations"`
 	StuckDetection *bool            `json:"stuck_detection"`
 	Secrets        *json.RawMessage `json:"secrets"`
+	Autotitle      *bool            `json:"autotitle"`
 }
 
 // startConversation is POST /api/conversations: 201 with a new
@@ -142,7 +143,7 @@ func (s *Server) startConversation(w http.ResponseWriter, r *http.Request) {
 	c := &conversation{
 		ID: id, Title: req.Title, Tags: tags, CreatedAt: now, UpdatedAt: now, Status: "idle",
 		Agent: req.Agent, Workspace: req.Workspace, MaxIterations: 500, StuckDetection: true,
-		Secrets: json.RawMessage("{}"),
+		Secrets: json.RawMessage("{}"), Autotitle: req.Autotitle == nil || *req.Autotitle,
 	}
 	if req.MaxIterations != nil {
 		c.MaxIterations = *req.MaxIterations
@@ -153,13 +154,14 @@ func (s *Server) startConversation(w http.ResponseWriter, r *http.Request) {
 	if req.Secrets != nil && isObject(*req.Secrets) {
 		c.Secrets = *req.Secrets
 	}
+	c.events = newPubSub(c.internalSubscribers())
 	err := s.store.appendEvent(c, map[string]any{
-		"kind": "SystemPromptEvent", "timestamp": pyTime(now), "source": "agent",
+		"kind": "SystemPromptEvent", "timestamp": eventTime(now), "source": "agent",
 		"system_prompt": map[string]string{"type": "text", "text": "You are an emulated OpenHands agent."},
 		"tools":         []any{},
 	})
 	if err == nil && req.InitialMessage != nil {
-		err = s.store.appendEvent(c, messageEvent(req.InitialMessage, pyTime(now)))
+		err = s.store.appendEvent(c, messageEvent(req.InitialMessage, eventTime(now)))
 	}
 	if err == nil {
 		err = s.store.save(c)
@@ -218,17 +220,23 @@ func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, detail("Not Found"))
 		return
 	}
-	now := s.touch()
-	if err := s.store.appendEvent(c, messageEvent(&req, pyTime(now))); err != nil {
-		internalError(w, err)
-		return
-	}
-	c.UpdatedAt = now
-	if err := s.store.save(c); err != nil {
+	if err := s.appendMessage(c, &req); err != nil {
 		internalError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]bool{"success": true})
+}
+
+// appendMessage stores a message event and publishes it; an event is
+// activity (the idle clock and updated_at move). The caller holds
+// s.store.mu.
+func (s *Server) appendMessage(c *conversation, m *messageRequest) error {
+	now := s.touch()
+	if err := s.store.appendEvent(c, messageEvent(m, eventTime(now))); err != nil {
+		return err
+	}
+	c.UpdatedAt = now
+	return s.store.save(c)
 }
 
 var sortOrders = map[string]bool{"CREATED_AT": true, "UPDATED_AT": true, "CREATED_AT_DESC": true, "UPDATED_AT_DESC": true}

@@ -15,7 +15,20 @@
 // image, so commands are interpreted in-process (mvdan.cc/sh, POSIX
 // syntax and builtins); the only external commands are rm and chmod,
 // implemented in Go, and any other answers "not found" with status 127.
-// Bash events are not kept (there are no /api/bash/bash_events routes).
+// Bash events (BashCommand, BashOutput) are kept on disk as upstream keeps
+// them; the /api/bash/bash_events routes that read them are not emulated.
+//
+// The WebSocket routes follow docs/agent-server-sockets.md:
+// /sockets/events/{conversation_id} streams a conversation's events (a
+// state snapshot first, stored events again on resend_mode=all|since) and
+// takes user messages; /sockets/bash-events streams bash events
+// (resend_mode=all) and takes bash commands. Keys are checked in the
+// handshake (session_api_key query parameter, then X-Session-API-Key: a
+// wrong one is refused with 403) or, when none is given, from a first
+// {"type":"auth","session_api_key":K} frame within 10 s (else close
+// 4001). Unknown conversation: close 4004; more than upstream's 50
+// subscribers: close 1013; on SIGTERM/SIGINT every socket is closed with
+// 1012, as uvicorn does.
 //
 // It is a static program (CGO_ENABLED=0) so it runs in an image built FROM
 // scratch (see e2e/boximage).
@@ -30,6 +43,9 @@
 //	                             means /api/* is open
 //	OH_CONVERSATIONS_PATH        default workspace/conversations (relative to
 //	                             the working directory, / in the box image)
+//	OH_BASH_EVENTS_DIR           where bash events are kept; default
+//	                             bash_events beside the conversations
+//	                             directory (upstream: workspace/bash_events)
 //	OH_RUNTIME_IDLE_TIMEOUT_SECONDS  reported in /server_info when > 0
 //	OPENHANDS_BUILD_GIT_SHA, OPENHANDS_BUILD_GIT_REF  reported in /server_info
 //
@@ -150,6 +166,9 @@ func run(log *slog.Logger, args []string) error {
 		}
 		log.Info("shutting down", "signal", sig.String())
 	}
+	// http.Server.Shutdown does not see hijacked connections; uvicorn
+	// closes open sockets with 1012 as it stops.
+	srv.CloseSockets()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if err := hs.Shutdown(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gorilla/websocket"
 )
 
 // These tests run the built program, to check what only a real process
@@ -128,6 +130,22 @@ func TestProcessSignals(t *testing.T) {
 			t.Fatalf("alive: %v", err)
 		}
 		p.cmd.Process.Signal(syscall.SIGTERM)
+		p.wait(t)
+	})
+
+	t.Run("sockets", func(t *testing.T) {
+		// Open sockets are closed with 1012, as uvicorn closes them, and
+		// do not hold the exit up.
+		p := start(t, bin, t.TempDir())
+		ws, _, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(p.url, "http")+"/sockets/bash-events", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ws.Close()
+		p.cmd.Process.Signal(syscall.SIGTERM)
+		if code, _ := closedWith(t, ws); code != websocket.CloseServiceRestart {
+			t.Errorf("socket closed with %d, want 1012", code)
+		}
 		p.wait(t)
 	})
 

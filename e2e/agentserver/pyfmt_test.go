@@ -3,6 +3,7 @@ package main
 import (
 	"syscall"
 	"testing"
+	"time"
 )
 
 // The expected values below are what CPython 3.12 prints for the same
@@ -90,5 +91,17 @@ func TestRedactRemote(t *testing.T) {
 		if got := redactURLParams(redactURLCredentials(in)); got != want {
 			t.Errorf("redact(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+func TestEventTimeIsNaiveLocalISO(t *testing.T) {
+	at := time.Date(2026, 8, 22, 10, 0, 0, 123456789, time.UTC)
+	local := at.Local()
+	want := local.Format("2006-01-02T15:04:05") + ".123456"
+	if got := eventTime(at); got != want {
+		t.Errorf("eventTime = %q, want %q", got, want)
+	}
+	if got, want := eventTime(at.Truncate(time.Second)), local.Format("2006-01-02T15:04:05"); got != want {
+		t.Errorf("eventTime (whole second) = %q, want %q", got, want)
 	}
 }

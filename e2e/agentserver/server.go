@@ -1,14 +1,17 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
+	"net"
 	"net/http"
 	"path/filepath"
 	"strconv"
@@ -28,6 +31,13 @@ type Config struct {
 	Keys []string
 	// ConversationsPath is where conversations persist.
 	ConversationsPath string
+	// BashEventsDir is where bash events persist (OH_BASH_EVENTS_DIR);
+	// empty means bash_events beside ConversationsPath, which is
+	// upstream's workspace/bash_events under the default paths.
+	BashEventsDir string
+	// SocketAuthTimeout is how long a socket waits for its first-message
+	// auth frame; zero means upstream's 10 s.
+	SocketAuthTimeout time.Duration
 	// RuntimeIdleTimeout is reported as runtime_idle_timeout_seconds when > 0.
 	RuntimeIdleTimeout float64
 	BuildGitSHA        string
@@ -80,6 +90,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	if v := getenv("OH_CONVERSATIONS_PATH"); v != "" {
 		cfg.ConversationsPath = v
 	}
+	cfg.BashEventsDir = getenv("OH_BASH_EVENTS_DIR")
 	if v := getenv("OH_RUNTIME_IDLE_TIMEOUT_SECONDS"); v != "" {
 		f, err := strconv.ParseFloat(v, 64)
 		if err != nil {
@@ -117,10 +128,13 @@ type Server struct {
 	start time.Time
 	mux   *http.ServeMux
 	store *store
+	bash  *bashEvents
 	root  fsRoot
 
 	mu        sync.Mutex
 	lastEvent time.Time // the process-wide idle clock
+
+	sockets sockets
 }
 
 // NewServer loads the persisted conversations and returns a ready handler.
@@ -130,6 +144,12 @@ func NewServer(cfg Config, log *slog.Logger) (*Server, error) {
 	}
 	if cfg.ConversationsPath == "" {
 		cfg.ConversationsPath = "workspace/conversations"
+	}
+	if cfg.BashEventsDir == "" {
+		cfg.BashEventsDir = filepath.Join(filepath.Dir(cfg.ConversationsPath), "bash_events")
+	}
+	if cfg.SocketAuthTimeout <= 0 {
+		cfg.SocketAuthTimeout = firstMessageAuthTimeout
 	}
 	if cfg.BuildGitSHA == "" {
 		cfg.BuildGitSHA = "unknown"
@@ -161,7 +181,7 @@ func NewServer(cfg Config, log *slog.Logger) (*Server, error) {
 	}
 	now := cfg.Now()
 	s := &Server{cfg: cfg, log: log, now: cfg.Now, start: now, lastEvent: now.Add(-cfg.IdleAtStart), store: st, root: root,
-		mux: http.NewServeMux()}
+		bash: newBashEvents(cfg.BashEventsDir, log), mux: http.NewServeMux()}
 	s.routes()
 	return s, nil
 }
@@ -194,6 +214,12 @@ func (s *Server) routes() {
 	handle("GET", "/api/file/home", s.api(s.home))
 	handle("POST", "/api/bash/execute_bash_command", s.api(s.executeBash))
 	handle("POST", "/api/bash/start_bash_command", s.api(s.startBash))
+
+	// Any method: a request that is not a WebSocket handshake gets 404, as
+	// from a router with only WebSocket routes there. No auth wrapper:
+	// the sockets check keys their own way.
+	s.mux.HandleFunc("/sockets/events/{id}", s.eventsSocket)
+	s.mux.HandleFunc("/sockets/bash-events", s.bashEventsSocket)
 }
 
 // ServeHTTP logs each request (probes at debug level: they are polled).
@@ -207,7 +233,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		notRouted(sw, r, h)
 	}
 	level := slog.LevelInfo
-	if !strings.HasPrefix(r.URL.Path, "/api/") {
+	if !strings.HasPrefix(r.URL.Path, "/api/") && !strings.HasPrefix(r.URL.Path, "/sockets/") {
 		level = slog.LevelDebug
 	}
 	s.log.Log(r.Context(), level, "request", "method", r.Method, "path", r.URL.Path, "status", sw.status,
@@ -248,6 +274,19 @@ func (w *statusWriter) WriteHeader(code int) {
 	w.status = code
 	w.ResponseWriter.WriteHeader(code)
 }
+
+// Hijack hands the connection to a socket; the status logged is 101
+// unless the socket code notes another (a refused handshake).
+func (w *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	h, ok := w.ResponseWriter.(http.Hijacker)
+	if !ok {
+		return nil, nil, errors.New("response writer cannot be hijacked")
+	}
+	w.status = http.StatusSwitchingProtocols
+	return h.Hijack()
+}
+
+func (w *statusWriter) noteStatus(code int) { w.status = code }
 
 // api guards an /api/* route: X-Session-API-Key must match one configured
 // key. Bearer tokens and query parameters are not accepted, as upstream.
@@ -436,6 +475,18 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// eventTime is an event's timestamp as the SDK stamps it:
+// datetime.now().isoformat(), a naive local time with microseconds, or
+// none when they are zero. Conversation events (not bash events) carry it,
+// and resend_mode=since compares these strings.
+func eventTime(t time.Time) string {
+	t = t.Local().Truncate(time.Microsecond)
+	if t.Nanosecond() == 0 {
+		return t.Format("2006-01-02T15:04:05")
+	}
+	return t.Format("2006-01-02T15:04:05.000000")
 }
 
 // pyTime formats t as pydantic does for a UTC datetime: microseconds, or

@@ -39,6 +39,7 @@ const testKey = "k-0123456789"
 
 type env struct {
 	t     *testing.T
+	s     *Server
 	srv   *httptest.Server
 	clock *clock
 	dir   string
@@ -60,7 +61,7 @@ func newEnv(t *testing.T, cfg Config) *env {
 	}
 	ts := httptest.NewServer(s)
 	t.Cleanup(ts.Close)
-	e := &env{t: t, srv: ts, clock: clk, dir: cfg.ConversationsPath}
+	e := &env{t: t, s: s, srv: ts, clock: clk, dir: cfg.ConversationsPath}
 	if len(cfg.Keys) > 0 {
 		e.key = cfg.Keys[0]
 	}
@@ -287,6 +288,7 @@ func TestIdleAtStart(t *testing.T) {
 	}); err == nil || !strings.Contains(err.Error(), "EMULATOR_IDLE_AT_START_SECONDS") {
 		t.Fatalf("a negative idle at start: %v, want an error naming the variable", err)
 	}
+	cfg.ConversationsPath = "" // a temporary directory, not workspace/ here
 	e := newEnv(t, cfg)
 	if got := e.idle(); got != 3600 {
 		t.Fatalf("idle at start = %v, want 3600", got)

@@ -83,25 +83,43 @@ func readBash(w http.ResponseWriter, r *http.Request) (bashRequest, bool) {
 		errs.write(w)
 		return req, false
 	}
+	req, fieldErrs := bashFields(obj)
+	for _, e := range fieldErrs {
+		e["loc"] = append([]any{"body"}, e["loc"].([]any)...)
+		errs = append(errs, e)
+	}
+	if errs.write(w) {
+		return req, false
+	}
+	return req, true
+}
+
+// bashFields validates the fields of an ExecuteBashRequest object as
+// pydantic does: command a string, cwd a string or null, timeout an
+// integer (default 300; integral floats, numeric strings and booleans
+// accepted). Locations are relative to the object.
+func bashFields(obj map[string]any) (bashRequest, validationErrors) {
+	req := bashRequest{Timeout: 300}
+	var errs validationErrors
 	switch v, ok := obj["command"]; {
 	case !ok:
-		errs.add("missing", []any{"body", "command"}, "Field required", obj, nil)
+		errs.add("missing", []any{"command"}, "Field required", obj, nil)
 	default:
 		s, isStr := v.(string)
 		if !isStr {
-			errs.add("string_type", []any{"body", "command"}, "Input should be a valid string", v, nil)
+			errs.add("string_type", []any{"command"}, "Input should be a valid string", v, nil)
 		}
 		req.Command = s
 	}
 	if v, ok := obj["cwd"]; ok && v != nil {
 		s, isStr := v.(string)
 		if !isStr {
-			errs.add("string_type", []any{"body", "cwd"}, "Input should be a valid string", v, nil)
+			errs.add("string_type", []any{"cwd"}, "Input should be a valid string", v, nil)
 		}
 		req.Cwd = &s
 	}
 	if v, ok := obj["timeout"]; ok {
-		loc := []any{"body", "timeout"}
+		loc := []any{"timeout"}
 		switch t := v.(type) {
 		case float64:
 			if t != math.Trunc(t) {
@@ -123,10 +141,7 @@ func readBash(w http.ResponseWriter, r *http.Request) (bashRequest, bool) {
 			errs.add("int_type", loc, "Input should be a valid integer", v, nil)
 		}
 	}
-	if errs.write(w) {
-		return req, false
-	}
-	return req, true
+	return req, errs
 }
 
 // executeBash is POST /api/bash/execute_bash_command: it runs the command
@@ -137,37 +152,61 @@ func (s *Server) executeBash(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.touch()
-	writeJSON(w, http.StatusOK, s.runBash(req, newUUID()))
+	id := s.recordBashCommand(req)
+	writeJSON(w, http.StatusOK, s.runBash(req, id))
 }
 
 // startBash is POST /api/bash/start_bash_command: it answers the
-// BashCommand and runs the command in the background. The emulator keeps
-// no bash events, so the output is not kept. It moves the idle clock.
+// BashCommand and runs the command in the background. It moves the idle
+// clock.
 func (s *Server) startBash(w http.ResponseWriter, r *http.Request) {
 	req, ok := readBash(w, r)
 	if !ok {
 		return
 	}
-	now := s.touch()
+	s.touch()
+	writeJSON(w, http.StatusOK, s.startBashCommand(req))
+}
+
+// startBashCommand records the BashCommand and runs it in the background,
+// as BashEventService.start_bash_command. It does not move the idle clock:
+// the HTTP routes do that themselves and the bash socket does not.
+func (s *Server) startBashCommand(req bashRequest) map[string]any {
 	id := newUUID()
+	cmd := s.bashCommandEvent(req, id)
+	s.bash.record(cmd)
 	go s.runBash(req, id)
-	writeJSON(w, http.StatusOK, map[string]any{
+	return cmd
+}
+
+// recordBashCommand records a BashCommand event for req and returns its id.
+func (s *Server) recordBashCommand(req bashRequest) uuid {
+	id := newUUID()
+	s.bash.record(s.bashCommandEvent(req, id))
+	return id
+}
+
+func (s *Server) bashCommandEvent(req bashRequest, id uuid) map[string]any {
+	return map[string]any{
 		"kind":      "BashCommand",
 		"id":        id.dashed(),
-		"timestamp": pyTime(now),
+		"timestamp": pyTime(s.now()),
 		"command":   req.Command,
 		"cwd":       req.Cwd,
 		"timeout":   req.Timeout,
-	})
+	}
 }
 
 // runBash runs one command and returns the BashOutput execute answers.
+// Every BashOutput is recorded as it is made.
 func (s *Server) runBash(req bashRequest, id uuid) map[string]any {
-	out := &bashOutput{commandID: id, now: s.now}
+	out := &bashOutput{commandID: id, now: s.now, record: s.bash.record}
 	cwd, err := s.shellCwd(req.Cwd)
 	if err != nil {
 		// The shell never started (upstream's "Error executing command").
-		return out.event(0, intp(-1), nil, strp("Error executing command: "+err.Error()))
+		ev := out.event(0, intp(-1), nil, strp("Error executing command: "+err.Error()))
+		out.emit(ev)
+		return ev
 	}
 	ctx, cancel := bashDeadline(req.Timeout)
 	defer cancel()
@@ -392,6 +431,7 @@ func (s *Server) execCommand(ctx context.Context, args []string) error {
 type bashOutput struct {
 	commandID uuid
 	now       func() time.Time
+	record    func(map[string]any) // saves and publishes each event
 
 	mu      sync.Mutex
 	pending [2][]rune // stdout, stderr: text not yet in a chunk
@@ -439,6 +479,9 @@ func (w streamWriter) Write(p []byte) (int, error) {
 }
 
 func (o *bashOutput) emit(ev map[string]any) {
+	if o.record != nil {
+		o.record(ev)
+	}
 	o.order++
 	o.emitted++
 	if o.emitted == bashPageSize {

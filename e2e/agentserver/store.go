@@ -73,7 +73,30 @@ type conversation struct {
 	Secrets        json.RawMessage
 	MaxIterations  int
 	StuckDetection bool
-	nextEvent      int
+	// Autotitle is the start request's autotitle (default true).
+	Autotitle bool
+	nextEvent int
+
+	// events carries the conversation's events to its sockets. Upstream
+	// attaches its own subscribers when it loads a conversation: one that
+	// keeps the clocks, and one that titles it from the first user
+	// message when autotitle is on and it has no title yet. They take
+	// places of the 50, so they are counted when the conversation is
+	// loaded (the emulator titles nothing, so the second only counts).
+	events *pubsub
+	// closed is set when the conversation is deleted: sockets still
+	// attached to it get "inactive_service" for what they send.
+	closed bool
+}
+
+// internalSubscribers is how many of the 50 places upstream's own
+// subscribers take when it loads c (conversation_service.py).
+func (c *conversation) internalSubscribers() int {
+	n := 1
+	if c.Autotitle && c.Title == nil {
+		n++
+	}
+	return n
 }
 
 // metaFile is <hex>/meta.json, the stored conversation; a directory without
@@ -88,6 +111,7 @@ type metaFile struct {
 	Workspace      json.RawMessage   `json:"workspace"`
 	MaxIterations  int               `json:"max_iterations"`
 	StuckDetection bool              `json:"stuck_detection"`
+	Autotitle      *bool             `json:"autotitle"`
 }
 
 // stateFile is <hex>/base_state.json, the conversation state.
@@ -172,12 +196,14 @@ func (st *store) load(id uuid) (*conversation, error) {
 			n++
 		}
 	}
-	return &conversation{
+	c := &conversation{
 		ID: id, Title: m.Title, Tags: m.Tags, CreatedAt: created, UpdatedAt: updated,
 		Status: s.ExecutionStatus, Agent: m.Agent, Workspace: m.Workspace,
 		Secrets: s.SecretRegistry.SecretSources, MaxIterations: m.MaxIterations,
-		StuckDetection: m.StuckDetection, nextEvent: n,
-	}, nil
+		StuckDetection: m.StuckDetection, Autotitle: m.Autotitle == nil || *m.Autotitle, nextEvent: n,
+	}
+	c.events = newPubSub(c.internalSubscribers())
+	return c, nil
 }
 
 // save writes base_state.json, then meta.json, each atomically.
@@ -197,12 +223,14 @@ func (st *store) save(c *conversation) error {
 	m := metaFile{
 		ID: c.ID.dashed(), Title: c.Title, Tags: c.Tags, CreatedAt: pyTime(c.CreatedAt),
 		UpdatedAt: pyTime(c.UpdatedAt), Agent: c.Agent, Workspace: c.Workspace,
-		MaxIterations: c.MaxIterations, StuckDetection: c.StuckDetection,
+		MaxIterations: c.MaxIterations, StuckDetection: c.StuckDetection, Autotitle: &c.Autotitle,
 	}
 	return writeJSONFile(filepath.Join(dir, "meta.json"), m)
 }
 
-// appendEvent writes events/event-NNNNN-<event id>.json.
+// appendEvent writes events/event-NNNNN-<event id>.json and publishes the
+// event to the conversation's sockets. The caller holds st.mu, so events
+// reach every socket in the order they are stored.
 func (st *store) appendEvent(c *conversation, ev map[string]any) error {
 	id := newUUID().dashed()
 	ev["id"] = id
@@ -215,10 +243,47 @@ func (st *store) appendEvent(c *conversation, ev map[string]any) error {
 		return err
 	}
 	c.nextEvent++
+	frame, err := eventFrame(ev)
+	if err != nil {
+		return fmt.Errorf("event %s: %w", id, err)
+	}
+	c.events.publish(frame)
 	return nil
 }
 
+// events reads c's stored events in the order they were appended. A file
+// that cannot be read is skipped, as upstream skips an unreadable event.
+func (st *store) events(c *conversation) ([]map[string]any, error) {
+	dir := filepath.Join(st.convDir(c.ID), "events")
+	entries, err := os.ReadDir(dir) // sorted by name: event-NNNNN-…
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []map[string]any
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), "event-") || !strings.HasSuffix(e.Name(), ".json") {
+			continue
+		}
+		var ev map[string]any
+		if err := readJSONFile(filepath.Join(dir, e.Name()), &ev); err != nil {
+			st.log.Warn("skipping unreadable event", "conversation", c.ID.dashed(), "file", e.Name(), "err", err)
+			continue
+		}
+		out = append(out, ev)
+	}
+	return out, nil
+}
+
+// remove forgets the conversation and deletes its directory. Its sockets
+// stay open, as upstream's do, but are dropped from its subscribers.
 func (st *store) remove(id uuid) error {
+	if c, ok := st.convs[id]; ok {
+		c.closed = true
+		c.events.clear()
+	}
 	delete(st.convs, id)
 	return os.RemoveAll(st.convDir(id))
 }

@@ -19,6 +19,7 @@ func groups(startupRuns, rounds int) []group {
 		{"page", benchPage},
 		{"login", benchLogin},
 		{"replicas", benchReplicas},
+		{"agentproxy", benchAgentProxy},
 	}
 }
 

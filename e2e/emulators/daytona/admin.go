@@ -12,6 +12,7 @@ import (
 //	GET  /_emulator/state                      every live sandbox
 //	POST /_emulator/seed                       SeedSandbox JSON → 201 Sandbox
 //	POST /_emulator/sandboxes/{id}/activity    toolbox-style activity (Touch)
+//	GET  /_emulator/sandboxes/{id}/endpoint    preview URL and token of ?port= (default 8000)
 func (s *Server) adminRoutes() http.Handler {
 	a := s.AdminMux()
 	a.Handle("GET "+emulator.AdminPrefix+"state", "every live sandbox", func(w http.ResponseWriter, r *http.Request) {
@@ -36,6 +37,19 @@ func (s *Server) adminRoutes() http.Handler {
 			return
 		}
 		w.WriteHeader(http.StatusNoContent)
+	})
+	a.Handle("GET "+emulator.AdminPrefix+"sandboxes/{id}/endpoint", "preview URL and token of ?port= (default 8000)", func(w http.ResponseWriter, r *http.Request) {
+		port, err := emulator.PortParam(r)
+		if err != nil {
+			emulator.AdminError(w, http.StatusBadRequest, err)
+			return
+		}
+		ep, err := s.Endpoint(r.PathValue("id"), port)
+		if err != nil {
+			emulator.AdminError(w, http.StatusNotFound, err)
+			return
+		}
+		emulator.WriteJSON(w, http.StatusOK, ep)
 	})
 	return a
 }

@@ -52,8 +52,9 @@ type Options struct {
 	// means the list is current too.
 	ListLag time.Duration
 	// AgentServer, when set, serves the requests the preview proxy
-	// forwards to a box's port 8000 (see preview.go); nil answers
-	// /server_info itself.
+	// forwards to a box's port 8000 (see preview.go), with the server's
+	// own ResponseWriter, so streaming and WebSocket upgrades pass; nil
+	// answers /server_info itself and 502 for anything else.
 	AgentServer func(sandboxID string) http.Handler
 }
 
@@ -96,6 +97,7 @@ type Server struct {
 	ghosts map[string]*ghost // destroyed boxes still listed (ListLag), by id
 
 	proxyProtocol, proxyDomain string // preview URLs; see SetProxy
+	connSeq                    uint64 // numbers requests open through the proxy
 }
 
 type box struct {
@@ -110,6 +112,9 @@ type box struct {
 	// previewToken is the sandbox's authToken: made lazily, dropped by a
 	// start from stopped or archived (not by a resume from paused).
 	previewToken string
+	// open holds when each request still open through the preview proxy
+	// began (by a sequence number); see openLocked.
+	open map[uint64]time.Time
 }
 
 // ghost is a destroyed box the lagging list still shows.

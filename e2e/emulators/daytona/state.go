@@ -19,6 +19,7 @@ func minutes(n int) time.Duration { return time.Duration(n) * time.Minute }
 func (s *Server) settleLocked() {
 	now := s.Clock().Now()
 	for _, b := range s.boxes {
+		s.refreshOpen(b, now)
 		s.advance(b, now)
 		if b.sb.State == StateDestroyed {
 			s.removeLocked(b)

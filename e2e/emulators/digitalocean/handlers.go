@@ -454,8 +454,17 @@ func (s *Server) configSessions(w http.ResponseWriter, r *http.Request) {
 //	GET  /_emulator/state                      {sessions, configs}
 //	POST /_emulator/seed                       Session JSON → 201 Session
 //	POST /_emulator/sessions/{id}/event        record an event (Touch)
+//	GET  /_emulator/sessions/{id}/endpoint     ingress URL (Endpoint)
 func (s *Server) adminRoutes() http.Handler {
 	a := s.AdminMux()
+	a.Handle("GET "+emulator.AdminPrefix+"sessions/{id}/endpoint", "ingress URL (published if none; wants the DO token as Bearer)", func(w http.ResponseWriter, r *http.Request) {
+		ep, err := s.Endpoint(r.PathValue("id"))
+		if err != nil {
+			emulator.AdminError(w, http.StatusNotFound, err)
+			return
+		}
+		emulator.WriteJSON(w, http.StatusOK, ep)
+	})
 	a.Handle("GET "+emulator.AdminPrefix+"state", "every session and config", func(w http.ResponseWriter, r *http.Request) {
 		sessions := s.Sessions()
 		s.mu.Lock()

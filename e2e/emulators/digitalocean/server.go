@@ -67,6 +67,11 @@ type Options struct {
 	// (250) budget is used. Off by default: the ratelimit-* headers are
 	// always sent, and tests get 429s deterministically from faults.
 	EnforceRateLimits bool
+	// AgentServer, when set, serves the requests the ingress proxy
+	// forwards to a session's guest port 8000 (see ingress.go), with the
+	// server's own ResponseWriter, so streaming and WebSocket upgrades
+	// pass; nil answers /server_info itself and 502 for anything else.
+	AgentServer func(sessionID string) http.Handler
 }
 
 // Delays are the durations of the asynchronous transitions.
@@ -110,8 +115,10 @@ type entry struct {
 	until time.Time // when PROVISIONING or DESTROYING settles
 	hold  string    // a checkpoint, fork or rollback holding the session; "" when none
 	// ingress is the hostname label of the session's published ingress
-	// URL; "" until asked for, and again after a pause revokes it.
-	ingress string
+	// URL; "" until asked for, and again after a pause, lock or delete
+	// revokes it. ingressAt is when it was published.
+	ingress   string
+	ingressAt time.Time
 }
 
 // budget is one token's rate-limit windows.
@@ -381,11 +388,20 @@ func (s *Server) next(e *entry) (time.Time, func(time.Time)) {
 
 func (s *Server) setStatus(e *entry, at time.Time, status, reason string) {
 	e.s.Status = status
-	if status == StatusPaused || status == StatusDestroying || status == StatusDestroyed {
-		e.ingress = "" // a pause revokes the ingress URL; a resume gets a new one
-	}
+	revokeIngress(e)
 	e.s.PauseReason = reason
 	e.s.LastEventAt = at
+}
+
+// revokeIngress drops e's ingress URL when its status ends it: "the same
+// URL is returned until pause, lock or rollback. Pause and lock revoke it;
+// afterwards a new hostname is issued" (box-endpoints.md §3b), and a
+// destroyed session has none. A rollback is not emulated.
+func revokeIngress(e *entry) {
+	switch e.s.Status {
+	case StatusPaused, StatusLocked, StatusDestroying, StatusDestroyed:
+		e.ingress = ""
+	}
 }
 
 // begin puts e into a transitional status for d.
@@ -537,6 +553,7 @@ func (s *Server) Update(id string, fn func(*Session)) bool {
 		panic("digitalocean: Update must not change the id")
 	}
 	if e.s.Status != before {
+		revokeIngress(e)
 		e.until = time.Time{}
 		switch e.s.Status {
 		case StatusProvisioning:

@@ -457,8 +457,22 @@ func (s *Server) refresh(w http.ResponseWriter, r *http.Request) {
 //
 //	GET  /_emulator/state   every sandbox (SandboxDetail shape)
 //	POST /_emulator/seed    Sandbox JSON plus optional autoPause → 201
+//	GET  /_emulator/sandboxes/{id}/endpoint  URL and traffic token of ?port= (default 8000)
 func (s *Server) adminRoutes() http.Handler {
 	a := s.AdminMux()
+	a.Handle("GET "+emulator.AdminPrefix+"sandboxes/{id}/endpoint", "URL and traffic token of ?port= (default 8000)", func(w http.ResponseWriter, r *http.Request) {
+		port, err := emulator.PortParam(r)
+		if err != nil {
+			emulator.AdminError(w, http.StatusBadRequest, err)
+			return
+		}
+		ep, err := s.Endpoint(r.PathValue("id"), port)
+		if err != nil {
+			emulator.AdminError(w, http.StatusNotFound, err)
+			return
+		}
+		emulator.WriteJSON(w, http.StatusOK, ep)
+	})
 	a.Handle("GET "+emulator.AdminPrefix+"state", "every sandbox", func(w http.ResponseWriter, r *http.Request) {
 		out := []Detail{}
 		for _, sb := range s.Sandboxes() {

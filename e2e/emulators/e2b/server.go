@@ -36,6 +36,12 @@ type Options struct {
 	// MaxConcurrent caps running sandboxes (create and resume answer 429
 	// past it); default 100, negative means no cap.
 	MaxConcurrent int
+	// AgentServer, when set, serves the requests the sandbox proxy
+	// forwards to a sandbox's port 8000 (see proxy.go), with the server's
+	// own ResponseWriter, so streaming and WebSocket upgrades pass; nil
+	// answers /server_info itself and, like the real proxy when nothing
+	// listens, 502 for anything else.
+	AgentServer func(sandboxID string) http.Handler
 }
 
 // Defaults from the spec and docs.

@@ -1,7 +1,9 @@
 package emulator
 
 import (
+	"bufio"
 	"crypto/subtle"
+	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -108,7 +110,9 @@ func (b *Base) applyFault(d Dialect, w http.ResponseWriter, r *http.Request, f F
 	}
 }
 
-// recorder remembers the status written through it.
+// recorder remembers the status written through it. It passes Flush and
+// Hijack on (and Unwrap for http.ResponseController), so a streamed answer
+// or a WebSocket upgrade behind it works as without it.
 type recorder struct {
 	http.ResponseWriter
 	status int
@@ -126,6 +130,27 @@ func (r *recorder) Write(p []byte) (int, error) {
 		r.status = http.StatusOK
 	}
 	return r.ResponseWriter.Write(p)
+}
+
+// Unwrap lets http.ResponseController reach the server's writer.
+func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// Flush sends what was written so far, when the server's writer can.
+func (r *recorder) Flush() {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	http.NewResponseController(r.ResponseWriter).Flush()
+}
+
+// Hijack hands the connection over (a protocol switch such as a WebSocket
+// upgrade), logged as 101.
+func (r *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	c, brw, err := http.NewResponseController(r.ResponseWriter).Hijack()
+	if err == nil && r.status == 0 {
+		r.status = http.StatusSwitchingProtocols
+	}
+	return c, brw, err
 }
 
 // PresentedCredentials lists the credential headers on r by name and, for

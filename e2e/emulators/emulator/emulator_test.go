@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/canvasapp/companion/e2e/emulators/emulator/emutest"
 	"github.com/canvasapp/companion/internal/testsupport"
 )
 
@@ -274,4 +275,27 @@ func TestWindow(t *testing.T) {
 	if _, _, ok := w.Hit(now.Add(time.Minute)); !ok {
 		t.Fatal("window did not reset")
 	}
+}
+
+// The request log's writer wrapper passes Flush and Hijack on: a streamed
+// answer and a WebSocket upgrade behind Base.Handler work, and are logged.
+func TestLoggedWriterStreamsAndUpgrades(t *testing.T) {
+	b := NewBase(NewFakeClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)))
+	a := emutest.NewAgentStandIn()
+	srv := httptest.NewServer(b.Handler(toy{Tokens{secret}}, a.For("box"), nil))
+	t.Cleanup(func() { a.Release(); b.Close(); srv.Close() })
+	host := strings.TrimPrefix(srv.URL, "http://")
+	emutest.CheckWebSocket(t, srv.URL, host, "/sockets/events/x", http.Header{"Authorization": {"Bearer " + secret}})
+	emutest.CheckStreams(t, a, srv.URL, host, "Authorization", "Bearer "+secret)
+	// Each is logged when its handler returns, in either order.
+	testsupport.Poll(t, 5*time.Second, func() error {
+		got := map[string]int{}
+		for _, r := range b.Requests().All() {
+			got[r.Path] = r.Status
+		}
+		if len(got) != 2 || got["/sockets/events/x"] != http.StatusSwitchingProtocols || got["/stream"] != http.StatusOK {
+			return fmt.Errorf("logged %v, want the upgrade as 101 and the stream as 200", got)
+		}
+		return nil
+	})
 }

@@ -6,6 +6,11 @@
 //
 // The token is taken from -token-file or $EMULATOR_TOKEN, not a flag, so it
 // does not show up in process listings.
+//
+// Each emulator's box proxy answers on localhost names of its own port
+// (Daytona 8000-{id}.localhost:7001, E2B 8000-{id}.localhost:7002, DO
+// {label}.localhost:7003); -agent-server URL forwards every box's port
+// 8000 there, to one agent-server shared by all boxes.
 package main
 
 import (
@@ -16,8 +21,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -44,6 +52,7 @@ func run() error {
 	start := flag.String("start", "", "with -fake-clock, the starting time (RFC 3339; default now)")
 	instant := flag.Bool("instant", false, "make every asynchronous transition instant")
 	listLag := flag.Duration("daytona-list-lag", 0, "how long Daytona's list lags behind creates and deletes (eventual consistency)")
+	agentURL := flag.String("agent-server", "", "forward every box's port 8000 to this agent-server URL (default: the proxies answer /server_info themselves)")
 	flag.Parse()
 	if *dtAddr == "" && *e2bAddr == "" && *doAddr == "" {
 		flag.Usage()
@@ -61,6 +70,15 @@ func run() error {
 		return errors.New("no token: set EMULATOR_TOKEN or -token-file")
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	var agent func(string) http.Handler
+	if *agentURL != "" {
+		u, err := url.Parse(*agentURL)
+		if err != nil || u.Scheme == "" || u.Host == "" {
+			return fmt.Errorf("-agent-server %q: want an absolute URL", *agentURL)
+		}
+		rp := httputil.NewSingleHostReverseProxy(u)
+		agent = func(string) http.Handler { return rp }
+	}
 
 	newClock := func() (*emulator.Clock, error) {
 		if !*fake {
@@ -80,6 +98,8 @@ func run() error {
 		name, addr, api string
 		handler         http.Handler
 		base            *emulator.Base
+		// proxyAt points the box proxy at the listener's port.
+		proxyAt func(domain string)
 	}
 	var servers []server
 	if *dtAddr != "" {
@@ -87,32 +107,34 @@ func run() error {
 		if err != nil {
 			return err
 		}
-		o := daytona.Options{Token: token, Clock: c, Admin: true, ListLag: *listLag}
+		o := daytona.Options{Token: token, Clock: c, Admin: true, ListLag: *listLag, AgentServer: agent}
 		if *instant {
 			o.Delays = &daytona.Delays{}
 		}
 		s := daytona.New(o)
-		servers = append(servers, server{"daytona", *dtAddr, "/api", s.Handler(), s.Base})
+		servers = append(servers, server{"daytona", *dtAddr, "/api", s.Handler(), s.Base,
+			func(d string) { s.SetProxy("http", d) }})
 	}
 	if *e2bAddr != "" {
 		c, err := newClock()
 		if err != nil {
 			return err
 		}
-		s := e2b.New(e2b.Options{Token: token, Clock: c, Admin: true})
-		servers = append(servers, server{"e2b", *e2bAddr, "", s.Handler(), s.Base})
+		s := e2b.New(e2b.Options{Token: token, Clock: c, Admin: true, AgentServer: agent})
+		servers = append(servers, server{"e2b", *e2bAddr, "", s.Handler(), s.Base, s.SetDomain})
 	}
 	if *doAddr != "" {
 		c, err := newClock()
 		if err != nil {
 			return err
 		}
-		o := digitalocean.Options{Token: token, Clock: c, Admin: true}
+		o := digitalocean.Options{Token: token, Clock: c, Admin: true, AgentServer: agent}
 		if *instant {
 			o.Delays = &digitalocean.Delays{}
 		}
 		s := digitalocean.New(o)
-		servers = append(servers, server{"digitalocean", *doAddr, "", s.Handler(), s.Base})
+		servers = append(servers, server{"digitalocean", *doAddr, "", s.Handler(), s.Base,
+			func(d string) { s.SetIngressDomain("http", d) }})
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -127,7 +149,9 @@ func run() error {
 		hs := &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second}
 		https = append(https, hs)
 		url := "http://" + ln.Addr().String()
-		log.Info("serving", "emulator", s.name, "api", url+s.api, "admin", url+emulator.AdminPrefix)
+		domain := "localhost:" + strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+		s.proxyAt(domain)
+		log.Info("serving", "emulator", s.name, "api", url+s.api, "admin", url+emulator.AdminPrefix, "box_proxy", "*."+domain)
 		go func() {
 			if err := hs.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 				errc <- fmt.Errorf("%s: %w", s.name, err)
