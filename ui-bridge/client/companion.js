@@ -241,6 +241,8 @@ export const AgentCloseCode = Object.freeze({
   NORMAL: 1000,
   /** companion is shutting down */
   GOING_AWAY: 1001,
+  /** the agent-server is stopping (the box is pausing or restarting): as AGENT_GONE */
+  SERVER_RESTART: 1012,
   /** the agent-server is busy (too many sockets on the conversation): try again later */
   TRY_AGAIN: 1013,
   /** the agent-server refused the box's key: a bug, companion attaches it */
@@ -1043,10 +1045,13 @@ export class AgentClient {
 
   /**
    * A WebSocket to the agent-server's path (e.g. "/sockets/bash-events")
-   * through companion. The client's token is offered as the subprotocol
-   * entry companion.bearer.<token> (browsers cannot set headers; companion
-   * removes it), then protocols; the agent-server's choice among those is
-   * ws.protocol. Without a token the browser's session cookie is used.
+   * through companion, offering protocols; the agent-server's choice among
+   * them is ws.protocol. The client's token goes along as a bearer header
+   * in Node (Electron's main process), whose WebSocket takes headers, and
+   * in a browser, which cannot set them, as the subprotocol entry
+   * companion.bearer.<token> next to companion.v1 (companion removes both
+   * before the agent-server). Without a token the browser's session cookie
+   * is used.
    * @param {string} path starting with "/", query included
    * @param {{protocols?: string[]}} [opts]
    * @returns {Promise<WebSocket>} not open yet: wait for its open event
@@ -1056,8 +1061,12 @@ export class AgentClient {
     const c = this.client;
     if (!c._WebSocket) throw new TypeError("CompanionClient: no WebSocket; pass options.WebSocket (Node 20: run with --experimental-websocket)");
     const token = await c._currentToken();
-    const protocols = [...(token ? [BEARER_SUBPROTOCOL_PREFIX + token] : []), ...(opts.protocols || [])];
     const url = c.baseUrl.replace(/^http/i, "ws") + this.agentPath + path;
+    const own = opts.protocols || [];
+    if (token && c._WebSocket === globalThis.WebSocket && isNode()) {
+      return new c._WebSocket(url, { protocols: own, headers: { Authorization: "Bearer " + token } });
+    }
+    const protocols = token ? [SUBPROTOCOL, BEARER_SUBPROTOCOL_PREFIX + token, ...own] : own;
     return protocols.length ? new c._WebSocket(url, protocols) : new c._WebSocket(url);
   }
 
@@ -1102,10 +1111,12 @@ export class AgentClient {
    * sends every past event first; a time (Date or ISO 8601 string) those
    * from that time on; default none. The loop ends when the socket is
    * closed normally (or by close()), and throws CompanionError with code
-   * "conversation_not_found" (4004), "agent_gone" (4013: connect() again,
-   * then reopen), "going_away" (1001: companion stopped) or another that
-   * says why; a socket that could not be opened throws companion's refusal
-   * (409: connect first, 404: no such workspace).
+   * "conversation_not_found" (4004), "agent_gone" (4013, or 1012 from an
+   * agent-server that is stopping: the box paused, stopped or died; connect()
+   * again, which wakes a paused box, then reopen), "going_away" (1001:
+   * companion stopped) or another that says why; a socket that could not be
+   * opened throws companion's refusal (409: connect first, 404: no such
+   * workspace).
    * @param {string} conversationId
    * @param {{resend?: boolean|"all"|string|Date}} [opts]
    * @returns {AgentEvents}
@@ -1283,6 +1294,7 @@ export class AgentEvents {
       case AgentCloseCode.CONVERSATION_NOT_FOUND:
         return new CompanionError(404, "conversation_not_found", `${this._what} is not in this workspace's box`, details);
       case AgentCloseCode.AGENT_GONE:
+      case AgentCloseCode.SERVER_RESTART:
         return e("agent_gone", "the workspace's agent-server went away (the box paused, stopped or lost its network): connect() again, then reopen the events");
       case AgentCloseCode.GOING_AWAY:
         return e("going_away", "companion is shutting down: connect() again once it is back, then reopen the events");
@@ -1303,17 +1315,25 @@ export class AgentEvents {
   // only that the socket could not be opened.
   async _whyRefused() {
     const plain = this._path.split("?")[0];
+    let seen = "";
     try {
       const resp = await this._agent.fetch(plain, { headers: { Accept: "application/json" } });
       if (resp.status >= 400) {
         const err = await errorOf(resp, "GET", plain);
         if (!err.code.startsWith("http_")) return err;
+        seen = ` (the agent-server answers a plain GET of it with ${resp.status})`;
       }
     } catch (err) {
       if (err instanceof CompanionError) return err;
     }
-    return new CompanionError(0, "socket_failed", `${this._what}: the events socket could not be opened; connect() and try again`);
+    return new CompanionError(0, "socket_failed", `${this._what}: the events socket could not be opened${seen}; connect() and try again`);
   }
+}
+
+// isNode tells Node (Electron's main process included), whose global
+// WebSocket (undici) takes headers, from a browser page or worker.
+function isNode() {
+  return typeof document === "undefined" && typeof globalThis.process?.versions?.node === "string";
 }
 
 function seg(s) {
