@@ -135,3 +135,114 @@ test("the stream counts open agent connections per workspace", async (t) => {
   assert.equal(c.agentConnections(w.id), 0);
   await poll("the slow conversation listed", async () => (await agent.conversations()).items.some((x) => x.title === "slow"));
 });
+
+/** The next event of it for which pred is true; fails after ms. */
+async function nextWhere(it, pred, what, ms = 20000) {
+  let timer;
+  const timeout = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms waiting for ${what}`)), ms);
+  });
+  try {
+    for (;;) {
+      const r = await Promise.race([it.next(), timeout]);
+      assert.ok(!r.done, `the events ended while waiting for ${what}`);
+      if (pred(r.value)) return r.value;
+    }
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+test("a conversation's events: past ones, a message sent, resend from a time, a normal close", async (t) => {
+  const c = newClient();
+  t.after(() => c.close());
+  const w = await runningWorkspace(t, c, "js agent events");
+  const agent = c.agent(w.id);
+  const conv = await agent.startConversation({ agent: agentSpec, title: "events" });
+
+  const events = agent.events(conv.id, { resend: true });
+  await events.opened;
+  const state = await nextWhere(events, () => true, "the first event");
+  assert.equal(state.kind, "ConversationStateUpdateEvent", "a socket starts with the conversation's state");
+  const prompt = await nextWhere(events, (e) => e.kind === "SystemPromptEvent", "the resent system prompt");
+  assert.ok(prompt.id && prompt.timestamp, "events carry an id and a time");
+  await waitEvent(c, "agent", (e) => e.id === w.id && e.connections === 1, "the socket counted on the stream");
+
+  events.send("hello through companion");
+  const said = await nextWhere(events, (e) => e.kind === "MessageEvent", "the message as an event");
+  assert.equal(said.source, "user");
+  assert.equal(said.llm_message.content[0].text, "hello through companion");
+
+  // close() ends the loop without an error; the count goes back to 0.
+  const gone = waitEvent(c, "agent", (e) => e.id === w.id && e.connections === 0, "the count back to 0");
+  events.close();
+  assert.deepEqual(await events.next(), { value: undefined, done: true }, "a closed stream is done");
+  await gone;
+
+  // From a time: the events at or after it, that one included. Breaking
+  // out of the loop closes the socket.
+  const again = agent.events(conv.id, { resend: said.timestamp });
+  let resent;
+  for await (const e of again) {
+    if (e.kind === "MessageEvent") {
+      resent = e;
+      break;
+    }
+  }
+  assert.equal(resent.id, said.id);
+  assert.deepEqual(await again.next(), { value: undefined, done: true });
+  await poll("the socket closed", () => c.agentConnections(w.id) === 0);
+});
+
+test("events: an unknown conversation is 4004, a paused box is companion's 409, a pause ends an open socket", async (t) => {
+  const c = newClient();
+  t.after(() => c.close());
+  const w = await runningWorkspace(t, c, "js agent events ends");
+  const agent = c.agent(w.id);
+
+  const unknown = agent.events("00000000-0000-4000-8000-000000000000");
+  await assert.rejects(unknown.next(), (e) => e instanceof CompanionError && e.code === "conversation_not_found" &&
+    e.status === 404 && e.details.close_code === 4004);
+  assert.deepEqual(await unknown.next(), { value: undefined, done: true }, "the error is thrown once");
+
+  // A pause stops the agent-server, which closes its sockets with 1012
+  // (4013 when a box dies without closing them).
+  const conv = await agent.startConversation({ agent: agentSpec, title: "paused under it" });
+  const events = agent.events(conv.id);
+  await events.opened;
+  await nextWhere(events, (e) => e.kind === "ConversationStateUpdateEvent", "the state");
+  await c.pauseWorkspace(w.id);
+  await assert.rejects(nextWhere(events, () => false, "the end", 60000), (e) =>
+    e instanceof CompanionError && e.code === "agent_gone" && /connect\(\) again/.test(e.message) && [1012, 4013].includes(e.details.close_code));
+  await waitState(c, w.id, "paused", 120000);
+
+  // Opening on a paused box: the handshake is refused, and the client
+  // says why (companion's 409 naming connect), not just "failed".
+  await assert.rejects(agent.events(conv.id).next(), (e) => e instanceof CompanionError && e.status === 409 && /connect/.test(e.message));
+  await agent.connect();
+  const after = agent.events(conv.id, { resend: true });
+  t.after(() => after.close());
+  await nextWhere(after, (e) => e.kind === "SystemPromptEvent", "the events after the wake");
+});
+
+test("socket(): any agent-server socket, here bash events, with the token as a header (Node)", async (t) => {
+  const c = newClient();
+  t.after(() => c.close());
+  const w = await runningWorkspace(t, c, "js agent bash");
+  const ws = await c.agent(w.id).socket("/sockets/bash-events");
+  t.after(() => ws.close());
+  await new Promise((resolve, reject) => {
+    ws.onopen = resolve;
+    ws.onerror = () => reject(new Error("the bash socket did not open"));
+  });
+  assert.equal(ws.protocol, "", "the agent-server chooses no subprotocol");
+  const output = new Promise((resolve) => {
+    ws.onmessage = (ev) => {
+      const e = JSON.parse(ev.data);
+      if (e.kind === "BashOutput" && (e.stdout || "").includes("hi from the socket")) resolve(e);
+    };
+  });
+  ws.send(JSON.stringify({ command: "echo hi from the socket" }));
+  const out = await output;
+  assert.equal(out.exit_code, 0);
+});
