@@ -1315,18 +1315,16 @@ export class AgentEvents {
   // only that the socket could not be opened.
   async _whyRefused() {
     const plain = this._path.split("?")[0];
-    let seen = "";
     try {
       const resp = await this._agent.fetch(plain, { headers: { Accept: "application/json" } });
       if (resp.status >= 400) {
         const err = await errorOf(resp, "GET", plain);
         if (!err.code.startsWith("http_")) return err;
-        seen = ` (the agent-server answers a plain GET of it with ${resp.status})`;
       }
     } catch (err) {
       if (err instanceof CompanionError) return err;
     }
-    return new CompanionError(0, "socket_failed", `${this._what}: the events socket could not be opened${seen}; connect() and try again`);
+    return new CompanionError(0, "socket_failed", `${this._what}: the events socket could not be opened; connect() and try again`);
   }
 }
 
