@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -156,5 +157,28 @@ func TestJSClientSignedOut(t *testing.T) {
 	t.Logf("node --test:\n%s", out)
 	if err != nil {
 		t.Fatalf("the JavaScript client's serve-mode tests failed: %v", err)
+	}
+}
+
+// TestJSClientGuide runs README's guide for Electron as written
+// (ui-bridge/client/test/guide): the guide spawns companion desktop
+// itself, here through a wrapper that adds this test's Docker image and
+// scope, with its default data dir under a temporary XDG_CONFIG_HOME.
+func TestJSClientGuide(t *testing.T) {
+	node := nodeBinary(t)
+	dir := t.TempDir()
+	wrapper := filepath.Join(dir, "companion")
+	script := fmt.Sprintf("#!/bin/sh\nexec %q \"$@\" --docker-image %q --docker-scope %q\n", companionBin, boxImage(t), dockerScope(t))
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, "--experimental-websocket", "--test", "--test-reporter=spec", "../ui-bridge/client/test/guide/guide.test.mjs")
+	cmd.Env = append(os.Environ(), "COMPANION_BIN="+wrapper, "XDG_CONFIG_HOME="+filepath.Join(dir, "config"))
+	out, err := cmd.CombinedOutput()
+	t.Logf("node --test:\n%s", out)
+	if err != nil {
+		t.Fatalf("README's guide for Electron failed: %v", err)
 	}
 }

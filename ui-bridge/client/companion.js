@@ -150,6 +150,44 @@
  */
 
 /**
+ * What agent(id).connect() resolves with (POST /v1/workspaces/{id}/connect).
+ * @typedef {object} AgentConnection
+ * @property {Workspace} workspace the workspace, running
+ * @property {boolean} woke whether connect had to resume a paused or stopped box
+ * @property {string} agentPath where the agent-server is, below baseUrl: "/v1/workspaces/{id}/agent"
+ */
+
+/**
+ * A conversation as the agent-server lists it (its ConversationInfo; more
+ * fields come along: agent, workspace, metrics…).
+ * @typedef {object} Conversation
+ * @property {string} id a UUID, dashed
+ * @property {string|null} title
+ * @property {"idle"|"running"|"paused"|"waiting_for_confirmation"|"finished"|"error"|"stuck"|"deleting"|string} execution_status
+ * @property {string} created_at
+ * @property {string} updated_at when it last had an event: its last activity
+ * @property {Record<string, string>} tags
+ */
+
+/**
+ * One page of the agent-server's GET /api/conversations/search.
+ * @typedef {object} ConversationPage
+ * @property {Conversation[]} items
+ * @property {string|null} next_page_id pass it as pageId for the next page; null on the last
+ */
+
+/**
+ * One event of a conversation, as the agent-server sends it on its events
+ * socket (MessageEvent, ActionEvent, ObservationEvent,
+ * ConversationStateUpdateEvent…; clients must accept kinds they do not know).
+ * @typedef {object} AgentEvent
+ * @property {string} kind
+ * @property {string} [id]
+ * @property {string} [timestamp]
+ * @property {string} [source] "user", "agent" or "environment"
+ */
+
+/**
  * A failed request: the server's error code, message and HTTP status.
  * Network failures have status 0 and code "network".
  */
@@ -192,6 +230,27 @@ export const CloseCode = Object.freeze({
   NO_PONG: 4010,
   USER_REMOVED: 4011,
   SIGNED_OUT: 4012,
+});
+
+/**
+ * Close codes of a socket to the agent-server through companion (API.md,
+ * "/v1/workspaces/{id}/agent/{path}"): the agent-server's own, and
+ * companion's 4013.
+ */
+export const AgentCloseCode = Object.freeze({
+  NORMAL: 1000,
+  /** companion is shutting down */
+  GOING_AWAY: 1001,
+  /** the agent-server is stopping (the box is pausing or restarting): as AGENT_GONE */
+  SERVER_RESTART: 1012,
+  /** the agent-server is busy (too many sockets on the conversation): try again later */
+  TRY_AGAIN: 1013,
+  /** the agent-server refused the box's key: a bug, companion attaches it */
+  AUTH_FAILED: 4001,
+  /** no such conversation in this box */
+  CONVERSATION_NOT_FOUND: 4004,
+  /** the box's side went away (paused, stopped, died, network): connect() again, then reopen */
+  AGENT_GONE: 4013,
 });
 
 /**
@@ -281,6 +340,8 @@ export class CompanionClient {
     this._serverOffsetMs = 0;
     /** @type {Map<string, Set<Function>>} */
     this._listeners = new Map();
+    /** @type {Map<string, number>} open agent connections by workspace (the stream's "agent" messages) */
+    this._agentConns = new Map();
 
     this._ws = null;
     this._wantOpen = false;
@@ -295,10 +356,12 @@ export class CompanionClient {
   // ---- events ----
 
   /**
-   * Listens to "change" (ChangeEvent), "account" (Account), "connection"
+   * Listens to "change" (ChangeEvent), "account" (Account), "agent"
+   * ({id, connections}: how many requests and sockets are open to a
+   * workspace's agent-server through companion), "connection"
    * (ConnectionState) or "error" (Error: a problem the client recovers from
    * by itself, for logs). Returns a function that removes the listener.
-   * @param {"change"|"account"|"connection"|"error"} type
+   * @param {"change"|"account"|"agent"|"connection"|"error"} type
    * @param {(detail: any) => void} listener
    * @returns {() => void}
    */
@@ -332,6 +395,16 @@ export class CompanionClient {
   /** @param {string} id @returns {Workspace|undefined} */
   workspace(id) {
     return this._workspaces.get(id);
+  }
+
+  /**
+   * How many requests and sockets are open to workspace id's agent-server
+   * through companion, by anyone signed in as you (0 when the stream has
+   * said nothing of it).
+   * @param {string} id
+   */
+  agentConnections(id) {
+    return this._agentConns.get(id) || 0;
   }
 
   /** The last revision applied, or null before any state. */
@@ -529,6 +602,11 @@ export class CompanionClient {
       // With ?since= the held state is current unless a snapshot follows;
       // either way nothing is lost between it and the live stream.
       this._setConn({ state: "open", attempt: 0, synced: since !== null, closeCode: null, closeReason: "" });
+      // The server re-sends the counts that are not 0 on every connection;
+      // the ones it does not send are 0 now.
+      const stale = [...this._agentConns.keys()];
+      this._agentConns.clear();
+      for (const id of stale) this._emit("agent", { id, connections: 0 });
     };
     ws.onmessage = (ev) => {
       if (this._ws !== ws) return;
@@ -582,6 +660,13 @@ export class CompanionClient {
     if (msg.type === "account") {
       this._clock(msg.server_time);
       if (msg.account) this._emit("account", msg.account);
+      return;
+    }
+    if (msg.type === "agent") {
+      if (typeof msg.id !== "string" || !Number.isInteger(msg.connections)) return;
+      if (msg.connections > 0) this._agentConns.set(msg.id, msg.connections);
+      else this._agentConns.delete(msg.id);
+      this._emit("agent", { id: msg.id, connections: msg.connections });
       return;
     }
     if (msg.type === "snapshot") {
@@ -810,6 +895,18 @@ export class CompanionClient {
     );
   }
 
+  /**
+   * The agent-server in workspace id's box, reached through companion
+   * (API.md, "POST /v1/workspaces/{id}/connect" and
+   * "/v1/workspaces/{id}/agent/{path}"): companion attaches the box's key
+   * and the provider's headers; this client sends only its own credential.
+   * @param {string} workspaceId
+   * @returns {AgentClient}
+   */
+  agent(workspaceId) {
+    return new AgentClient(this, workspaceId);
+  }
+
   // exports
 
   /**
@@ -878,13 +975,373 @@ export class CompanionClient {
   }
 }
 
+// States a workspace leaves by itself: connect() waits them out.
+const PASSING_STATES = new Set(["creating", "resuming", "pausing"]);
+
+/**
+ * A workspace's agent-server through companion. Get one with
+ * client.agent(workspaceId). Call connect() first when the box may be
+ * paused, and again when a request answers 409 (the box paused since) or a
+ * socket ends with 4013 (AgentCloseCode.AGENT_GONE).
+ */
+export class AgentClient {
+  /** @param {CompanionClient} client @param {string} workspaceId */
+  constructor(client, workspaceId) {
+    this.client = client;
+    this.workspaceId = workspaceId;
+    /** where the agent-server is, below client.baseUrl (connect() sets it from the server's answer) */
+    this.agentPath = `/v1/workspaces/${seg(workspaceId)}/agent`;
+  }
+
+  /**
+   * POST /v1/workspaces/{id}/connect: resumes a paused or stopped box
+   * (this counts as activity), waits for its agent-server and resolves
+   * when it answers. A workspace that is creating, resuming or pausing is
+   * waited for first, up to waitMs (default 3 minutes).
+   * @param {{waitMs?: number, signal?: AbortSignal}} [opts]
+   * @returns {Promise<AgentConnection>}
+   */
+  async connect(opts = {}) {
+    const deadline = Date.now() + (opts.waitMs ?? 180000);
+    const path = `/v1/workspaces/${seg(this.workspaceId)}/connect`;
+    for (let wait = 500; ; wait = Math.min(wait * 2, 5000)) {
+      try {
+        const c = (await this.client.request("POST", path, { signal: opts.signal })).connect;
+        if (c.agent_path) this.agentPath = c.agent_path;
+        return { workspace: c.workspace, woke: !!c.woke, agentPath: this.agentPath };
+      } catch (err) {
+        const passing = err instanceof CompanionError && err.status === 409 &&
+          (PASSING_STATES.has(err.state) || /\bbusy\b/.test(err.message));
+        if (!passing || Date.now() + wait > deadline) throw err;
+      }
+      await new Promise((resolve) => this.client._setTimeout(resolve, wait));
+      if (opts.signal?.aborted) throw opts.signal.reason;
+    }
+  }
+
+  /**
+   * fetch() of the agent-server's path (e.g. "/api/conversations/search?limit=5")
+   * through companion, with this client's credential (the bearer token, or
+   * the browser's session cookie when it has none). It resolves with the
+   * Response whatever its status, as fetch does: companion's own refusals
+   * carry {"error": …} (409: connect first), the agent-server's {"detail": …}.
+   * @param {string} path starting with "/", query included
+   * @param {RequestInit} [init]
+   * @returns {Promise<Response>}
+   */
+  async fetch(path, init = {}) {
+    if (typeof path !== "string" || !path.startsWith("/")) throw new TypeError("agent.fetch: the path must start with /");
+    const c = this.client;
+    const headers = new Headers(init.headers);
+    const token = await c._currentToken();
+    if (token) headers.set("Authorization", "Bearer " + token);
+    try {
+      return await c._fetch(c.baseUrl + this.agentPath + path, { ...init, headers, credentials: token ? "omit" : c._credentials });
+    } catch (err) {
+      if (err && err.name === "AbortError") throw err;
+      throw new CompanionError(0, "network", `${init.method || "GET"} ${path}: companion did not answer (${err && err.message}); is it running at ${c.baseUrl}?`);
+    }
+  }
+
+  /**
+   * A WebSocket to the agent-server's path (e.g. "/sockets/bash-events")
+   * through companion, offering protocols; the agent-server's choice among
+   * them is ws.protocol. The client's token goes along as a bearer header
+   * in Node (Electron's main process), whose WebSocket takes headers, and
+   * in a browser, which cannot set them, as the subprotocol entry
+   * companion.bearer.<token> next to companion.v1 (companion removes both
+   * before the agent-server). Without a token the browser's session cookie
+   * is used.
+   * @param {string} path starting with "/", query included
+   * @param {{protocols?: string[]}} [opts]
+   * @returns {Promise<WebSocket>} not open yet: wait for its open event
+   */
+  async socket(path, opts = {}) {
+    if (typeof path !== "string" || !path.startsWith("/")) throw new TypeError("agent.socket: the path must start with /");
+    const c = this.client;
+    if (!c._WebSocket) throw new TypeError("CompanionClient: no WebSocket; pass options.WebSocket (Node 20: run with --experimental-websocket)");
+    const token = await c._currentToken();
+    const url = c.baseUrl.replace(/^http/i, "ws") + this.agentPath + path;
+    const own = opts.protocols || [];
+    if (token && c._WebSocket === globalThis.WebSocket && isNode()) {
+      return new c._WebSocket(url, { protocols: own, headers: { Authorization: "Bearer " + token } });
+    }
+    const protocols = token ? [SUBPROTOCOL, BEARER_SUBPROTOCOL_PREFIX + token, ...own] : own;
+    return protocols.length ? new c._WebSocket(url, protocols) : new c._WebSocket(url);
+  }
+
+  /**
+   * The box's conversations (the agent-server's GET /api/conversations/search),
+   * one page of up to limit (1 to 100, default 100), or every page with all.
+   * @param {{limit?: number, pageId?: string, status?: string, sortOrder?: "CREATED_AT"|"UPDATED_AT"|"CREATED_AT_DESC"|"UPDATED_AT_DESC", all?: boolean, signal?: AbortSignal}} [opts]
+   * @returns {Promise<ConversationPage>} with all, every item and next_page_id null
+   */
+  async conversations(opts = {}) {
+    const items = [];
+    let pageId = opts.pageId;
+    for (;;) {
+      const q = new URLSearchParams();
+      for (const [k, v] of [["limit", opts.limit], ["page_id", pageId], ["status", opts.status], ["sort_order", opts.sortOrder]]) {
+        if (v !== undefined && v !== null) q.set(k, String(v));
+      }
+      const qs = q.toString();
+      const page = await this._json("GET", "/api/conversations/search" + (qs ? "?" + qs : ""), undefined, opts.signal);
+      if (!opts.all) return page;
+      items.push(...page.items);
+      if (!page.next_page_id) return { items, next_page_id: null };
+      pageId = page.next_page_id;
+    }
+  }
+
+  /**
+   * Starts a conversation (the agent-server's POST /api/conversations; 201,
+   * or 200 for an existing conversation_id). request is what the
+   * agent-server takes: agent (its LLM and tools), workspace, title,
+   * initial_message…
+   * @param {Record<string, any>} request
+   * @returns {Promise<Conversation>}
+   */
+  startConversation(request) {
+    return this._json("POST", "/api/conversations", request);
+  }
+
+  /**
+   * A conversation's events as they happen (the agent-server's
+   * /sockets/events/{id}), read with `for await`. resend: true (or "all")
+   * sends every past event first; a time (Date or ISO 8601 string) those
+   * from that time on; default none. The loop ends when the socket is
+   * closed normally (or by close()), and throws CompanionError with code
+   * "conversation_not_found" (4004), "agent_gone" (4013, or 1012 from an
+   * agent-server that is stopping: the box paused, stopped or died; connect()
+   * again, which wakes a paused box, then reopen), "going_away" (1001:
+   * companion stopped) or another that says why; a socket that could not be
+   * opened throws companion's refusal (409: connect first, 404: no such
+   * workspace).
+   * @param {string} conversationId
+   * @param {{resend?: boolean|"all"|string|Date}} [opts]
+   * @returns {AgentEvents}
+   */
+  events(conversationId, opts = {}) {
+    const q = new URLSearchParams();
+    const r = opts.resend;
+    if (r === true || r === "all") q.set("resend_mode", "all");
+    else if (r instanceof Date || (typeof r === "string" && r)) {
+      q.set("resend_mode", "since");
+      q.set("after_timestamp", r instanceof Date ? r.toISOString() : r);
+    }
+    const qs = q.toString();
+    const path = "/sockets/events/" + seg(conversationId) + (qs ? "?" + qs : "");
+    return new AgentEvents(this, path, `conversation ${conversationId}`);
+  }
+
+  // _json sends a JSON request to the agent-server and decodes the answer,
+  // throwing CompanionError for any answer but 2xx.
+  async _json(method, path, body, signal) {
+    const init = { method, signal, headers: { Accept: "application/json" } };
+    if (body !== undefined) {
+      init.headers["Content-Type"] = "application/json";
+      init.body = JSON.stringify(body);
+    }
+    const resp = await this.fetch(path, init);
+    if (resp.status >= 400) throw await errorOf(resp, method, path);
+    const text = await resp.text();
+    try {
+      return JSON.parse(text);
+    } catch {
+      throw new CompanionError(resp.status, "invalid_response", `${method} ${path}: the agent-server's answer is not JSON`);
+    }
+  }
+}
+
+/**
+ * A socket's events, read with `for await (const ev of events)`. Breaking
+ * out of the loop, or close(), closes the socket.
+ */
+export class AgentEvents {
+  /** @param {AgentClient} agent @param {string} path @param {string} what for messages */
+  constructor(agent, path, what) {
+    this._agent = agent;
+    this._path = path;
+    this._what = what;
+    this._queue = [];
+    /** @type {{resolve: Function, reject: Function}[]} */
+    this._waiters = [];
+    this._end = null; // once the socket ended: {error}, null for a normal end
+    this._failing = false; // the handshake failed; companion is asked why
+    this._closing = false;
+    this._ws = null;
+    /** Resolves when the socket is open; rejects as the loop would. */
+    this.opened = new Promise((resolve, reject) => {
+      this._openedResolve = resolve;
+      this._openedReject = reject;
+    });
+    this.opened.catch(() => {}); // a caller reading only the loop must not get an unhandled rejection
+    this._open();
+  }
+
+  async _open() {
+    let ws;
+    try {
+      ws = await this._agent.socket(this._path);
+    } catch (err) {
+      return this._finish(err);
+    }
+    this._ws = ws;
+    if (this._closing) return ws.close(1000);
+    let opened = false;
+    ws.onopen = () => {
+      opened = true;
+      this._openedResolve();
+    };
+    ws.onmessage = (ev) => {
+      let event;
+      try {
+        event = JSON.parse(typeof ev.data === "string" ? ev.data : new TextDecoder().decode(ev.data));
+      } catch {
+        return; // the agent-server sends JSON only
+      }
+      const w = this._waiters.shift();
+      if (w) w.resolve({ value: event, done: false });
+      else this._queue.push(event);
+    };
+    // Before the handshake completes Node 20 reports a failure with an
+    // error event alone, browsers with error then close: either way ask
+    // companion why (a plain GET of the same path gets its refusal).
+    const failed = async () => {
+      if (this._end || this._failing) return;
+      this._failing = true;
+      this._finish(await this._whyRefused());
+    };
+    ws.onerror = () => {
+      if (!opened) failed();
+    };
+    ws.onclose = (ev) => {
+      if (!opened) return failed();
+      this._finish(this._closeError(ev.code, ev.reason || ""));
+    };
+  }
+
+  /**
+   * Sends a message into the conversation (the agent runs on it): a string
+   * is a user's text message; an object is sent as it is (the
+   * agent-server's Message: {role, content}).
+   * @param {string|object} message
+   */
+  send(message) {
+    if (!this._ws || this._ws.readyState !== 1) throw new CompanionError(0, "not_open", `${this._what}: the events socket is not open (await events.opened)`);
+    const m = typeof message === "string" ? { role: "user", content: [{ type: "text", text: message }] } : message;
+    this._ws.send(JSON.stringify(m));
+  }
+
+  /** Closes the socket; the loop ends without an error. */
+  close() {
+    this._closing = true;
+    if (this._ws) {
+      try {
+        this._ws.close(1000);
+      } catch {
+        // already closing
+      }
+    }
+    this._finish(null);
+  }
+
+  [Symbol.asyncIterator]() {
+    return this;
+  }
+
+  /** @returns {Promise<IteratorResult<AgentEvent>>} */
+  next() {
+    if (this._queue.length) return Promise.resolve({ value: this._queue.shift(), done: false });
+    if (this._end) return this._ended();
+    return new Promise((resolve, reject) => this._waiters.push({ resolve, reject }));
+  }
+
+  /** Ends the loop early (break): closes the socket. */
+  return() {
+    this.close();
+    return Promise.resolve({ value: undefined, done: true });
+  }
+
+  // _ended is next()'s answer once the socket ended: the error, once,
+  // then done.
+  _ended() {
+    const err = this._end.error;
+    this._end.error = null;
+    return err ? Promise.reject(err) : Promise.resolve({ value: undefined, done: true });
+  }
+
+  // _finish ends the stream once; events already queued are still read
+  // before the end.
+  _finish(error) {
+    if (this._end) return;
+    if (this._closing) error = null;
+    this._end = { error };
+    if (error) this._openedReject(error);
+    else this._openedResolve();
+    for (const w of this._waiters.splice(0)) this._ended().then(w.resolve, w.reject);
+  }
+
+  // _closeError is what a close code means to the caller; null for a
+  // normal end.
+  _closeError(code, reason) {
+    const details = { close_code: code, close_reason: reason };
+    const e = (c, msg) => new CompanionError(0, c, `${this._what}: ${msg}`, details);
+    switch (code) {
+      case AgentCloseCode.NORMAL:
+      case 1005: // closed without a code
+        return null;
+      case AgentCloseCode.CONVERSATION_NOT_FOUND:
+        return new CompanionError(404, "conversation_not_found", `${this._what} is not in this workspace's box`, details);
+      case AgentCloseCode.AGENT_GONE:
+      case AgentCloseCode.SERVER_RESTART:
+        return e("agent_gone", "the workspace's agent-server went away (the box paused, stopped or lost its network): connect() again, then reopen the events");
+      case AgentCloseCode.GOING_AWAY:
+        return e("going_away", "companion is shutting down: connect() again once it is back, then reopen the events");
+      case AgentCloseCode.TRY_AGAIN:
+        return e("try_again", `the agent-server cannot take this socket now (${reason || "try again later"})`);
+      case AgentCloseCode.AUTH_FAILED:
+        return e("agent_unauthorized", "the agent-server refused the box's key; reopen after connect(), and report it if it persists");
+      case 1006:
+        return e("connection_lost", "the connection to companion was lost: connect() again, then reopen the events");
+      default:
+        return e("closed", `the socket closed with ${code}${reason ? " (" + reason + ")" : ""}`);
+    }
+  }
+
+  // _whyRefused asks companion, with a plain GET of the socket's path, why
+  // the handshake failed: its JSON refusal (409 not running, 404, 401…) is
+  // the error; anything else (the agent-server's own answer to a GET) says
+  // only that the socket could not be opened.
+  async _whyRefused() {
+    const plain = this._path.split("?")[0];
+    try {
+      const resp = await this._agent.fetch(plain, { headers: { Accept: "application/json" } });
+      if (resp.status >= 400) {
+        const err = await errorOf(resp, "GET", plain);
+        if (!err.code.startsWith("http_")) return err;
+      }
+    } catch (err) {
+      if (err instanceof CompanionError) return err;
+    }
+    return new CompanionError(0, "socket_failed", `${this._what}: the events socket could not be opened; connect() and try again`);
+  }
+}
+
+// isNode tells Node (Electron's main process included), whose global
+// WebSocket (undici) takes headers, from a browser page or worker.
+function isNode() {
+  return typeof document === "undefined" && typeof globalThis.process?.versions?.node === "string";
+}
+
 function seg(s) {
   if (typeof s !== "string" || s === "") throw new TypeError("an id or name must be a non-empty string");
   return encodeURIComponent(s);
 }
 
 // errorOf reads the API's error envelope; an answer without one (a proxy's
-// page) still gets the status and a code derived from it.
+// page, the agent-server's {"detail": …}) still gets the status and a code
+// derived from it, http_<status>.
 async function errorOf(resp, method, path) {
   const retry = resp.headers.get("Retry-After");
   const retryAfter = retry && /^\d+$/.test(retry) ? Number(retry) : null;
@@ -894,14 +1351,20 @@ async function errorOf(resp, method, path) {
   } catch {
     // the body could not be read; the status still tells
   }
-  let e = null;
+  let body = null;
   try {
-    e = JSON.parse(text).error;
+    body = JSON.parse(text);
   } catch {
     // not JSON
   }
+  const e = body && body.error;
   if (e && typeof e.code === "string") {
     return new CompanionError(resp.status, e.code, e.message || `${method} ${path}: ${resp.status}`, e, retryAfter);
+  }
+  if (body && body.detail !== undefined) {
+    // The agent-server (FastAPI): a string, or a list of validation errors.
+    const d = typeof body.detail === "string" ? body.detail : JSON.stringify(body.detail).slice(0, 300);
+    return new CompanionError(resp.status, "http_" + resp.status, `${method} ${path}: ${d}`, body, retryAfter);
   }
   return new CompanionError(resp.status, "http_" + resp.status, `${method} ${path}: HTTP ${resp.status} ${text.slice(0, 200)}`.trim(), {}, retryAfter);
 }

@@ -9,6 +9,8 @@ import { Stream } from "./stream.js";
 import { WorkspaceTable } from "./table.js";
 import { GoneList } from "./gone.js";
 import { RestoreDialog } from "./restore.js";
+import { ConversationsPanel } from "./conversations.js";
+import { CompanionClient } from "./client/companion.js";
 import { bytes, when } from "./format.js";
 
 const tokenKey = "companion.token";
@@ -34,7 +36,10 @@ function takeToken() {
 takeToken();
 
 const api = new Api(base, () => token);
+// The JS client, for the agent in a box (the rest of the page uses api).
+const client = new CompanionClient({ baseUrl: base.href, token: () => token });
 const providers = new Map(); // name → provider
+const agentConns = new Map(); // workspace id → open agent connections (the stream's agent messages)
 const accounts = new Map(); // id → account
 
 function showError(e) {
@@ -69,11 +74,13 @@ const table = new WorkspaceTable({
   caps: (p) => (providers.get(p) || {}).capabilities || null,
   onFacets: fillFacets,
   price: (id) => prices.get(id),
+  agentConns: (id) => agentConns.get(id) || 0,
   actions: {
     pause: (w) => run(() => api.call("POST", `v1/workspaces/${encodeURIComponent(w.id)}/pause`)),
     resume: (w) => run(() => api.call("POST", `v1/workspaces/${encodeURIComponent(w.id)}/resume`)),
     keep: (w) => run(() => api.call("PUT", `v1/workspaces/${encodeURIComponent(w.id)}/keep`, { keep: !w.keep })),
     exports: (w) => openExports(w),
+    conversations: (w) => conversations.open(w),
     del: (w) => openDelete(w),
   },
 });
@@ -111,6 +118,7 @@ const stream = new Stream(() => api.url("v1/ws"), () => token, {
     if (exportsOf && m.workspace.id === exportsOf.id) exportsChanged(m.workspace);
     deleteProgress(m.workspace);
     restoreDialog.workspaceChanged(m.workspace);
+    conversations.workspaceChanged(m.workspace);
   },
   remove(m) {
     if (deleting === m.id) deleteDone();
@@ -125,6 +133,11 @@ const stream = new Stream(() => api.url("v1/ws"), () => token, {
   notice(m) {
     showNotice(m);
   },
+  agent(m) {
+    if (m.connections > 0) agentConns.set(m.id, m.connections);
+    else agentConns.delete(m.id);
+    table.refresh(m.id);
+  },
   state(state, detail) {
     const c = $("conn");
     c.dataset.state = state;
@@ -134,7 +147,12 @@ const stream = new Stream(() => api.url("v1/ws"), () => token, {
     $("stale").hidden = !stale;
     if (stale) $("stale").textContent = `Stale: this page shows companion's state as of ${stream.staleSince.toLocaleTimeString()}; it catches up when the connection is back.`;
     $("ws-table").classList.toggle("stale", !!stale);
-    if (state === "live") refreshSideData();
+    if (state === "live") {
+      // The server sends the counts above 0 on every connection.
+      agentConns.clear();
+      table.tick();
+      refreshSideData();
+    }
   },
   signedIn,
   // Signed out elsewhere (another tab, an admin, the session's age): a
@@ -255,6 +273,7 @@ const restoreDialog = new RestoreDialog({
   started: () => { gone.refreshSoon(); auditSoon(); },
 });
 const gone = new GoneList({ api, run, restore: (x) => restoreDialog.open(x) });
+const conversations = new ConversationsPanel({ client });
 
 // ---- exports -------------------------------------------------------------
 

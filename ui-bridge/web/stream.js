@@ -14,6 +14,7 @@ const maxDelay = 30_000;
  * @property {(msg: any) => void} remove drop one workspace
  * @property {(msg: any) => void} account one account changed
  * @property {(msg: any) => void} [notice] a notice (e.g. kind "retention_warning")
+ * @property {(msg: any) => void} [agent] a workspace's open agent connections ({id, connections})
  * @property {(state: string, detail: string) => void} state connection state changed:
  *   "connecting", "live", "reconnecting", "signed-out"
  * @property {() => Promise<boolean>} signedIn whether the token (or cookie) is still accepted
@@ -115,6 +116,9 @@ export class Stream {
         break;
       case "notice": // no rev, not replayed: shown while the page is open
         if (this.on.notice) this.on.notice(m);
+        break;
+      case "agent": // no rev; re-sent on every connection for the counts above 0
+        if (this.on.agent) this.on.agent(m);
         break;
       default: // unknown types are ignored (API.md)
     }

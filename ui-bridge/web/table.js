@@ -48,7 +48,8 @@ export class WorkspaceTable {
    * @param {() => number} o.now the server's clock, estimated (ms)
    * @param {(id: string) => string} o.accountLabel
    * @param {(provider: string) => any} o.caps the provider's capabilities, or null
-   * @param {Record<string, (w: any) => void>} o.actions pause, resume, keep, exports, del
+   * @param {Record<string, (w: any) => void>} o.actions pause, resume, keep, exports, conversations, del
+   * @param {(id: string) => number} o.agentConns open connections to the workspace's agent through companion
    * @param {() => void} o.onFacets called when a new state, provider or account appears
    * @param {(account: string) => (number|null|undefined)} [o.price] storage price per GiB-month of an account
    */
@@ -281,6 +282,12 @@ export class WorkspaceTable {
     this.totals.textContent = text;
   }
 
+  /** refresh re-renders workspace id's row if it is in sight. */
+  refresh(id) {
+    const row = this.rows.get(id);
+    if (row) this.fill(row, row.w);
+  }
+
   /** tick refreshes what ages with time (paused age, size age) in the rows in sight. */
   tick() {
     for (const row of this.rows.values()) this.fill(row, row.w);
@@ -298,7 +305,8 @@ export class WorkspaceTable {
     c.name.append(c.nameText, c.nameSub);
     c.stateBadge = el("span", { class: "badge" });
     c.stateSub = el("span", { class: "sub" });
-    c.state.append(c.stateBadge, c.stateSub);
+    c.agent = el("span", { class: "agent-conns", hidden: true });
+    c.state.append(c.stateBadge, c.stateSub, c.agent);
     c.sizeText = document.createTextNode("");
     c.sizeSub = el("span", { class: "sub" });
     c.size.append(c.sizeText, c.sizeSub);
@@ -307,8 +315,9 @@ export class WorkspaceTable {
     c.pr = el("button", { type: "button", "data-action": "pause-resume", onclick: () => (row.w.state === "running" ? this.actions.pause(row.w) : this.actions.resume(row.w)) });
     c.keep = el("button", { type: "button", "data-action": "keep", onclick: act("keep") }, "Keep");
     c.exp = el("button", { type: "button", "data-action": "exports", onclick: act("exports") }, "Exports");
+    c.conv = el("button", { type: "button", "data-action": "conversations", onclick: act("conversations") }, "Conversations");
     c.del = el("button", { type: "button", "data-action": "delete", class: "danger", onclick: act("del") }, "Delete…");
-    c.actions.append(c.pr, c.keep, c.exp, c.del);
+    c.actions.append(c.pr, c.keep, c.exp, c.conv, c.del);
     return row;
   }
 
@@ -327,6 +336,12 @@ export class WorkspaceTable {
     let why = w.stop_reason ? w.stop_reason.replace("_", " ") : "";
     if (w.exit_code) why += ` (exit ${w.exit_code})`;
     set(c.stateSub, why);
+    // Requests and sockets open to the box's agent through companion
+    // (the stream's agent messages): someone is working in it.
+    const conns = this.agentConns(w.id);
+    c.agent.hidden = conns === 0;
+    set(c.agent, conns ? `agent: ${conns}` : "");
+    c.agent.title = conns ? `${conns} request${conns === 1 ? "" : "s"} or socket${conns === 1 ? "" : "s"} open to this box's agent through companion` : "";
     set(c.sizeText, w.size_bytes !== undefined ? bytes(w.size_bytes) : "—");
     set(c.sizeSub, w.size_bytes !== undefined ? `${sizeSource(w.size_source)}, ${age(now - num(w.size_at))} ago` : "");
     set(c.paused, w.state === "paused" && w.paused_at ? age(now - num(w.paused_at)) : "—");
@@ -343,6 +358,9 @@ export class WorkspaceTable {
     c.keep.setAttribute("aria-pressed", String(!!w.keep));
     c.keep.setAttribute("aria-label", `Keep ${w.name}`);
     c.exp.setAttribute("aria-label", `Exports of ${w.name}`);
+    c.conv.setAttribute("aria-label", `Conversations in ${w.name}`);
+    // Connecting resumes a paused or stopped box; other states cannot be connected to.
+    c.conv.disabled = !(w.state === "running" || w.state === "paused" || w.state === "stopped");
     c.del.setAttribute("aria-label", `Delete ${w.name}`);
     c.del.disabled = w.state === "deleting" || w.state === "deleted";
   }
