@@ -211,9 +211,7 @@ func (h *hop) secrets() []string {
 		out = append(out, h.acc.Key)
 	}
 	for _, v := range h.acc.Endpoint.Headers {
-		if strings.HasPrefix(v, "Bearer ") {
-			v = strings.TrimPrefix(v, "Bearer ")
-		}
+		v = strings.TrimPrefix(v, "Bearer ")
 		if len(v) >= 8 {
 			out = append(out, v)
 		}

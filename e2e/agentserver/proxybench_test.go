@@ -43,9 +43,11 @@ func BenchmarkAgentProxy(b *testing.B) {
 		Target: func(ctx context.Context, owner, id string, fresh bool) (core.AgentAccess, error) {
 			return core.AgentAccess{Endpoint: core.Endpoint{URL: agent.URL}, Key: key}, nil
 		},
-		Transport:        &http.Transport{MaxIdleConnsPerHost: 64},
-		DialContext:      (&net.Dialer{}).DialContext,
-		WriteError:       func(w http.ResponseWriter, r *http.Request, err error) { http.Error(w, err.Error(), 502) },
+		Transport:   &http.Transport{MaxIdleConnsPerHost: 64},
+		DialContext: (&net.Dialer{}).DialContext,
+		WriteError: func(w http.ResponseWriter, r *http.Request, err error) {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+		},
 		MaxConnsPerOwner: 10000,
 	})
 	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
