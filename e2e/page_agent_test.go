@@ -168,5 +168,19 @@ func TestPageConversationsDesktop(t *testing.T) {
 		t.Fatalf("the held request: %d", code)
 	}
 	tb.waitJS("the badge gone", fmt.Sprintf(`document.querySelector(%q).hidden`, badge), 20*time.Second)
+
+	// Chromium opens an agent-server socket through companion with the
+	// launch token as a subprotocol entry (it cannot send headers on a
+	// WebSocket), and gets companion.v1 answered: the agent-server selects
+	// none, and a browser fails a handshake that selects none of what it
+	// offered.
+	opened := fmt.Sprintf(`new Promise((ok) => {
+		const ws = new WebSocket(%q, ["companion.v1", "companion.bearer." + %q]);
+		ws.onopen = () => { ok(ws.protocol); ws.close(); };
+		ws.onerror = () => ok("error");
+	})`, strings.Replace(p.ready.URL, "http", "ws", 1)+"/v1/workspaces/"+ws.ID+"/agent/sockets/bash-events", p.ready.Token)
+	if got := evalIn[string](tb, opened); got != "companion.v1" {
+		t.Errorf("a browser socket to the agent through companion: %q, want it open with companion.v1", got)
+	}
 	tb.checkClean(probed...)
 }
