@@ -407,3 +407,32 @@ func closeCode(c *websocket.Conn) int {
 		}
 	}
 }
+
+// TestStreamsWithoutBuffering: an answer the agent-server sends in
+// flushed pieces (server-sent events) reaches the caller piece by piece,
+// before the agent-server has finished it.
+func TestStreamsWithoutBuffering(t *testing.T) {
+	next := make(chan struct{})
+	f := newFixture(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "data: first\n\n")
+		w.(http.Flusher).Flush()
+		<-next
+		fmt.Fprint(w, "data: second\n\n")
+	}), Config{})
+	resp, err := http.Get(f.front.URL + "/w/ws_1/agent/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	buf := make([]byte, 64)
+	n, err := resp.Body.Read(buf)
+	if err != nil || string(buf[:n]) != "data: first\n\n" {
+		t.Fatalf("the first piece: %q %v", buf[:n], err)
+	}
+	close(next)
+	rest, _ := io.ReadAll(resp.Body)
+	if string(rest) != "data: second\n\n" {
+		t.Errorf("the rest: %q", rest)
+	}
+}

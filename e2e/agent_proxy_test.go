@@ -1,8 +1,12 @@
 package e2e
 
 import (
+	"bytes"
+	"crypto/sha256"
 	"fmt"
 	"io"
+	"math/rand/v2"
+	"mime/multipart"
 	"net/http"
 	"strings"
 	"testing"
@@ -81,6 +85,7 @@ func TestAgentProxyDocker(t *testing.T) {
 	}
 	code, h, raw = p.agentReq("GET", ws.ID, "/server_info", "", nil)
 	check("server_info", 200, code, h, raw)
+	p.bigFileThroughAgent(ws.ID, 48<<20)
 
 	code, _, raw = p.agentReq("GET", ws.ID, "/%2e%2e/%2e%2e/v1/workspaces", "", nil)
 	if code != 400 {
@@ -110,5 +115,49 @@ func TestAgentProxyDocker(t *testing.T) {
 	}
 	if strings.Contains(p.stderr.String(), key) {
 		t.Fatal("the box's key appears in companion's log")
+	}
+}
+
+// bigFileThroughAgent uploads size bytes into the box through the proxy
+// (multipart, streamed from a pipe: the request has no length) and
+// downloads them back through it, checking the SHA-256 both ways.
+func (p *proc) bigFileThroughAgent(id string, size int64) {
+	p.t.Helper()
+	pr, pw := io.Pipe()
+	mw := multipart.NewWriter(pw)
+	sent := sha256.New()
+	go func() {
+		part, err := mw.CreateFormFile("file", "big.bin")
+		if err == nil {
+			_, err = io.CopyN(io.MultiWriter(part, sent), rand.NewChaCha8([32]byte{7}), size)
+		}
+		if err == nil {
+			err = mw.Close()
+		}
+		pw.CloseWithError(err)
+	}()
+	req, _ := http.NewRequest("POST", p.ready.URL+"/v1/workspaces/"+id+"/agent/api/file/upload?path=/workspace/big.bin", pr)
+	req.Header.Set("Authorization", "Bearer "+p.ready.Token)
+	req.Header.Set("Content-Type", mw.FormDataContentType())
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		p.t.Fatalf("upload of %d bytes through companion: %d %s", size, resp.StatusCode, raw)
+	}
+	req, _ = http.NewRequest("GET", p.ready.URL+"/v1/workspaces/"+id+"/agent/api/file/download?path=/workspace/big.bin", nil)
+	req.Header.Set("Authorization", "Bearer "+p.ready.Token)
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	got := sha256.New()
+	n, err := io.Copy(got, resp.Body)
+	if err != nil || resp.StatusCode != 200 || n != size || !bytes.Equal(got.Sum(nil), sent.Sum(nil)) {
+		p.t.Fatalf("download through companion: %d, %d of %d bytes, %v, same hash %v", resp.StatusCode, n, size, err, bytes.Equal(got.Sum(nil), sent.Sum(nil)))
 	}
 }
