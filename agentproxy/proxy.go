@@ -35,6 +35,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/gorilla/websocket"
+
 	"github.com/canvasapp/companion/core"
 )
 
@@ -130,7 +132,7 @@ func (p *Proxy) Serve(w http.ResponseWriter, r *http.Request, owner, id, rest st
 		return
 	}
 	defer done()
-	if isUpgrade(r) {
+	if r.Method == http.MethodGet && websocket.IsWebSocketUpgrade(r) {
 		p.serveWebSocket(w, r, owner, id, rest)
 		return
 	}

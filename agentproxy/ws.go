@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -32,21 +31,6 @@ const (
 	// (the box stopped or died, the network dropped).
 	CloseAgentGone = 4013
 )
-
-func isUpgrade(r *http.Request) bool {
-	return r.Method == http.MethodGet && headerHas(r.Header, "Connection", "upgrade") && headerHas(r.Header, "Upgrade", "websocket")
-}
-
-func headerHas(h http.Header, key, token string) bool {
-	for _, v := range h.Values(key) {
-		for _, t := range strings.Split(v, ",") {
-			if strings.EqualFold(strings.TrimSpace(t), token) {
-				return true
-			}
-		}
-	}
-	return false
-}
 
 // serveWebSocket dials the agent-server's socket first and, once it
 // accepted, accepts the caller's with the subprotocol the agent-server
