@@ -12,10 +12,12 @@ import (
 // it (package agentproxy), attaching the provider's and the box's
 // credentials itself. Front ends never see where the box is or its key.
 
-// AgentProbe asks a box's agent-server whether it is ready (GET /ready,
-// which is not activity). The binary's is agentproxy's.
+// AgentProbe reads a box's agent-server without moving its idle clock:
+// whether it is ready (GET /ready) and how long it has been idle (GET
+// /server_info). The binary's is agentproxy's.
 type AgentProbe interface {
 	Ready(ctx context.Context, acc AgentAccess) (bool, error)
+	Idle(ctx context.Context, acc AgentAccess) (time.Duration, error)
 }
 
 // Bounds of a connect.

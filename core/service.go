@@ -112,8 +112,10 @@ type Service struct {
 	log   *slog.Logger
 	feed  *Feed
 	locks locks
-	// agents caches resolved agent-server endpoints (AgentTarget).
-	agents agentCache
+	// agents caches resolved agent-server endpoints (AgentTarget);
+	// connected counts people's open connections to them.
+	agents    agentCache
+	connected connections
 
 	// bg is the context of work that outlives a request; Close cancels it.
 	bg     context.Context

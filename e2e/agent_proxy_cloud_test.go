@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/gorilla/websocket"
 	"github.com/moby/moby/client"
+
+	"github.com/canvasapp/companion/internal/testsupport"
 )
 
 // agentSocket opens a WebSocket through companion's agent proxy with hdr
@@ -224,5 +227,51 @@ func TestAgentSocketEndsWhenTheBoxDies(t *testing.T) {
 			t.Fatalf("the caller's socket ended with %v, want close 4013 saying the agent-server went away", err)
 		}
 		return
+	}
+}
+
+// TestConnectedBoxesAreReadOnlyWhileConnected: rule 2 of the design. An
+// E2B box (its provider's list reports no activity) is never read inside
+// while nobody is connected; while a person holds a socket to its agent
+// through companion, its /server_info is read and the workspace's last
+// activity set from it; once the socket closes, the reads stop.
+func TestConnectedBoxesAreReadOnlyWhileConnected(t *testing.T) {
+	f := newCloudFarm(t, "e2b")
+	p := start(t, options{dataDir: t.TempDir(), args: []string{"--connected-read-interval", "300ms"}})
+	acct := f.account(p)
+	var created struct{ Workspace workspace }
+	p.must(202, "POST", "/v1/workspaces", map[string]any{"account_id": acct, "name": "read while connected"}, &created)
+	id := created.Workspace.ID
+	box := p.waitState(id, "running", time.Minute).BoxID
+	reads := func() int {
+		n := 0
+		for _, l := range f.requests() {
+			if strings.Contains(l, box) && strings.Contains(l, " /server_info ") {
+				n++
+			}
+		}
+		return n
+	}
+	time.Sleep(1500 * time.Millisecond) // five read intervals with nobody connected
+	if n := reads(); n != 0 {
+		t.Fatalf("a box nobody is connected to was read %d times", n)
+	}
+	c, status := agentSocket(t, p.ready.URL, id, "/sockets/bash-events", http.Header{"Authorization": {"Bearer " + p.ready.Token}})
+	if c == nil {
+		t.Fatalf("socket: %d", status)
+	}
+	testsupport.Poll(t, 20*time.Second, func() error {
+		ws := p.waitState(id, "running", time.Second)
+		if ws.LastActivityAt == nil || reads() == 0 {
+			return fmt.Errorf("last activity %v after %d reads", ws.LastActivityAt, reads())
+		}
+		return nil
+	})
+	c.Close()
+	time.Sleep(700 * time.Millisecond) // the proxy counts the close
+	before := reads()
+	time.Sleep(1500 * time.Millisecond)
+	if after := reads(); after != before {
+		t.Errorf("the box was read %d more times after the person left", after-before)
 	}
 }

@@ -44,8 +44,11 @@ func (s *Server) newAgentProxy() *agentproxy.Proxy {
 		OwnCookies:        cookies,
 		OwnSubprotocol:    func(p string) bool { return p == Subprotocol || strings.HasPrefix(p, BearerSubprotocolPrefix) },
 		AnswerSubprotocol: Subprotocol,
-		Counts:            s.agentCounts.set,
-		Log:               s.log,
+		Counts: func(owner, id string, n int) {
+			s.svc.NoteAgentConnections(id, n)
+			s.agentCounts.set(owner, id, n)
+		},
+		Log: s.log,
 	})
 }
 

@@ -48,6 +48,7 @@ type serverFlags struct {
 	leaseTTL          time.Duration // serve only; matters on PostgreSQL
 	agentConns        int
 	agentMaxBody      int64
+	connectedRead     time.Duration
 	logLevel          string
 	logFormat         string
 	exitOnStdinClose  bool
@@ -89,6 +90,7 @@ func parseServerFlags(m mode, args []string, stderr io.Writer) (*serverFlags, er
 	fs.DurationVar(&f.retentionInterval, "retention-interval", time.Minute, "how often serve mode's retention tick looks for due workspaces (desktop mode never deletes on a timer)")
 	fs.IntVar(&f.agentConns, "agent-conns", 64, "how many connections to agent-servers one user may have open through companion (requests and WebSockets)")
 	fs.Int64Var(&f.agentMaxBody, "agent-max-body", 1<<30, "the largest request body, in `bytes`, companion forwards to an agent-server")
+	fs.DurationVar(&f.connectedRead, "connected-read-interval", core.DefaultConnectedReadEvery, "how often the agent-server of a box someone is connected to is asked for its idle time, where the provider does not report activity (no box nobody is connected to is read)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log `level`: debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log `format` on stderr: text or json")
 	f.timeouts.addFlags(fs)
@@ -170,6 +172,9 @@ Flags:
 	}
 	if f.exportBudget <= 0 {
 		return nil, fmt.Errorf("--export-budget must be positive, not %s", f.exportBudget)
+	}
+	if f.connectedRead <= 0 {
+		return nil, fmt.Errorf("--connected-read-interval %s: want a positive duration, e.g. 1m", f.connectedRead)
 	}
 	if f.agentConns < 1 || f.agentMaxBody < 1 {
 		return nil, fmt.Errorf("--agent-conns and --agent-max-body must be at least 1, not %d and %d", f.agentConns, f.agentMaxBody)
@@ -419,6 +424,14 @@ func serve(ctx context.Context, m mode, f *serverFlags, log *slog.Logger, stdout
 		svc.RunRetention(rctx, core.RetentionConfig{Interval: f.retentionInterval})
 	}()
 
+	// Boxes people are connected to (through the agent proxy) are read
+	// for their activity; no other box is.
+	connected := make(chan struct{})
+	go func() {
+		defer close(connected)
+		svc.RunConnectedReads(rctx, f.connectedRead)
+	}()
+
 	// On PostgreSQL, modules installed or removed through another
 	// replica are followed at the reconciler's pace.
 	followed := make(chan struct{})
@@ -436,6 +449,7 @@ func serve(ctx context.Context, m mode, f *serverFlags, log *slog.Logger, stdout
 	stopReconciler()
 	<-reconciled
 	<-retained
+	<-connected
 	<-followed
 	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
 		return serveErr
