@@ -47,6 +47,8 @@ type ProviderInfo struct {
 	// takes. nil means the adapter did not declare them, and any option is
 	// passed through; an empty, non-nil list means it takes none.
 	Options []ConfigField `json:"options"`
+	// Clocks are the provider's own deletion clocks (clocks.go).
+	Clocks []DeletionClock `json:"clocks"`
 }
 
 // Account is one set of credentials for one provider. Its secrets are kept
