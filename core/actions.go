@@ -114,6 +114,8 @@ func (s *Service) runSuspendResume(ctx context.Context, op Op, ws Workspace, acc
 	verb, call := "pause", p.Suspend
 	if op.Kind == OpResume {
 		verb, call = "resume", p.Resume
+	} else if !s.exportBeforePause(ctx, &op, &ws, acct, p, info) {
+		return
 	}
 	var box Box
 	err := s.retry(ctx, &op, s.budgetFor(acct, p), "provider_"+verb, func(ctx context.Context) error {

@@ -139,6 +139,17 @@ func (s *Service) rememberActor(opID int64, actor string) {
 	s.actorsMu.Unlock()
 }
 
+// actorOf is who asked for journaled action opID, leaving it for
+// takeActor.
+func (s *Service) actorOf(opID int64) string {
+	s.actorsMu.Lock()
+	defer s.actorsMu.Unlock()
+	if a, ok := s.actors[opID]; ok {
+		return a
+	}
+	return ActorRecovery
+}
+
 func (s *Service) takeActor(opID int64) string {
 	s.actorsMu.Lock()
 	defer s.actorsMu.Unlock()

@@ -66,3 +66,27 @@ func EffectiveClocks(info ProviderInfo, ws Workspace) []DeletionClock {
 	}
 	return out
 }
+
+// checkClocks refuses a lifecycle that would set a deletion clock
+// companion cannot guard (a Setting clock: Daytona's auto-delete from
+// paused_ttl). Every pause companion makes of such a workspace is
+// preceded by a verified export, which needs exports; a pause the
+// provider makes on its own is exported by serve's guard before the
+// clock runs out, which the desktop, not running then, cannot promise.
+func (s *Service) checkClocks(info ProviderInfo, l Lifecycle) error {
+	if l.PausedTTL <= 0 {
+		return nil
+	}
+	for _, c := range info.Clocks {
+		if !c.Setting {
+			continue
+		}
+		switch {
+		case s.cfg.Exporter == nil || s.exportStore() == nil:
+			return Errorf(KindInvalid, "paused_ttl at %s sets its %s clock, which deletes the %s; companion sets it only with an export before every pause, and exports are not configured here. Leave paused_ttl unset", info.Name, c.Name, c.Loses)
+		case !s.cfg.ScheduledDeletion && info.Capabilities.NativeIdlePause:
+			return Errorf(KindInvalid, "paused_ttl at %s sets its %s clock, which deletes the %s; %s also pauses boxes on its own, and on the desktop nothing can export such a box before the clock runs out. Leave paused_ttl unset here, or create the workspace through companion serve, which exports it first", info.Name, c.Name, c.Loses, info.Name)
+		}
+	}
+	return nil
+}

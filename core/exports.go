@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -79,13 +80,34 @@ func (s *Service) StartExport(ctx context.Context, owner, id string, o ExportOpt
 }
 
 func (s *Service) runExport(ctx context.Context, op Op, rec ExportRecord, ws Workspace, acct Account, p Provider, info ProviderInfo, o ExportOptions, actor string) {
-	res, ws, err := s.captureExport(ctx, &op, rec.ID, ws, acct, p, info, o, actor)
+	var re recordingError
+	if _, _, err := s.exportWith(ctx, &op, rec, ws, acct, p, info, o, actor); errors.As(err, &re) {
+		return // the op stays: the next start fails the record
+	}
+	s.dropOp(op)
+}
+
+// recordingError is a failure to record an export's outcome.
+type recordingError struct{ error }
+
+func (e recordingError) Unwrap() error { return e.error }
+
+// exportWith captures an export of ws into record rec (already stored,
+// running) under the caller's journal entry, records its outcome, audits
+// it and, verified, notes it on the workspace (LastExportAt). It returns
+// the record as stored, the workspace as the capture left it (woken), and
+// the capture's error; a failure to record the outcome is a
+// recordingError.
+func (s *Service) exportWith(ctx context.Context, op *Op, rec ExportRecord, ws Workspace, acct Account, p Provider, info ProviderInfo, o ExportOptions, actor string) (ExportRecord, Workspace, error) {
+	res, ws, err := s.captureExport(ctx, op, rec.ID, ws, acct, p, info, o, actor)
 	sctx := context.WithoutCancel(ctx)
 	// Whatever happened, the workspace's progress line ends with it.
 	if cur, ok := s.feed.Get(ws.ID); ok && cur.Progress != "" {
 		cur.Progress = ""
-		if _, serr := s.feed.Save(sctx, cur); serr != nil {
+		if saved, serr := s.feed.Save(sctx, cur); serr != nil {
 			s.log.Warn("could not clear export progress", "workspace", ws.ID, "err", serr)
+		} else {
+			ws = saved
 		}
 	}
 	rec.UpdatedAt = s.now()
@@ -99,24 +121,27 @@ func (s *Service) runExport(ctx context.Context, op Op, rec ExportRecord, ws Wor
 		rec.Dir, rec.Files, rec.Bytes, rec.ArchiveSHA256 = res.Dir, res.Files, res.Bytes, res.ArchiveSHA256
 	}
 	if perr := s.exportStore().PutExport(sctx, rec); perr != nil {
-		// The op stays: the next start fails the record.
 		s.log.Error("could not record the export's outcome", "workspace", ws.ID, "export", rec.ID, "err", perr)
-		return
+		return rec, ws, recordingError{perr}
 	}
-	s.dropOp(op)
 	s.audit(sctx, AuditEntry{Owner: ws.Owner, Actor: actor, Action: AuditExport, WorkspaceID: ws.ID,
 		AccountID: ws.AccountID, Provider: ws.Provider, Outcome: outcomeOf(err), ExportSHA256: rec.ArchiveSHA256})
 	if err != nil {
 		s.log.Warn("workspace export failed", "workspace", ws.ID, "export", rec.ID, "err", messageOf(err))
-		return
+		return rec, ws, err
+	}
+	s.noteExport(sctx, rec)
+	if cur, ok := s.feed.Get(ws.ID); ok {
+		ws = cur
 	}
 	s.log.Info("workspace export verified", "workspace", ws.ID, "export", rec.ID, "bytes", rec.Bytes, "dir", rec.Dir)
+	return rec, ws, nil
 }
 
 // captureExport wakes the box when asked, finds its agent-server and runs
 // the exporter.
 func (s *Service) captureExport(ctx context.Context, op *Op, exportID string, ws Workspace, acct Account, p Provider, info ProviderInfo, o ExportOptions, actor string) (ExportResult, Workspace, error) {
-	if ws.State == StatePaused {
+	if ws.State == StatePaused || ws.State == StateStopped {
 		var box Box
 		err := s.retry(ctx, op, s.budgetFor(acct, p), "wake", func(ctx context.Context) error {
 			b, err := p.Resume(ctx, acct, ws.BoxID)

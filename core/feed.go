@@ -219,6 +219,19 @@ func (f *Feed) removeLocked(id string) {
 	}
 }
 
+// atRisk returns the live workspaces marked AtRisk.
+func (f *Feed) atRisk() []Workspace {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []Workspace
+	for _, ws := range f.live {
+		if ws.AtRisk {
+			out = append(out, ws)
+		}
+	}
+	return out
+}
+
 // OfAccount returns the live workspaces of one account.
 func (f *Feed) OfAccount(accountID string) []Workspace {
 	_ = f.lock()

@@ -20,7 +20,8 @@ const (
 
 // GoneExports returns owner's exports whose workspace no longer exists
 // (no live workspace with that id is owner's: deleted, its tombstone
-// maybe pruned, or handed to someone else), newest first, at most limit
+// maybe pruned, or handed to someone else; or its box vanished outside
+// companion, state deleted), newest first, at most limit
 // (0: DefaultGonePage). next is the before of the next page, "" when
 // there is none.
 //
@@ -89,7 +90,8 @@ func anyGone(exports []ExportRecord, live map[string]bool) bool {
 	return false
 }
 
-// ownedLive says which of the exports' workspaces are live and owner's,
+// ownedLive says which of the exports' workspaces are live (their box
+// not gone) and owner's,
 // under one lock. It waits for the feed's load, and fails with it: before
 // the workspaces are loaded every one would look gone.
 func (f *Feed) ownedLive(ctx context.Context, owner string, exports []ExportRecord) (map[string]bool, error) {
@@ -100,7 +102,9 @@ func (f *Feed) ownedLive(ctx context.Context, owner string, exports []ExportReco
 	defer f.mu.Unlock()
 	out := make(map[string]bool, len(exports))
 	for _, e := range exports {
-		if ws, ok := f.live[e.WorkspaceID]; ok && ws.Owner == owner {
+		// A workspace whose box vanished outside companion is listed as
+		// deleted; its exports are what is left of it.
+		if ws, ok := f.live[e.WorkspaceID]; ok && ws.Owner == owner && ws.State != StateDeleted {
 			out[e.WorkspaceID] = true
 		}
 	}

@@ -185,6 +185,22 @@ type Workspace struct {
 	Error     string
 	CreatedAt time.Time
 	UpdatedAt time.Time
+	// LastExportAt and LastExportID are the newest verified export of the
+	// workspace: when it was verified, and its id.
+	LastExportAt time.Time
+	LastExportID string
+	// DeletionClock, DeletionDueAt and AtRisk are derived on every save
+	// (deletion.go): the provider's deletion clock that applies to the
+	// workspace and deletes first, when it will (zero when the provider
+	// does not publish it, or the clock has not started), and whether it
+	// runs with no verified export made since it started.
+	DeletionClock string
+	DeletionDueAt time.Time
+	AtRisk        bool
+	// ExportBy is when serve's guard exports an at-risk workspace
+	// (guard.go); zero when not at risk, and on the desktop, which has no
+	// guard.
+	ExportBy time.Time
 	// Rev is the feed revision of the last change to this workspace.
 	Rev int64
 	// Removed marks a tombstone: the workspace is gone and the feed reports

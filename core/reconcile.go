@@ -467,7 +467,7 @@ func (s *Service) update(ctx context.Context, ws Workspace, box Box) error {
 func (s *Service) listed(cur Workspace, box Box) Workspace {
 	next := s.applyBox(cur, box)
 	if next.State == StateDeleted {
-		next.Error = fmt.Sprintf("box %s was deleted at %s outside companion", box.ID, cur.Provider)
+		next.Error = vanishedError(cur)
 	} else if cur.State == StateDeleted || cur.State == StateUnknown {
 		next.Error = ""
 	}

@@ -49,7 +49,7 @@ func (f *Feed) rederiveSome(ctx context.Context, ids []string) error {
 		if !ok || f.derive == nil {
 			continue
 		}
-		if d := f.derive(ws); d.DeleteAfter.Equal(ws.DeleteAfter) {
+		if d := f.derive(ws); !derivedChanged(d, ws) {
 			continue
 		}
 		if _, err := f.saveLocked(ctx, ws); err != nil {

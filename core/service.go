@@ -70,6 +70,11 @@ type Config struct {
 	// computed and the retention tick deletes due workspaces. Only
 	// `companion serve` sets it; on the desktop no timer deletes anything.
 	ScheduledDeletion bool
+	// GuardMargin is how long before a provider's deletion clock runs out
+	// serve's guard exports an at-risk workspace (guard.go); 0 means
+	// DefaultGuardMargin. Only with ScheduledDeletion: the desktop marks
+	// such workspaces at risk instead.
+	GuardMargin time.Duration
 	// Retention keeps retention policies and claims; nil means the Store,
 	// if it is a RetentionStore.
 	Retention RetentionStore
@@ -116,6 +121,10 @@ type Service struct {
 	// connected counts people's open connections to them.
 	agents    agentCache
 	connected connections
+	// clocks are the providers' deletion clocks, as last described.
+	clocks clockCache
+	// guards remembers the serve guard's running and failed exports.
+	guards guardState
 
 	// bg is the context of work that outlives a request; Close cancels it.
 	bg     context.Context
@@ -226,7 +235,7 @@ func NewService(ctx context.Context, cfg Config) (*Service, error) {
 		cancel()
 		return nil, fmt.Errorf("core: load retention policies: %w", err)
 	}
-	feed.derive, feed.saved, feed.prepare = s.deriveRetention, s.retentionSaved, s.confirmPolicy
+	feed.derive, feed.saved, feed.prepare = s.derive, s.afterSave, s.confirmPolicy
 	s.startRelay() // before Follow: its listener delivers relayed messages
 	if n, ok := cfg.Store.(ChangeNotifier); ok {
 		// Other processes write to this store: follow their changes.
@@ -341,6 +350,7 @@ func (s *Service) provider(ctx context.Context, acct Account) (Provider, Provide
 	if err != nil {
 		return nil, ProviderInfo{}, err
 	}
+	s.learnClocks(info)
 	return p, info, nil
 }
 

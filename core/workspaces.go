@@ -98,6 +98,9 @@ func (s *Service) Create(ctx context.Context, owner string, req CreateRequest) (
 	if err := checkLifecycle(info, req.Lifecycle); err != nil {
 		return Workspace{}, err
 	}
+	if err := s.checkClocks(info, req.Lifecycle); err != nil {
+		return Workspace{}, err
+	}
 	if err := checkOptions(info, req.Options); err != nil {
 		return Workspace{}, err
 	}
@@ -217,8 +220,8 @@ func (s *Service) refresh(ctx context.Context, ws Workspace, acct Account, p Pro
 	}
 	updated, err := s.reread(ctx, ws, acct, p)
 	if IsKind(err, KindNotFound) {
+		ws.Error = vanishedError(ws)
 		ws.State = StateDeleted
-		ws.Error = fmt.Sprintf("box %s no longer exists at %s; it was removed outside companion", ws.BoxID, ws.Provider)
 		saved, serr := s.feed.Save(ctx, ws)
 		if serr != nil {
 			return ws, serr

@@ -33,7 +33,7 @@ var copyTables = sync.OnceValue(func() []copyTable {
 	return []copyTable{
 		{name: "accounts", order: "id", cols: strings.Split(accountCols, ", ")},
 		{name: "account_flags", order: "account_id", cols: []string{"account_id", "code", "message", "since"}},
-		{name: "workspaces", order: "id", cols: splitCols(workspaceCols), bools: map[string]bool{"adopted": true, "keep": true}},
+		{name: "workspaces", order: "id", cols: splitCols(workspaceCols), bools: map[string]bool{"adopted": true, "keep": true, "at_risk": true}},
 		{name: "plans", order: "token_hash", cols: []string{"token_hash", "workspace_id", "state", "box_id", "last_activity_at", "created_at", "expires_at"}},
 		{name: "ops", order: "id", intKey: true, cols: strings.Split(opCols, ", ")},
 		{name: "module_pins", order: "name", cols: []string{"name", "sha256", "manifest", "updated_at"}},

@@ -15,12 +15,13 @@ import (
 const workspaceCols = `id, owner, name, account_id, provider, state, box_id, box_url, adopted,
 	idle_pause_after, paused_ttl, options, paused_at, last_activity_at,
 	size_bytes, size_source, size_at, keep, delete_after, error,
-	created_at, updated_at, rev, removed_at, stop_reason, exit_code`
+	created_at, updated_at, rev, removed_at, stop_reason, exit_code,
+	last_export_at, last_export_id, deletion_clock, deletion_due_at, at_risk, export_by`
 
 // upsertWorkspace writes a whole workspace row. A tombstone keeps the time
 // of its first removal, so re-saving it does not postpone its pruning.
 const qUpsertWorkspace = `INSERT INTO workspaces (` + workspaceCols + `)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 	ON CONFLICT (id) DO UPDATE SET
 		owner = excluded.owner, name = excluded.name, account_id = excluded.account_id,
 		provider = excluded.provider, state = excluded.state, box_id = excluded.box_id,
@@ -32,6 +33,9 @@ const qUpsertWorkspace = `INSERT INTO workspaces (` + workspaceCols + `)
 		delete_after = excluded.delete_after, error = excluded.error,
 		created_at = excluded.created_at, updated_at = excluded.updated_at, rev = excluded.rev,
 		stop_reason = excluded.stop_reason, exit_code = excluded.exit_code,
+		last_export_at = excluded.last_export_at, last_export_id = excluded.last_export_id,
+		deletion_clock = excluded.deletion_clock, deletion_due_at = excluded.deletion_due_at, at_risk = excluded.at_risk,
+		export_by = excluded.export_by,
 		removed_at = CASE WHEN excluded.removed_at IS NULL THEN NULL
 			ELSE coalesce(workspaces.removed_at, excluded.removed_at) END
 	RETURNING ` + workspaceCols
@@ -173,6 +177,8 @@ func workspaceArgsAt(ws core.Workspace, now time.Time) ([]any, error) {
 		sizeBytes, sizeSource, sizeAt, ws.Keep, e.time("delete_after", ws.DeleteAfter), ws.Error,
 		e.time("created_at", ws.CreatedAt), e.time("updated_at", now), nil, removedAt,
 		string(ws.StopReason), exitCode,
+		e.time("last_export_at", ws.LastExportAt), ws.LastExportID, ws.DeletionClock, e.time("deletion_due_at", ws.DeletionDueAt), ws.AtRisk,
+		e.time("export_by", ws.ExportBy),
 	}
 	return args, e.err
 }
@@ -277,6 +283,7 @@ type workspaceRow struct {
 	created, updated, removed             sql.NullInt64
 	stopReason                            string
 	exitCode                              sql.NullInt64
+	lastExport, deletionDue, exportBy     sql.NullInt64
 	dest                                  []any
 }
 
@@ -286,7 +293,8 @@ func newWorkspaceRow() *workspaceRow {
 	x.dest = []any{&ws.ID, &ws.Owner, &ws.Name, &ws.AccountID, &ws.Provider, &x.state, &ws.BoxID, &ws.BoxURL, &ws.Adopted,
 		&x.idle, &x.ttl, &x.options, &x.pausedAt, &x.activity,
 		&x.sizeBytes, &x.sizeSource, &x.sizeAt, &ws.Keep, &x.deleteAft, &ws.Error,
-		&x.created, &x.updated, &ws.Rev, &x.removed, &x.stopReason, &x.exitCode}
+		&x.created, &x.updated, &ws.Rev, &x.removed, &x.stopReason, &x.exitCode,
+		&x.lastExport, &ws.LastExportID, &ws.DeletionClock, &x.deletionDue, &ws.AtRisk, &x.exportBy}
 	return x
 }
 
@@ -312,6 +320,7 @@ func (x *workspaceRow) scan(r scanner) (core.Workspace, error) {
 	ws.CreatedAt, ws.UpdatedAt = timeOf(x.created), timeOf(x.updated)
 	ws.Removed = x.removed.Valid
 	ws.StopReason = core.StopReason(x.stopReason)
+	ws.LastExportAt, ws.DeletionDueAt, ws.ExportBy = timeOf(x.lastExport), timeOf(x.deletionDue), timeOf(x.exportBy)
 	ws.ExitCode = nil
 	if x.exitCode.Valid {
 		c := int(x.exitCode.Int64)

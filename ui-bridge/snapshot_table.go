@@ -67,6 +67,12 @@ var tableColumns = []tableColumn{
 		return strconv.AppendInt(b, int64(*w.ExitCode), 10), true
 	}},
 	{"adopted", func(b []byte, w *Workspace) ([]byte, bool) { return appendOptBool(b, w.Adopted) }},
+	{"last_export_at", func(b []byte, w *Workspace) ([]byte, bool) { return appendOptTime(b, w.LastExportAt) }},
+	{"last_export_id", func(b []byte, w *Workspace) ([]byte, bool) { return appendOptString(b, w.LastExportID) }},
+	{"deletion.clock", func(b []byte, w *Workspace) ([]byte, bool) { return appendOptString(b, w.Deletion.Clock) }},
+	{"deletion.due_at", func(b []byte, w *Workspace) ([]byte, bool) { return appendOptTime(b, w.Deletion.DueAt) }},
+	{"deletion.at_risk", func(b []byte, w *Workspace) ([]byte, bool) { return appendOptBool(b, w.Deletion.AtRisk) }},
+	{"deletion.export_by", func(b []byte, w *Workspace) ([]byte, bool) { return appendOptTime(b, w.Deletion.ExportBy) }},
 	{"progress", func(b []byte, w *Workspace) ([]byte, bool) { return appendOptString(b, w.Progress) }},
 	{"error", func(b []byte, w *Workspace) ([]byte, bool) { return appendOptString(b, w.Error) }},
 }

@@ -42,6 +42,12 @@ type Workspace struct {
 	Keep           bool       `json:"keep,omitempty"`
 	DeleteAfter    *time.Time `json:"delete_after,omitempty"`
 	Lifecycle      Lifecycle  `json:"lifecycle,omitzero"`
+	// LastExportAt and LastExportID name the newest verified export.
+	LastExportAt *time.Time `json:"last_export_at,omitempty"`
+	LastExportID string     `json:"last_export_id,omitempty"`
+	// Deletion is the provider's own deletion clock running on the paused
+	// box; absent when none runs.
+	Deletion Deletion `json:"deletion,omitzero"`
 	// Progress says what a running action waits for (an image pull).
 	Progress string `json:"progress,omitempty"`
 	// Error is the last action's failure; absent when it succeeded.
@@ -57,6 +63,19 @@ type Workspace struct {
 type Lifecycle struct {
 	IdlePauseAfterSeconds int64 `json:"idle_pause_after_seconds,omitempty"`
 	PausedTTLSeconds      int64 `json:"paused_ttl_seconds,omitempty"`
+}
+
+// Deletion is the provider's deletion clock that deletes a paused box
+// first (GET /v1/providers lists each provider's clocks).
+type Deletion struct {
+	Clock string `json:"clock,omitempty"`
+	// DueAt is when it deletes; absent when the provider does not
+	// publish it (it may strike at any time).
+	DueAt *time.Time `json:"due_at,omitempty"`
+	// AtRisk: no verified export holds the box as it is.
+	AtRisk bool `json:"at_risk,omitempty"`
+	// ExportBy is when serve's guard exports it; absent on the desktop.
+	ExportBy *time.Time `json:"export_by,omitempty"`
 }
 
 // Account is a provider account. Credential values are never returned; only
@@ -201,6 +220,14 @@ func toWireWorkspace(ws core.Workspace) Workspace {
 		Lifecycle: Lifecycle{
 			IdlePauseAfterSeconds: int64(ws.Lifecycle.IdlePauseAfter / time.Second),
 			PausedTTLSeconds:      int64(ws.Lifecycle.PausedTTL / time.Second),
+		},
+		LastExportAt: wireTimePtr(ws.LastExportAt),
+		LastExportID: ws.LastExportID,
+		Deletion: Deletion{
+			Clock:    ws.DeletionClock,
+			DueAt:    wireTimePtr(ws.DeletionDueAt),
+			AtRisk:   ws.AtRisk,
+			ExportBy: wireTimePtr(ws.ExportBy),
 		},
 		Progress:  ws.Progress,
 		Error:     ws.Error,

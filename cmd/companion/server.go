@@ -46,6 +46,8 @@ type serverFlags struct {
 	reconcileInterval time.Duration
 	retentionInterval time.Duration
 	leaseTTL          time.Duration // serve only; matters on PostgreSQL
+	guardInterval     time.Duration // serve only
+	guardMargin       time.Duration // serve only
 	agentConns        int
 	agentMaxBody      int64
 	connectedRead     time.Duration
@@ -98,6 +100,8 @@ func parseServerFlags(m mode, args []string, stderr io.Writer) (*serverFlags, er
 	f.database.addFlags(fs)
 	if m == modeServe {
 		fs.DurationVar(&f.leaseTTL, "lease-ttl", 30*time.Second, "on PostgreSQL, how long a replica's leases and journal claims outlive it: another replica takes over its work this long after it stopped (renewed every third of it while alive)")
+		fs.DurationVar(&f.guardInterval, "guard-interval", core.DefaultGuardInterval, "how often workspaces a provider paused on its own, with a deletion clock running and no export holding them, are looked at")
+		fs.DurationVar(&f.guardMargin, "guard-margin", core.DefaultGuardMargin, "how long before a provider's deletion clock runs out such a workspace is exported (woken, exported, paused again); one shorter than this, or whose time is not published, at once")
 		fs.Var(&f.hosts, "allow-host", "extra `host[:port]` the server answers to, e.g. the name your ingress forwards (repeatable)")
 		f.login.addFlags(fs)
 	}
@@ -180,6 +184,9 @@ Flags:
 		return nil, fmt.Errorf("--agent-conns and --agent-max-body must be at least 1, not %d and %d", f.agentConns, f.agentMaxBody)
 	}
 	if m == modeServe {
+		if f.guardInterval <= 0 || f.guardMargin <= 0 {
+			return nil, fmt.Errorf("--guard-interval %s and --guard-margin %s: want positive durations, e.g. 1m and 1h", f.guardInterval, f.guardMargin)
+		}
 		if err := f.login.check(); err != nil {
 			return nil, err
 		}
@@ -432,6 +439,16 @@ func serve(ctx context.Context, m mode, f *serverFlags, log *slog.Logger, stdout
 		svc.RunConnectedReads(rctx, f.connectedRead)
 	}()
 
+	// Serve exports what a provider's own deletion clock would take; the
+	// desktop only marks it at risk.
+	guarded := make(chan struct{})
+	go func() {
+		defer close(guarded)
+		if m == modeServe {
+			svc.RunGuard(rctx, f.guardInterval)
+		}
+	}()
+
 	// On PostgreSQL, modules installed or removed through another
 	// replica are followed at the reconciler's pace.
 	followed := make(chan struct{})
@@ -450,6 +467,7 @@ func serve(ctx context.Context, m mode, f *serverFlags, log *slog.Logger, stdout
 	<-reconciled
 	<-retained
 	<-connected
+	<-guarded
 	<-followed
 	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
 		return serveErr

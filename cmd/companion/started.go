@@ -61,7 +61,7 @@ func (a *started) open(ctx context.Context, m mode, f *serverFlags, log *slog.Lo
 	users := f.login.users(store)
 	a.svc, err = core.NewService(ctx, core.Config{Store: store, Providers: &a.registry, Secrets: keys, Logger: log, DeferLoad: true,
 		Exporter: a.exporter, Restorer: &restorerun.Restorer{HTTP: wasm.EndpointClient()},
-		AgentProbe: agentproxy.Probe{HTTP: wasm.EndpointClient()}, ScheduledDeletion: m == modeServe, OwnersExist: ownersExist(users),
+		AgentProbe: agentproxy.Probe{HTTP: wasm.EndpointClient()}, ScheduledDeletion: m == modeServe, GuardMargin: f.guardMargin, OwnersExist: ownersExist(users),
 		ExportLocation: exportLocation, ExportBudget: f.exportBudget, StepHook: hook, LeaseTTL: f.leaseTTL})
 	if err != nil {
 		return err

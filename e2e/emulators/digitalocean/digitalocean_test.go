@@ -407,3 +407,36 @@ func TestClockJumpReplaysChain(t *testing.T) {
 		t.Fatalf("after a day: %+v, want idle-paused at %v", got, want)
 	}
 }
+
+// TestInactivityDestroy: with the inactivity policy on, a session idle
+// longer than it is destroyed, after its idle pause and whether paused or
+// not; an event moves the deadline; keep_warm does not save it.
+func TestInactivityDestroy(t *testing.T) {
+	h := newHarness(t, Options{Delays: &Delays{}, DefaultIdleTimeout: 10 * time.Minute, InactivityDestroy: time.Hour})
+	clock := h.s.Clock()
+	idle := h.create(`{"agent_kind":"openhands"}`)
+	warm := h.create(`{"agent_kind":"openhands","keep_warm":true}`)
+
+	clock.Advance(10 * time.Minute)
+	if got := h.session(idle.SessionID); got.Status != StatusPaused {
+		t.Fatalf("idle pause first: %s", got.Status)
+	}
+	clock.Advance(59 * time.Minute)
+	if got := h.session(idle.SessionID); got.Status != StatusPaused {
+		t.Fatalf("destroyed before an hour from its pause: %s", got.Status)
+	}
+	if got := h.session(warm.SessionID); got.Status != StatusDestroyed {
+		t.Fatalf("keep_warm session idle 69 min: %s, want destroyed", got.Status)
+	}
+	clock.Advance(time.Minute)
+	if got := h.session(idle.SessionID); got.Status != StatusDestroyed {
+		t.Fatalf("paused session an hour after its pause: %s, want destroyed", got.Status)
+	}
+
+	h.s.SetInactivityDestroy(0)
+	kept := h.create(`{"agent_kind":"openhands"}`)
+	clock.Advance(48 * time.Hour)
+	if got := h.session(kept.SessionID); got.Status != StatusPaused {
+		t.Fatalf("policy off: %s, want paused and kept", got.Status)
+	}
+}

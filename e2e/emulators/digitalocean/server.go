@@ -56,6 +56,12 @@ type Options struct {
 	// (HARNESS_IDLE_PAUSE_TIMEOUT, value not public): 15 minutes when
 	// zero, never when negative.
 	DefaultIdleTimeout time.Duration
+	// InactivityDestroy is the inactivity policy the session spec says
+	// last_event_at drives, which destroys idle sessions (agent-server.md
+	// §8; period not published, wording uncertain): a session whose
+	// last_event_at is older than this is destroyed, paused or not. Zero
+	// means off; SetInactivityDestroy changes it.
+	InactivityDestroy time.Duration
 	// KeepWarmByDefault makes sessions keep_warm unless their config says
 	// otherwise. Canvas notes that the openhands adapter defaults to
 	// keep_warm and that the harness then refuses every pause; off by
@@ -99,6 +105,8 @@ type Server struct {
 	idle    time.Duration
 	handler http.Handler
 
+	inactivity time.Duration // guarded by mu
+
 	limitsMu sync.Mutex
 	limits   map[[32]byte]*budget // per token (by SHA-256): DO's limits are per token
 
@@ -135,14 +143,15 @@ type configEntry struct {
 // New returns an emulator configured by o.
 func New(o Options) *Server {
 	s := &Server{
-		Base:     emulator.NewBase(o.Clock),
-		opts:     o,
-		tokens:   append(emulator.Tokens{o.Token}, o.Tokens...),
-		delays:   DefaultDelays(),
-		idle:     o.DefaultIdleTimeout,
-		limits:   map[[32]byte]*budget{},
-		sessions: map[string]*entry{},
-		configs:  map[string]*configEntry{},
+		Base:       emulator.NewBase(o.Clock),
+		opts:       o,
+		tokens:     append(emulator.Tokens{o.Token}, o.Tokens...),
+		delays:     DefaultDelays(),
+		idle:       o.DefaultIdleTimeout,
+		inactivity: o.InactivityDestroy,
+		limits:     map[[32]byte]*budget{},
+		sessions:   map[string]*entry{},
+		configs:    map[string]*configEntry{},
 	}
 	if o.Delays != nil {
 		s.delays = *o.Delays
@@ -376,14 +385,25 @@ func (s *Server) next(e *entry) (time.Time, func(time.Time)) {
 			e.until = time.Time{}
 		}
 	}
-	if e.s.Status != StatusReady && e.s.Status != StatusDetached || e.s.KeepWarm {
-		return time.Time{}, nil
+	var at time.Time
+	var fire func(time.Time)
+	if idle := s.idleFor(e); idle > 0 && (e.s.Status == StatusReady || e.s.Status == StatusDetached) && !e.s.KeepWarm {
+		at, fire = e.s.LastEventAt.Add(idle), func(at time.Time) { s.setStatus(e, at, StatusPaused, PauseIdle) }
 	}
-	idle := s.idleFor(e)
-	if idle <= 0 {
-		return time.Time{}, nil
+	if d := s.inactivity; d > 0 && (e.s.Status == StatusReady || e.s.Status == StatusDetached || e.s.Status == StatusPaused) {
+		if del := e.s.LastEventAt.Add(d); fire == nil || del.Before(at) {
+			at, fire = del, func(at time.Time) { s.begin(e, at, StatusDestroying, s.delays.Destroy) }
+		}
 	}
-	return e.s.LastEventAt.Add(idle), func(at time.Time) { s.setStatus(e, at, StatusPaused, PauseIdle) }
+	return at, fire
+}
+
+// SetInactivityDestroy sets Options.InactivityDestroy from now on.
+func (s *Server) SetInactivityDestroy(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.settleLocked()
+	s.inactivity = d
 }
 
 func (s *Server) setStatus(e *entry, at time.Time, status, reason string) {
