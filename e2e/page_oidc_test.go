@@ -17,7 +17,8 @@ import (
 // login form; filled in and submitted, it brings the person back to the
 // page signed in (the user from /v1/me, the live workspace table); the
 // providers section shows each first-party module's pinned SHA-256 and the
-// hosts its manifest declares, as "companion providers list" reports them;
+// hosts its manifest declares, as "companion providers list" reports them,
+// and what each provider deletes on its own (its deletion clocks) in words;
 // logout ends the session. The page logs no error and violates no CSP rule.
 func TestPageServeOpenIDSignIn(t *testing.T) {
 	alice := oidcprovider.User{ID: "sub-alice", Username: "alice", Password: "alice-pw-1", Email: "alice@example.com", EmailVerified: true, FirstName: "Alice", LastName: "A"}
@@ -75,6 +76,32 @@ func TestPageServeOpenIDSignIn(t *testing.T) {
 	}
 	if got := tb.text(`#providers-table tr[data-provider="docker"] td:last-child`); got != "built in" {
 		t.Errorf("docker's module cell %q, want \"built in\"", got)
+	}
+	// What each provider deletes on its own (its deletion clocks), in
+	// words, as GET /v1/providers carries them.
+	for name, want := range map[string]string{
+		"daytona":      "deletes the box the paused TTL after it stops, when asked at create",
+		"digitalocean": "may destroy an idle box after a period it does not publish",
+		"e2b":          "none",
+		"docker":       "none",
+	} {
+		if got := tb.text(fmt.Sprintf(`#providers-table tr[data-provider=%q] td.clocks`, name)); !strings.HasPrefix(got, want) {
+			t.Errorf("the providers section says %s deletes on its own %q, want %q", name, got, want)
+		}
+	}
+	var provs struct {
+		Providers []struct {
+			Name   string
+			Clocks []map[string]any
+		}
+	}
+	if err := json.Unmarshal([]byte(evalIn[string](tb, `fetch("v1/providers").then(r => r.text())`)), &provs); err != nil {
+		t.Fatal(err)
+	}
+	for _, pr := range provs.Providers {
+		if pr.Name == "daytona" && (len(pr.Clocks) != 1 || pr.Clocks[0]["name"] != "auto_delete" || pr.Clocks[0]["after_seconds"] != 0.0 || pr.Clocks[0]["setting"] != true) {
+			t.Errorf("GET /v1/providers gives daytona clocks %v", pr.Clocks)
+		}
 	}
 
 	tb.click("#logout")

@@ -223,6 +223,43 @@ func TestABIQuickStart(t *testing.T) {
 	if _, err := os.Stat(badOut); !os.IsNotExist(err) {
 		t.Fatalf("a refused pack wrote %s: %v", badOut, err)
 	}
+
+	// Deletion clocks (ABI.md §14): inspect says a module has none, or
+	// each it declares in words; pack names a bad one.
+	if !strings.Contains(string(inspectOut(t, module)), "Deletion clocks: none") {
+		t.Fatalf("inspect does not say the quick-start module has no deletion clocks:\n%s", inspectOut(t, module))
+	}
+	withClock := func(clock string) []byte {
+		return bytes.Replace(files["manifest.json"], []byte(`"capabilities": {"list": true}`),
+			[]byte(`"capabilities": {"list": true}, "clocks": [`+clock+`]`), 1)
+	}
+	clocked, clockedOut := filepath.Join(dir, "clocked.json"), filepath.Join(dir, "clocked.wasm")
+	if err := os.WriteFile(clocked, withClock(`{"name": "paused_reaper", "starts": "paused", "after_seconds": 86400, "loses": "box", "note": "Acme deletes boxes stopped a day"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(companionBin, "providers", "pack", "--manifest", clocked, "-o", clockedOut, filepath.Join(dir, "raw.wasm")).CombinedOutput(); err != nil {
+		t.Fatalf("pack with a clock: %v\n%s", err, out)
+	}
+	if s := string(inspectOut(t, clockedOut)); !strings.Contains(s, "paused_reaper: deletes the box 1 day after it stops") || !strings.Contains(s, "Acme deletes boxes stopped a day") {
+		t.Fatalf("inspect does not show the module's clock:\n%s", s)
+	}
+	if err := os.WriteFile(clocked, withClock(`{"name": "reaper", "starts": "stopped", "loses": "box"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err = exec.Command(companionBin, "providers", "pack", "--manifest", clocked, "-o", badOut, filepath.Join(dir, "raw.wasm")).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), `clocks[0].starts: must be "paused"`) {
+		t.Fatalf("pack with a bad clock: %v\n%s", err, out)
+	}
+}
+
+// inspectOut is what companion providers inspect prints for module.
+func inspectOut(t *testing.T, module string) []byte {
+	t.Helper()
+	out, err := exec.Command(companionBin, "providers", "inspect", module).CombinedOutput()
+	if err != nil {
+		t.Fatalf("inspect %s: %v\n%s", module, err, out)
+	}
+	return out
 }
 
 func repoRoot(t *testing.T) string {

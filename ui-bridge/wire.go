@@ -109,9 +109,11 @@ type Provider struct {
 	Config       []ConfigField `json:"config"`
 	// Options are the creation options the provider takes; null when it
 	// does not declare them (then any option is passed through).
-	Options   []ConfigField `json:"options"`
-	Available bool          `json:"available"`
-	Reason    string        `json:"reason"`
+	Options []ConfigField `json:"options"`
+	// Clocks are the provider's own deletion clocks; [] when it has none.
+	Clocks    []Clock `json:"clocks"`
+	Available bool    `json:"available"`
+	Reason    string  `json:"reason"`
 	// SHA256, Hosts and EndpointHosts describe a Wasm module (see
 	// ModuleFacts); they are absent for adapters built in Go.
 	SHA256        string   `json:"sha256,omitempty"`
@@ -130,6 +132,24 @@ type Capabilities struct {
 	Delete             bool `json:"delete"`
 	NativeIdlePause    bool `json:"native_idle_pause"`
 	NativePausedTTL    bool `json:"native_paused_ttl"`
+}
+
+// Clock is one of a provider's deletion clocks (core.DeletionClock): a
+// timer of the provider's own that deletes a box, or its files, without
+// companion asking. Its period is in seconds, as every duration here.
+type Clock struct {
+	Name string `json:"name"`
+	// Starts is "paused" (the box was paused or stopped) or "idle" (its
+	// last activity).
+	Starts string `json:"starts"`
+	// AfterSeconds is the period; 0 when the provider does not publish
+	// it, or for a Setting clock (the workspace's paused TTL sets it).
+	AfterSeconds int64 `json:"after_seconds"`
+	// Loses is "box" (the box is deleted) or "files" (its files are).
+	Loses string `json:"loses"`
+	// Setting: the clock runs only when asked at create (paused TTL).
+	Setting bool   `json:"setting"`
+	Note    string `json:"note"`
 }
 
 // Credential names a secret an account of the provider needs.
@@ -315,6 +335,7 @@ func toWireProvider(p core.ProviderStatus) Provider {
 		},
 		Credentials: make([]Credential, 0, len(p.Info.Credentials)),
 		Config:      make([]ConfigField, 0, len(p.Info.Config)),
+		Clocks:      make([]Clock, 0, len(p.Info.Clocks)),
 		Available:   p.Available,
 		Reason:      p.Reason,
 	}
@@ -323,6 +344,10 @@ func toWireProvider(p core.ProviderStatus) Provider {
 	}
 	for _, f := range p.Info.Config {
 		w.Config = append(w.Config, ConfigField{Name: f.Name, Description: f.Description, Required: f.Required})
+	}
+	for _, c := range p.Info.Clocks {
+		w.Clocks = append(w.Clocks, Clock{Name: c.Name, Starts: c.Starts, AfterSeconds: int64(c.After / time.Second),
+			Loses: c.Loses, Setting: c.Setting, Note: c.Note})
 	}
 	if p.Info.Options != nil {
 		w.Options = make([]ConfigField, 0, len(p.Info.Options))

@@ -604,6 +604,7 @@ func providerInfo(m *manifest.Manifest) core.ProviderInfo {
 		Capabilities: core.Capabilities(m.Capabilities),
 		Credentials:  []core.CredentialSpec{},
 		Config:       []core.ConfigField{},
+		Clocks:       wire.Clocks(m.Clocks),
 	}
 	for _, c := range m.Credentials {
 		info.Credentials = append(info.Credentials, core.CredentialSpec{Name: c.Name, Description: c.Description, Header: c.HeaderLine()})

@@ -35,6 +35,20 @@ type Summary struct {
 	// point, and which credentials the host adds toward them; null when
 	// the module reports none.
 	Endpoint *EndpointSummary `json:"endpoint"`
+	// Clocks are the provider's own deletion clocks, as the manifest
+	// declares them; [] when it declares none.
+	Clocks []ClockSummary `json:"clocks"`
+}
+
+// ClockSummary is one deletion clock in the API's units (seconds), the
+// form GET /v1/providers uses too (ABI.md, "Deletion clocks").
+type ClockSummary struct {
+	Name         string `json:"name"`
+	Starts       string `json:"starts"`
+	AfterSeconds int64  `json:"after_seconds"`
+	Loses        string `json:"loses"`
+	Setting      bool   `json:"setting"`
+	Note         string `json:"note"`
 }
 
 // EndpointSummary is the module's endpoint rule as shown at install.
@@ -102,6 +116,10 @@ func summarize(m *manifest.Manifest, sha string, builtin bool) Summary {
 			RequestsPerCall:    m.Limits.RequestsPerCall,
 		},
 	}
+	s.Clocks = make([]ClockSummary, 0, len(m.Clocks))
+	for _, c := range m.Clocks {
+		s.Clocks = append(s.Clocks, ClockSummary{Name: c.Name, Starts: c.Starts, AfterSeconds: c.AfterSeconds, Loses: c.Loses, Setting: c.Setting, Note: c.Note})
+	}
 	for _, name := range m.UpstreamNames() {
 		u := m.Upstreams[name]
 		s.Upstreams = append(s.Upstreams, UpstreamSummary{Name: name, BaseURL: u.BaseURL, OverrideField: u.Override})
@@ -161,7 +179,67 @@ func (s Summary) String() string {
 	}
 	fmt.Fprintf(&b, "  Limits: %d MiB memory, %s per call, %d response bytes, %d requests per call\n",
 		s.Limits.MemoryMiB, s.Limits.CallTimeout(), s.Limits.ResponseBytes, s.Limits.RequestsPerCall)
+	if len(s.Clocks) == 0 {
+		b.WriteString("  Deletion clocks: none (the provider deletes nothing on its own)\n")
+	} else {
+		b.WriteString("  Deletion clocks (the provider deletes on its own; companion exports first):\n")
+	}
+	for _, c := range s.Clocks {
+		fmt.Fprintf(&b, "    %s: %s\n", c.Name, c.Words())
+		if c.Note != "" {
+			fmt.Fprintf(&b, "      %s\n", c.Note)
+		}
+	}
 	return b.String()
+}
+
+// Words says what the clock does, for people: "deletes the box 1 day
+// after it stops", "may destroy an idle box after a period it does not
+// publish", "deletes the box the paused TTL after it stops, when asked at
+// create". The page (ui-bridge/web/format.js clockWords) says the same.
+func (c ClockSummary) Words() string {
+	files := c.Loses == manifest.ClockLosesFiles
+	idle := c.Starts == manifest.ClockIdle
+	if c.AfterSeconds == 0 && !c.Setting {
+		box := "a stopped box"
+		if idle {
+			box = "an idle box"
+		}
+		if files {
+			return "may wipe the files of " + box + " after a period it does not publish"
+		}
+		return "may destroy " + box + " after a period it does not publish"
+	}
+	what := "deletes the box"
+	if files {
+		what = "wipes the box's files"
+	}
+	when := "after it stops"
+	if idle {
+		when = "after its last activity"
+	}
+	if c.Setting {
+		return what + " the paused TTL " + when + ", when asked at create"
+	}
+	return what + " " + span(c.AfterSeconds) + " " + when
+}
+
+// span says a whole number of seconds in its largest exact unit: "30
+// days", "1 hour", "90 seconds".
+func span(s int64) string {
+	for _, u := range []struct {
+		n    int64
+		name string
+	}{{86400, "day"}, {3600, "hour"}, {60, "minute"}, {1, "second"}} {
+		if s%u.n == 0 {
+			n := s / u.n
+			if n == 1 {
+				return "1 " + u.name
+			}
+			return fmt.Sprintf("%d %ss", n, u.name)
+		}
+	}
+	return ""
 }
 
 func sha256Hex(b []byte) string {

@@ -67,6 +67,8 @@
  * @property {{name: string, description: string, header?: string}[]} credentials
  * @property {{name: string, description: string, required?: boolean}[]} config
  * @property {{name: string, description: string}[]|null} options
+ * @property {{name: string, starts: "paused"|"idle", after_seconds: number, loses: "box"|"files", setting: boolean, note: string}[]} clocks
+ *   the provider's deletion clocks ([] when none; API.md "GET /v1/providers")
  * @property {boolean} available
  * @property {string} reason
  * @property {string} [sha256] a Wasm module's SHA-256 (absent for adapters built in Go)

@@ -11,7 +11,7 @@ import { GoneList } from "./gone.js";
 import { RestoreDialog } from "./restore.js";
 import { ConversationsPanel } from "./conversations.js";
 import { CompanionClient } from "./client/companion.js";
-import { bytes, when } from "./format.js";
+import { bytes, clockWords, when } from "./format.js";
 
 const tokenKey = "companion.token";
 const base = new URL(".", location.href);
@@ -470,13 +470,22 @@ async function loadProviders() {
     const mod = p.sha256 ? moduleCell(p) : (p.kind === "builtin" ? "built in" : p.kind || "—");
     body.append(el("tr", { "data-provider": p.name }, el("td", {}, p.name, el("span", { class: "sub" }, p.description || "")),
       el("td", {}, p.kind || ""), el("td", {}, p.available ? "yes" : "no: " + (p.reason || "")),
-      el("td", {}, caps.join(", ") || "—"), el("td", {}, mod)));
+      el("td", {}, caps.join(", ") || "—"), el("td", { class: "clocks" }, clocksCell(p.clocks)), el("td", {}, mod)));
     sel.append(el("option", { value: p.name }, p.name));
   }
   if (providers.has(was)) sel.value = was;
   accountFields();
   createFields();
   table.tick();
+}
+
+// clocksCell says in words what the provider deletes on its own (its
+// deletion clocks), each with the provider's own note; "none" when nothing.
+function clocksCell(clocks) {
+  if (!clocks || clocks.length === 0) return "none";
+  const ul = el("ul", {});
+  for (const c of clocks) ul.append(el("li", { "data-clock": c.name }, clockWords(c), c.note ? el("span", { class: "sub" }, c.note) : null));
+  return ul;
 }
 
 // moduleCell lists what a module calls and its hash, as text only.
@@ -506,6 +515,7 @@ $("m-file").addEventListener("change", async () => {
   row("SHA-256", m.sha256);
   row("Calls", (m.hosts || []).join(", ") || "nothing");
   for (const c of m.credentials || []) row(`Credential ${c.name}`, `sent as ${c.header} to ${(c.hosts || []).join(", ")}`);
+  row("Deletes on its own", clocksCell(m.clocks));
   $("m-result").append(dl);
   $("m-install").disabled = false;
 });

@@ -35,3 +35,29 @@ export function sizeSource(src) {
   const o = { docker_engine: "Docker Engine", agent_server: "agent-server", provider_api: "provider API" }[origin] || origin;
   return kind === "allocated" ? `allocated, per ${o}` : `used, per ${o}`;
 }
+
+/** span says a whole number of seconds in its largest exact unit, e.g. 30 days, 10 minutes. */
+export function span(s) {
+  for (const [n, name] of [[86400, "day"], [3600, "hour"], [60, "minute"], [1, "second"]]) {
+    if (s % n === 0) return s / n === 1 ? `1 ${name}` : `${s / n} ${name}s`;
+  }
+  return `${s} seconds`;
+}
+
+/**
+ * clockWords says what a provider's deletion clock (GET /v1/providers
+ * clocks[]) does, e.g. "deletes the box the paused TTL after it stops, when
+ * asked at create" or "may destroy an idle box after a period it does not
+ * publish". companion providers inspect says the same (ClockSummary.Words).
+ */
+export function clockWords(c) {
+  const files = c.loses === "files", idle = c.starts === "idle";
+  if (!c.after_seconds && !c.setting) {
+    const box = idle ? "an idle box" : "a stopped box";
+    return (files ? `may wipe the files of ${box}` : `may destroy ${box}`) + " after a period it does not publish";
+  }
+  const what = files ? "wipes the box's files" : "deletes the box";
+  const after = idle ? "after its last activity" : "after it stops";
+  if (c.setting) return `${what} the paused TTL ${after}, when asked at create`;
+  return `${what} ${span(c.after_seconds)} ${after}`;
+}

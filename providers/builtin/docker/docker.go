@@ -225,6 +225,10 @@ func (p *Provider) Describe(ctx context.Context) (core.ProviderInfo, error) {
 		},
 		Credentials: []core.CredentialSpec{},
 		Config:      []core.ConfigField{},
+		// No deletion clocks: the engine removes a container only when
+		// asked (companion never sets HostConfig.AutoRemove, --rm), so a
+		// stopped box and its volume stay until companion deletes them.
+		Clocks: []core.DeletionClock{},
 		Options: []core.ConfigField{{Name: OptionImage,
 			Description: "agent-server image for this box instead of " + p.cfg.Image + "; it must serve the agent-server API on port 8000"}},
 	}, nil

@@ -540,12 +540,13 @@ func TestDescribe(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := core.Capabilities{List: true, LastActivity: true, Suspend: true, SuspendKeepsFiles: true, ResumeSameIdentity: true, Delete: true}
-	if info.Capabilities != want || info.Name != "docker" || info.Kind != "builtin" || len(info.Credentials) != 0 || len(info.Config) != 0 {
+	// Docker deletes nothing on its own: no deletion clocks.
+	if info.Capabilities != want || info.Name != "docker" || info.Kind != "builtin" || len(info.Credentials) != 0 || len(info.Config) != 0 || len(info.Clocks) != 0 {
 		t.Errorf("describe: %+v", info)
 	}
 	b, _ := json.Marshal(info)
-	if !bytes.Contains(b, []byte(`"credentials":[]`)) || !bytes.Contains(b, []byte(`"config":[]`)) {
-		t.Errorf("credentials and config must serialize as empty lists: %s", b)
+	if !bytes.Contains(b, []byte(`"credentials":[]`)) || !bytes.Contains(b, []byte(`"config":[]`)) || !bytes.Contains(b, []byte(`"clocks":[]`)) {
+		t.Errorf("credentials, config and clocks must serialize as empty lists: %s", b)
 	}
 }
 

@@ -83,7 +83,9 @@ func (Unimplemented) Resume(context.Context, Account, string) (Box, error) {
 }
 func (Unimplemented) Delete(context.Context, Account, string) error { return unsupported("delete") }
 
-// Info is the result of Describe.
+// Info is the result of Describe. A module's deletion clocks are not here:
+// they are declared in its manifest alone (manifest.Clock; ABI.md,
+// "Deletion clocks"), so companion can show them without running it.
 type Info struct {
 	Name    string
 	Version string

@@ -18,6 +18,7 @@ type (
 	ConfigField  = sdkmanifest.ConfigField
 	Limits       = sdkmanifest.Limits
 	Capabilities = sdkmanifest.Capabilities
+	Clock        = sdkmanifest.Clock
 	Error        = sdkmanifest.Error
 )
 
@@ -40,6 +41,11 @@ const (
 	DefaultRequestsPerCall = sdkmanifest.DefaultRequestsPerCall
 	MinRequestsPerCall     = sdkmanifest.MinRequestsPerCall
 	MaxRequestsPerCall     = sdkmanifest.MaxRequestsPerCall
+
+	ClockPaused     = sdkmanifest.ClockPaused
+	ClockIdle       = sdkmanifest.ClockIdle
+	ClockLosesBox   = sdkmanifest.ClockLosesBox
+	ClockLosesFiles = sdkmanifest.ClockLosesFiles
 )
 
 // The functions call the SDK's; funcs, not vars, so nothing can swap them.

@@ -40,6 +40,18 @@ var caps = sdk.Capabilities{
 	NativePausedTTL:    true, // autoDeleteInterval (see lifecycle)
 }
 
+// Deletion clocks (declared in manifest.json, "clocks"; providers.md §1):
+//
+//   - auto_delete: autoDeleteInterval deletes a sandbox that stayed
+//     stopped (companion's paused) that long. Daytona's default is off, so
+//     it runs only when companion sets it from the workspace's paused TTL
+//     (lifecycle): a setting clock, starts "paused", loses the box. The
+//     module never sends 0, which would make the box ephemeral (deleted
+//     at its first stop).
+//   - Auto-archive is not a deletion: autoArchiveInterval (default 7 days
+//     stopped) moves the filesystem to object storage and start restores
+//     it, more slowly. The box and its files survive, so it is no clock.
+
 // Options a create may carry.
 const (
 	optSnapshot = "snapshot"

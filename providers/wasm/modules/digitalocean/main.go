@@ -50,6 +50,15 @@ var caps = sdk.Capabilities{
 	NativePausedTTL: false, // no retention setting for paused sessions found
 }
 
+// Deletion clocks (declared in manifest.json, "clocks"; agent-server.md
+// §8): inactivity_destroy. The session spec says last_event_at "drives the
+// inactivity policy that destroys idle sessions": starts "idle", loses the
+// box, runs for every session (not a setting), and its period is not
+// published (after_seconds 0), so companion cannot wait for it. The same
+// spec's pause_reason "idle" says idle sessions are paused instead; until
+// DigitalOcean settles it, the clock is declared, since a destroy that
+// does not happen costs an export and one that does costs the work.
+
 const (
 	optConfigID  = "config_id"
 	optAgentKind = "agent_kind"

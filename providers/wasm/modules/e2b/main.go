@@ -47,6 +47,18 @@ var caps = sdk.Capabilities{
 	NativePausedTTL: false,
 }
 
+// Deletion clocks: none (manifest.json declares no "clocks").
+//
+//   - The timeout would kill a sandbox, but every create sends autoPause,
+//     so for companion's boxes it pauses instead (see create).
+//   - The reference documents no deletion of paused sandboxes today
+//     (providers.md §0: "none documented"). E2B's beta docs once said
+//     paused sandboxes may be deleted 30 days after creation
+//     (e2b-dev/docs@d940a4e persistence.mdx); no current E2B statement
+//     says so [uncertain]. Should E2B publish one, declare it here; note
+//     that it would count from creation, which a clock cannot start from
+//     (starts is "paused" or "idle"): declare it with after_seconds 0.
+
 const (
 	optTemplate = "template"
 

@@ -1,8 +1,9 @@
 // Package manifest parses and validates the manifest a provider module
 // carries: who it is, which hosts it may call, which credentials the host
-// injects toward which of them, its account settings, limits and
-// capabilities. Validation is strict: anything the host does not understand
-// is refused, and every error names the offending field.
+// injects toward which of them, its account settings, limits,
+// capabilities and the provider's own deletion clocks. Validation is
+// strict: anything the host does not understand is refused, and every
+// error names the offending field.
 //
 // It lives in the SDK module so that an author's packer validates exactly
 // as companion does at install, without depending on the server.
@@ -49,6 +50,9 @@ type Manifest struct {
 	// Endpoint, when present, lets the module report its boxes'
 	// agent-server URLs (op endpoint) and bounds where they may point.
 	Endpoint *EndpointRule `json:"endpoint,omitempty"`
+	// Clocks are the provider's own deletion clocks (clocks.go); absent
+	// or empty means it deletes nothing on its own.
+	Clocks []Clock `json:"clocks,omitempty"`
 }
 
 // Capabilities are the module's capability flags (ABI.md §8). The server
@@ -275,7 +279,10 @@ func (m *Manifest) Validate() error {
 	if err := m.validateEndpoint(); err != nil {
 		return err
 	}
-	return validateCapabilities(m.Capabilities)
+	if err := validateCapabilities(m.Capabilities); err != nil {
+		return err
+	}
+	return m.validateClocks()
 }
 
 func text(field, s string, required bool, max int) error {
