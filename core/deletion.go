@@ -133,12 +133,6 @@ func covered(ws Workspace) bool {
 	return !ws.LastActivityAt.IsZero() && !ws.LastExportAt.Before(ws.LastActivityAt)
 }
 
-// guarded reports whether ws has a deletion clock, so that a pause
-// companion makes must be preceded by an export (exportBeforePause).
-func guarded(info ProviderInfo, ws Workspace) bool {
-	return len(EffectiveClocks(info, ws)) > 0
-}
-
 // vanishedError is the workspace's error when its box is gone without
 // companion: what survives, or that nothing does.
 func vanishedError(ws Workspace) string {
@@ -205,11 +199,18 @@ func (s *Service) exportBeforePause(ctx context.Context, op *Op, ws *Workspace, 
 		return true
 	}
 	blocked := func(why string, cause error) bool {
+		if acct.DeleteExport.Effective() == DeleteExportBestEffort {
+			// The account chose to lose work rather than be held up by
+			// a failing export, for deletes; a clock's delete is one.
+			s.log.Warn("pause goes ahead without an export: the account's delete_export is best_effort",
+				"workspace", ws.ID, "clock", clocks[0].Name, "why", why)
+			return true
+		}
 		cur := *ws
 		if r, err := s.reread(ctx, cur, acct, p); err == nil {
 			cur = r
 		}
-		cur.Error = fmt.Sprintf("pause blocked: %s; the box keeps running (and billing) so that %s's %s cannot delete work no export holds. Fix the cause and pause again",
+		cur.Error = fmt.Sprintf("pause blocked: %s; the box keeps running (and billing) so that %s's %s cannot delete work no export holds. Fix the cause and pause again, or set the account's delete_export to best_effort to pause without an export",
 			why, ws.Provider, describeClock(clocks[0]))
 		s.finish(ctx, *op, cur, &Error{Kind: KindConflict, Message: cur.Error, Err: cause})
 		return false

@@ -16,6 +16,9 @@ type ExportOptions struct {
 	Wake bool
 	// GitDelta adds the compact git-delta archive to the full tar.gz.
 	GitDelta bool
+	// PauseAgain pauses a box woken for the export once it ends, as the
+	// guard does: the person wanted the work kept, not the box running.
+	PauseAgain bool
 }
 
 func (s *Service) exportStore() ExportStore {
@@ -81,8 +84,13 @@ func (s *Service) StartExport(ctx context.Context, owner, id string, o ExportOpt
 
 func (s *Service) runExport(ctx context.Context, op Op, rec ExportRecord, ws Workspace, acct Account, p Provider, info ProviderInfo, o ExportOptions, actor string) {
 	var re recordingError
-	if _, _, err := s.exportWith(ctx, &op, rec, ws, acct, p, info, o, actor); errors.As(err, &re) {
+	woke := ws.State == StatePaused || ws.State == StateStopped
+	_, w, err := s.exportWith(ctx, &op, rec, ws, acct, p, info, o, actor)
+	if errors.As(err, &re) {
 		return // the op stays: the next start fails the record
+	}
+	if o.PauseAgain && woke && ctx.Err() == nil {
+		s.pauseAgain(ctx, &op, w, acct, p, actor, "asked with it")
 	}
 	s.dropOp(op)
 }

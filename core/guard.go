@@ -111,13 +111,14 @@ func (s *Service) guard(ctx context.Context, owner, id string) bool {
 	s.log.Info("guard: exporting a paused workspace "+why, "workspace", ws.ID, "export", rec.ID, "due", ws.DeletionDueAt)
 	_, ws, err = s.exportWith(ctx, &op, rec, ws, acct, p, info, ExportOptions{Wake: true, GitDelta: true}, ActorGuard)
 	if woke && ctx.Err() == nil {
-		s.pauseAgain(ctx, &op, ws, acct, p, why)
+		s.pauseAgain(ctx, &op, ws, acct, p, ActorGuard, why)
 	}
 	return err == nil
 }
 
-// pauseAgain pauses a box the guard woke; the export just made covers it.
-func (s *Service) pauseAgain(ctx context.Context, op *Op, ws Workspace, acct Account, p Provider, why string) {
+// pauseAgain pauses a box woken for an export (by the guard, or a person
+// who asked for it); the export just made covers it.
+func (s *Service) pauseAgain(ctx context.Context, op *Op, ws Workspace, acct Account, p Provider, actor, why string) {
 	var box Box
 	err := s.retry(ctx, op, s.budgetFor(acct, p), "pause_again", func(ctx context.Context) error {
 		b, err := p.Suspend(ctx, acct, ws.BoxID)
@@ -127,15 +128,15 @@ func (s *Service) pauseAgain(ctx context.Context, op *Op, ws Workspace, acct Acc
 	outcome := "ok (paused again after the export " + why + ")"
 	if err != nil {
 		outcome = "failed: " + messageOf(err) + " (the box was woken for an export and keeps running)"
-		s.log.Warn("guard: could not pause a woken box again", "workspace", ws.ID, "err", messageOf(err))
+		s.log.Warn("could not pause a box woken for an export again", "workspace", ws.ID, "actor", actor, "err", messageOf(err))
 	} else if cur, ok := s.feed.Get(ws.ID); ok {
 		next := s.applyBox(cur, box)
 		next.StopReason = StopCompanion
 		if _, serr := s.feed.Save(context.WithoutCancel(ctx), next); serr != nil {
-			s.log.Warn("guard: could not record the pause", "workspace", ws.ID, "err", serr)
+			s.log.Warn("could not record the pause after an export", "workspace", ws.ID, "err", serr)
 		}
 	}
-	s.audit(ctx, AuditEntry{Owner: ws.Owner, Actor: ActorGuard, Action: AuditPause, WorkspaceID: ws.ID,
+	s.audit(ctx, AuditEntry{Owner: ws.Owner, Actor: actor, Action: AuditPause, WorkspaceID: ws.ID,
 		AccountID: ws.AccountID, Provider: ws.Provider, Outcome: outcome})
 }
 
@@ -173,4 +174,22 @@ func (s *Service) guardMargin() time.Duration {
 		return s.cfg.GuardMargin
 	}
 	return DefaultGuardMargin
+}
+
+// GuardStatus is what protects a workspace its provider paused on its
+// own, as front ends explain it.
+type GuardStatus struct {
+	// Runs is true in serve, where the guard exports such a workspace
+	// Margin before its clock runs out; the desktop only marks it at risk.
+	Runs   bool
+	Margin time.Duration
+	// Exports says whether exports are configured: a clock companion
+	// would set (a paused TTL) is offered only with them.
+	Exports bool
+}
+
+// GuardStatus reports how this companion guards deletion clocks.
+func (s *Service) GuardStatus() GuardStatus {
+	return GuardStatus{Runs: s.cfg.ScheduledDeletion, Margin: s.guardMargin(),
+		Exports: s.cfg.Exporter != nil && s.exportStore() != nil}
 }

@@ -231,6 +231,10 @@ func (s *Service) refresh(ctx context.Context, ws Workspace, acct Account, p Pro
 	if err != nil {
 		return ws, err
 	}
+	if updated.State == StateDeleted && ws.State != StateDeleted && ws.State != StateDeleting {
+		// The provider still answers for the box, as deleted.
+		updated.Error = vanishedError(ws)
+	}
 	if changed(ws, updated) {
 		return s.feed.Save(ctx, updated)
 	}

@@ -269,11 +269,15 @@ func TestDesktopMarksAtRisk(t *testing.T) {
 		f.workFile(t, box, "a.txt", name+"\n")
 		f.outside(t, "POST", "/v2/agents/sessions/"+box+"/pause")
 	}
+	atRisk := map[string]bool{}
+	s.waitFor("both at risk on the stream", time.Minute, func(m wsMsg) bool {
+		if m.Type == "upsert" && m.Workspace != nil && strings.Contains(string(m.Raw), `"at_risk":true`) &&
+			strings.Contains(string(m.Raw), `"clock":"inactivity_destroy"`) {
+			atRisk[m.Workspace.ID] = true
+		}
+		return atRisk[ids["kept"]] && atRisk[ids["lost"]]
+	})
 	for _, id := range ids {
-		s.waitFor("at risk on the stream", time.Minute, func(m wsMsg) bool {
-			return m.Type == "upsert" && strings.Contains(string(m.Raw), `"id":"`+id+`"`) &&
-				strings.Contains(string(m.Raw), `"at_risk":true`) && strings.Contains(string(m.Raw), `"clock":"inactivity_destroy"`)
-		})
 		if c := p.clockState(id); c.Deletion.ExportBy != nil || c.Deletion.DueAt != nil {
 			t.Errorf("desktop at-risk workspace: %+v, want no export_by (no guard) and no due time (unpublished)", c.Deletion)
 		}

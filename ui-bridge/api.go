@@ -65,7 +65,21 @@ func (s *Server) listProviders(w http.ResponseWriter, r *http.Request) {
 		out = append(out, toWireProvider(p))
 	}
 	s.addModuleFacts(r.Context(), out)
-	writeJSON(w, http.StatusOK, map[string]any{"providers": out})
+	g := s.svc.GuardStatus()
+	writeJSON(w, http.StatusOK, map[string]any{"providers": out, "deletion_guard": DeletionGuard{
+		Runs: g.Runs, MarginSeconds: int64(g.Margin / time.Second), Exports: g.Exports}})
+}
+
+// DeletionGuard says how this companion protects work from the
+// providers' deletion clocks (core.GuardStatus).
+type DeletionGuard struct {
+	// Runs: serve exports a workspace its provider paused at least
+	// MarginSeconds before its clock runs out; the desktop marks it
+	// at risk.
+	Runs          bool  `json:"runs"`
+	MarginSeconds int64 `json:"margin_seconds"`
+	// Exports: exports are configured, so a paused TTL may be set.
+	Exports bool `json:"exports"`
 }
 
 func (s *Server) listAccounts(w http.ResponseWriter, r *http.Request) {

@@ -152,7 +152,7 @@ func TestProviderUnavailable(t *testing.T) {
 	}
 
 	resp, body = e.do("GET", "/v1/providers", "")
-	if resp.StatusCode != 200 || strings.TrimSpace(string(body)) != `{"providers":[]}` {
+	if resp.StatusCode != 200 || strings.TrimSpace(string(body)) != `{"deletion_guard":{"runs":false,"margin_seconds":3600,"exports":false},"providers":[]}` {
 		t.Fatalf("providers: %d %s", resp.StatusCode, body)
 	}
 }

@@ -87,6 +87,9 @@ func (s *Server) startExport(w http.ResponseWriter, r *http.Request) {
 	if o.Wake, err = boolParam(q, "wake"); err == nil {
 		o.GitDelta, err = boolParam(q, "git_delta")
 	}
+	if err == nil {
+		o.PauseAgain, err = boolParam(q, "pause_again")
+	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return

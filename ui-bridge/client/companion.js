@@ -43,6 +43,10 @@
  * @property {{idle_pause_after_seconds?: number, paused_ttl_seconds?: number}} [lifecycle]
  * @property {string} [progress]
  * @property {string} [error]
+ * @property {string|null} [last_export_at] when the newest verified export was made
+ * @property {string} [last_export_id]
+ * @property {{clock: string, due_at?: string|null, at_risk?: boolean, export_by?: string|null}} [deletion]
+ *   the provider's own deletion clock running on the paused box (API.md "Deletion clocks")
  */
 
 /**
@@ -913,11 +917,13 @@ export class CompanionClient {
 
   /**
    * POST /v1/workspaces/{id}/export: starts a verified export (person-initiated only).
-   * @param {string} id @param {{wake?: boolean, gitDelta?: boolean}} [opts]
+   * @param {string} id @param {{wake?: boolean, gitDelta?: boolean, pauseAgain?: boolean}} [opts]
+   *   pauseAgain pauses a box woken for the export once it ends
    * @returns {Promise<Export>} in state running
    */
   async startExport(id, opts = {}) {
-    const query = { wake: opts.wake ? "true" : undefined, git_delta: opts.gitDelta ? "true" : undefined };
+    const query = { wake: opts.wake ? "true" : undefined, git_delta: opts.gitDelta ? "true" : undefined,
+      pause_again: opts.pauseAgain ? "true" : undefined };
     return (await this.request("POST", `/v1/workspaces/${seg(id)}/export`, { query })).export;
   }
 

@@ -11,7 +11,7 @@ import { GoneList } from "./gone.js";
 import { RestoreDialog } from "./restore.js";
 import { ConversationsPanel } from "./conversations.js";
 import { CompanionClient } from "./client/companion.js";
-import { bytes, clockWords, when } from "./format.js";
+import { bytes, clockWords, span, when } from "./format.js";
 
 const tokenKey = "companion.token";
 const base = new URL(".", location.href);
@@ -39,6 +39,7 @@ const api = new Api(base, () => token);
 // The JS client, for the agent in a box (the rest of the page uses api).
 const client = new CompanionClient({ baseUrl: base.href, token: () => token });
 const providers = new Map(); // name → provider
+let guard = { runs: false, margin_seconds: 0, exports: false }; // GET /v1/providers deletion_guard
 const agentConns = new Map(); // workspace id → open agent connections (the stream's agent messages)
 const accounts = new Map(); // id → account
 
@@ -72,6 +73,7 @@ const table = new WorkspaceTable({
   now: () => stream.now(),
   accountLabel: (id) => { const a = accounts.get(id); return a ? a.label || a.id : id; },
   caps: (p) => (providers.get(p) || {}).capabilities || null,
+  clocks: (p) => (providers.get(p) || {}).clocks || [],
   onFacets: fillFacets,
   price: (id) => prices.get(id),
   agentConns: (id) => agentConns.get(id) || 0,
@@ -80,6 +82,11 @@ const table = new WorkspaceTable({
     resume: (w) => run(() => api.call("POST", `v1/workspaces/${encodeURIComponent(w.id)}/resume`)),
     keep: (w) => run(() => api.call("PUT", `v1/workspaces/${encodeURIComponent(w.id)}/keep`, { keep: !w.keep })),
     exports: (w) => openExports(w),
+    // At risk from its provider's deletion clock: export it now, woken
+    // for it and paused again, and show the export's progress.
+    exportNow: async (w) => {
+      if (await run(() => api.call("POST", `v1/workspaces/${encodeURIComponent(w.id)}/export?wake=true&git_delta=true&pause_again=true`))) openExports(w);
+    },
     conversations: (w) => conversations.open(w),
     del: (w) => openDelete(w),
   },
@@ -349,7 +356,17 @@ function createFields() {
   const caps = (p && p.capabilities) || {};
   $("c-lifecycle").hidden = !(caps.native_idle_pause || caps.native_paused_ttl);
   $("c-idle").parentElement.hidden = !caps.native_idle_pause;
-  $("c-ttl").parentElement.hidden = !caps.native_paused_ttl;
+  // A paused TTL that sets the provider's own deletion clock is offered
+  // only where companion can export first (as the server checks): with
+  // exports, and on the desktop only for a provider that never pauses on
+  // its own (the desktop is not running when that clock runs out).
+  const setting = ((p && p.clocks) || []).find((c) => c.setting);
+  const refused = setting && (!guard.exports || (!guard.runs && caps.native_idle_pause));
+  $("c-ttl").parentElement.hidden = !caps.native_paused_ttl || !!refused;
+  if (refused) $("c-ttl").value = "0";
+  $("c-lifecycle").hidden = !(caps.native_idle_pause || (caps.native_paused_ttl && !refused));
+  $("c-clocks").textContent = p ? clockTrade(p, setting, refused) : "";
+  $("c-clocks").hidden = !$("c-clocks").textContent;
   const box = $("c-options");
   for (const x of box.querySelectorAll("label")) x.remove();
   const opts = (p && p.options) || [];
@@ -357,6 +374,24 @@ function createFields() {
   for (const o of opts) box.append(el("label", { title: o.description || "" }, o.name, el("input", { name: o.name, autocomplete: "off", "data-option": o.name })));
 }
 $("c-account").addEventListener("change", createFields);
+
+/** clockTrade says what the provider deletes on its own and what companion does about it, for the create form. */
+function clockTrade(p, setting, refused) {
+  const others = (p.clocks || []).filter((c) => !c.setting);
+  const parts = others.map((c) => `${p.name} ${clockWords(c)}.`);
+  const guardWords = guard.runs
+    ? `companion exports a box ${p.name} paused on its own at least ${span(guard.margin_seconds)} before its clock runs out`
+    : "this desktop companion cannot export a box while it is not running, so a box the provider paused is marked at risk until you export it";
+  if (setting && refused) {
+    parts.push(guard.exports
+      ? `"Delete when paused" is not offered here: it would set ${p.name}'s ${setting.name}, which deletes the box with no export, and ${guardWords}. Only companion serve sets it.`
+      : `"Delete when paused" is not offered here: it would set ${p.name}'s ${setting.name}, and exports are not configured, so nothing would hold the work.`);
+  } else if (setting) {
+    parts.push(`"Delete when paused" sets ${p.name}'s ${setting.name}, which deletes the box with no export: every pause companion makes exports first (a pause whose export fails keeps the box running), and ${guardWords}.`);
+  }
+  if (others.length) parts.push(`Every pause companion makes exports first; ${guardWords}.`);
+  return parts.join(" ");
+}
 
 $("create-form").addEventListener("submit", async (e) => {
   e.preventDefault();
@@ -458,6 +493,7 @@ async function loadProviders() {
   if (!data) return;
   providers.clear();
   for (const p of data.providers || []) providers.set(p.name, p);
+  if (data.deletion_guard) guard = data.deletion_guard;
   const body = $("providers-table").tBodies[0];
   clear(body);
   const sel = $("a-provider");

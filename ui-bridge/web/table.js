@@ -307,6 +307,10 @@ export class WorkspaceTable {
     c.stateSub = el("span", { class: "sub" });
     c.agent = el("span", { class: "agent-conns", hidden: true });
     c.state.append(c.stateBadge, c.stateSub, c.agent);
+    c.retText = document.createTextNode("");
+    c.risk = el("span", { class: "badge risk", hidden: true });
+    c.retSub = el("span", { class: "sub" });
+    c.retention.append(c.retText, c.risk, c.retSub);
     c.sizeText = document.createTextNode("");
     c.sizeSub = el("span", { class: "sub" });
     c.size.append(c.sizeText, c.sizeSub);
@@ -317,7 +321,8 @@ export class WorkspaceTable {
     c.exp = el("button", { type: "button", "data-action": "exports", onclick: act("exports") }, "Exports");
     c.conv = el("button", { type: "button", "data-action": "conversations", onclick: act("conversations") }, "Conversations");
     c.del = el("button", { type: "button", "data-action": "delete", class: "danger", onclick: act("del") }, "Delete…");
-    c.actions.append(c.pr, c.keep, c.exp, c.conv, c.del);
+    c.exportNow = el("button", { type: "button", "data-action": "export-now", hidden: true, onclick: act("exportNow") }, "Export now");
+    c.actions.append(c.exportNow, c.pr, c.keep, c.exp, c.conv, c.del);
     return row;
   }
 
@@ -346,7 +351,15 @@ export class WorkspaceTable {
     set(c.sizeSub, w.size_bytes !== undefined ? `${sizeSource(w.size_source)}, ${age(now - num(w.size_at))} ago` : "");
     set(c.paused, w.state === "paused" && w.paused_at ? age(now - num(w.paused_at)) : "—");
     set(c.activity, w.last_activity_at ? `${age(now - num(w.last_activity_at))} ago` : "—");
-    set(c.retention, w.keep ? "kept" : w.delete_after ? `delete after ${when(w.delete_after)}` : "—");
+    set(c.retText, w.keep ? "kept" : w.delete_after ? `delete after ${when(w.delete_after)}` : "—");
+    const risk = clockRisk(w, now);
+    c.risk.hidden = !risk.atRisk;
+    set(c.risk, risk.atRisk ? "at risk" : ""); // a hidden badge's words would still be the cell's text
+    set(c.retSub, risk.text);
+    c.retention.title = risk.text;
+    c.exportNow.hidden = !risk.atRisk;
+    c.exportNow.disabled = !!w.progress;
+    c.exportNow.setAttribute("aria-label", `Export ${w.name} now`);
     set(c.progress, w.progress || (w.error ? "error: " + w.error : ""));
     c.progress.classList.toggle("error", !w.progress && !!w.error);
     const caps = this.caps(w.provider);
@@ -364,4 +377,25 @@ export class WorkspaceTable {
     c.del.setAttribute("aria-label", `Delete ${w.name}`);
     c.del.disabled = w.state === "deleting" || w.state === "deleted";
   }
+}
+
+/**
+ * clockRisk says what the provider's own deletion clock means for w (its
+ * deletion object) at now (ms): when it deletes and the time left, whether
+ * an export holds the box, and,
+ * once the provider deleted it, what is left.
+ */
+export function clockRisk(w, now) {
+  if (w.state === "deleted") {
+    const left = w.last_export_id ? `newest export ${when(w.last_export_at)}: restore it from Exports` : "no export: its files are lost";
+    return { atRisk: false, text: `deleted by ${w.provider}; ${left}` };
+  }
+  const d = w.deletion;
+  if (!d || !d.clock) return { atRisk: false, text: "" };
+  const left = d.due_at ? num(d.due_at) - now : 0;
+  const due = !d.due_at ? "may delete it at a time it does not publish"
+    : `deletes it ${when(d.due_at)}` + (left > 0 ? ` (in ${age(left)})` : " (due now)");
+  if (!d.at_risk) return { atRisk: false, text: `${w.provider}'s ${d.clock} ${due}; exported ${when(w.last_export_at)}` };
+  const then = d.export_by ? `companion exports it by ${when(d.export_by)}` : "no export holds it: export it now";
+  return { atRisk: true, text: `${w.provider}'s ${d.clock} ${due}; ${then}` };
 }
