@@ -431,6 +431,59 @@ func TestExportLocationErrors(t *testing.T) {
 	}
 }
 
+// TestExportDirNotMounted: an --export-dir that held companion's exports
+// and is then an empty directory (its disk not mounted) refuses the next
+// export with a reason saying so, and nothing is written into it; with
+// the disk back, exports verify again.
+func TestExportDirNotMounted(t *testing.T) {
+	image, scope := boxImage(t), dockerScope(t)
+	base, dataDir := t.TempDir(), t.TempDir()
+	mnt := filepath.Join(base, "mnt")
+	if err := os.Mkdir(mnt, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--docker-image", image, "--docker-scope", scope, "--export-dir", mnt}
+	p := start(t, options{dataDir: dataDir, args: args})
+	var created struct{ Workspace workspace }
+	p.must(202, "POST", "/v1/workspaces", map[string]any{"account_id": "local-docker", "name": "mounted"}, &created)
+	id := created.Workspace.ID
+	p.waitState(id, "running", 90*time.Second)
+	export := func() exportRec {
+		var started struct{ Export exportRec }
+		p.must(202, "POST", "/v1/workspaces/"+id+"/export", nil, &started)
+		return p.waitExport(started.Export.ID, 2*time.Minute)
+	}
+	if rec := export(); !rec.Verified {
+		t.Fatalf("first export: %+v", rec)
+	}
+
+	// The disk goes away: its mount point is an empty directory.
+	if err := os.Rename(mnt, filepath.Join(base, "disk")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(mnt, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	rec := export()
+	if rec.State != "failed" || rec.Error == nil || !strings.Contains(*rec.Error, "not mounted") || !strings.Contains(*rec.Error, mnt) {
+		t.Errorf("export into the empty mount point: %+v; want failed, saying not mounted", rec)
+	}
+	if ents, _ := os.ReadDir(mnt); len(ents) != 0 {
+		t.Errorf("the empty mount point was written to: %v", ents)
+	}
+
+	// The disk is back.
+	if err := os.Remove(mnt); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(base, "disk"), mnt); err != nil {
+		t.Fatal(err)
+	}
+	if rec := export(); !rec.Verified {
+		t.Errorf("export with the disk back: %+v", rec)
+	}
+}
+
 // putBigFile copies size bytes of incompressible data into the box at
 // /workspace/big.bin through the Engine API, so that archiving it takes a
 // while.

@@ -169,6 +169,14 @@ type Skipped struct {
 type Writer struct {
 	Root string
 	Now  func() time.Time
+	// MarkerRecord is a file outside Root (in the data dir) that
+	// remembers the marker written in Root at first use, so that a root
+	// that lost it (a disk not mounted) is refused (marker.go). Empty:
+	// only /etc/fstab is checked.
+	MarkerRecord string
+
+	markerMu         sync.Mutex
+	fstab, mountinfo string // test hooks for checkFstab
 
 	// wrapFile and openRead are fault-injection hooks for tests.
 	wrapFile func(io.Writer) io.Writer
@@ -227,6 +235,9 @@ func (w *Writer) BeginRecord(workspaceID, boxID, record string) (*Export, error)
 		return nil, classify(fmt.Errorf("export: root %s: %w", w.Root, err))
 	case !fi.IsDir():
 		return nil, classified{fmt.Errorf("export: root %s is not a directory", w.Root), ErrUnwritable}
+	}
+	if err := w.checkRoot(); err != nil {
+		return nil, err
 	}
 	wsDir := filepath.Join(w.Root, workspaceID)
 	if err := os.MkdirAll(wsDir, 0o700); err != nil {

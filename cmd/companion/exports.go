@@ -44,7 +44,10 @@ func newExporter(f *serverFlags) (*exportrun.Exporter, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &exportrun.Exporter{Writer: &exports.Writer{Root: root}, HTTP: wasm.EndpointClient()}, nil
+	// The data dir remembers the marker written in the export root, so a
+	// root on a disk that is not mounted is refused (exports/marker.go).
+	w := &exports.Writer{Root: root, MarkerRecord: filepath.Join(f.dataDir, "export-root.json")}
+	return &exportrun.Exporter{Writer: w, HTTP: wasm.EndpointClient()}, nil
 }
 
 // recoverExports sweeps the staging directories a crash left and fails the
