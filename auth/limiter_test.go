@@ -11,13 +11,18 @@ import (
 	"github.com/canvasapp/companion/core"
 )
 
+// smallLimits are limits a test reaches quickly: 3 per (user, address)
+// and perAddr per address per 15 minutes, perUser per user per minute.
+func smallLimits(perAddr, perUser int) auth.Limits {
+	return auth.Limits{PerUserAddr: 3, UserAddrWindow: 15 * time.Minute, PerAddr: perAddr, AddrWindow: 15 * time.Minute,
+		PerUser: perUser, UserWindow: time.Minute, KnownFor: 24 * time.Hour}
+}
+
 // Failures with made-up user names never keep a real user out: they
 // count against the sender's address, which refuses only that address,
 // and there only names not known there. The sender is still limited.
 func TestUnknownNamesDoNotLockOutUsers(t *testing.T) {
-	lim := auth.Limits{PerUserAddr: 3, UserAddrWindow: 15 * time.Minute, PerAddr: 10, AddrWindow: 15 * time.Minute,
-		PerUser: 5, UserWindow: time.Minute, KnownFor: 24 * time.Hour}
-	svc, clk, _ := newService(t, lim)
+	svc, clk, _ := newService(t, smallLimits(10, 5))
 	ctx := context.Background()
 	for _, u := range []string{"alice", "bob"} {
 		if _, err := svc.AddLocalUser(ctx, u, u+"-password", false); err != nil {
@@ -78,9 +83,7 @@ func TestUnknownNamesDoNotLockOutUsers(t *testing.T) {
 // An unknown name and a real one are limited alike, so the limits do
 // not tell which names exist.
 func TestLimitsDoNotRevealNames(t *testing.T) {
-	lim := auth.Limits{PerUserAddr: 3, UserAddrWindow: 15 * time.Minute, PerAddr: 100, AddrWindow: 15 * time.Minute,
-		PerUser: 100, UserWindow: time.Minute, KnownFor: 24 * time.Hour}
-	svc, _, _ := newService(t, lim)
+	svc, _, _ := newService(t, smallLimits(100, 100))
 	ctx := context.Background()
 	svc.AddLocalUser(ctx, "alice", "alice-password", false)
 	for _, name := range []string{"alice", "mallory"} {
@@ -97,9 +100,7 @@ func TestLimitsDoNotRevealNames(t *testing.T) {
 
 // An IPv6 client is counted by its /64: hopping within it gains nothing.
 func TestIPv6CountedByPrefix(t *testing.T) {
-	lim := auth.Limits{PerUserAddr: 3, UserAddrWindow: 15 * time.Minute, PerAddr: 10, AddrWindow: 15 * time.Minute,
-		PerUser: 100, UserWindow: time.Minute, KnownFor: 24 * time.Hour}
-	svc, _, _ := newService(t, lim)
+	svc, _, _ := newService(t, smallLimits(10, 100))
 	ctx := context.Background()
 	svc.AddLocalUser(ctx, "alice", "alice-password", false)
 	for i := 1; i <= 10; i++ {

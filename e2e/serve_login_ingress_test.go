@@ -2,12 +2,9 @@ package e2e
 
 import (
 	"fmt"
-	"net"
-	"net/http"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 )
 
 // These tests put serve --auth local behind Debian's Caddy, as a team
@@ -16,9 +13,8 @@ import (
 // connects to serve from 127.0.0.1, the only --trusted-proxy.
 
 // loginBehindCaddy starts serve with user alice behind Caddy. It returns
-// serve's proc, Caddy's URL and a client constructor: the client's
-// source address, and the base URL it calls.
-func loginBehindCaddy(t *testing.T) (*proc, string, func(src, base string) *webClient) {
+// serve's proc and Caddy's URL.
+func loginBehindCaddy(t *testing.T) (*proc, string) {
 	t.Helper()
 	data := t.TempDir()
 	addUser(t, data, "alice", "alice-password-1")
@@ -28,13 +24,7 @@ func loginBehindCaddy(t *testing.T) (*proc, string, func(src, base string) *webC
 		"--trusted-proxy", "127.0.0.1/32", "--listen", "127.0.0.1:" + port,
 		"--allow-host", "127.0.0.1:" + caddyPort, "--docker-scope", "unused"}})
 	startCaddy(t, t.TempDir(), caddyPort, []string{port})
-	from := func(src, base string) *webClient {
-		c := newWebClient(t, base)
-		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: 10 * time.Second}
-		c.hc.Transport = &http.Transport{DialContext: d.DialContext}
-		return c
-	}
-	return p, caddy, from
+	return p, caddy
 }
 
 // spray fails n sign-ins with made-up user names from c, each with a
@@ -67,13 +57,13 @@ func wantLimited(t *testing.T, c *webClient, name, password string) {
 // a real user from another client signs in (before the fix every client
 // was the ingress's address, so she got 429 for about 15 minutes).
 func TestServeLoginLimitsBehindCaddy(t *testing.T) {
-	p, caddy, from := loginBehindCaddy(t)
-	attacker := from("127.0.0.2", caddy)
+	p, caddy := loginBehindCaddy(t)
+	attacker := clientFrom(t, "127.0.0.2", caddy)
 	spray(t, attacker, 30)
 	// The 31st from the attacker's address is refused.
 	wantLimited(t, attacker, "made-up-31", "guess-guess")
 
-	alice := from("127.0.0.3", caddy)
+	alice := clientFrom(t, "127.0.0.3", caddy)
 	alice.login("alice", "alice-password-1")
 	var me struct{ User struct{ Name string } }
 	alice.must(200, "GET", "/v1/me", nil, &me)
@@ -91,8 +81,8 @@ func TestServeLoginLimitsBehindCaddy(t *testing.T) {
 // alike, whatever X-Forwarded-For it sends; a peer outside
 // --trusted-proxy cannot charge its failures to somebody else's address.
 func TestServeLoginLimitsBehindCaddyStillStopAttacker(t *testing.T) {
-	p, caddy, from := loginBehindCaddy(t)
-	attacker := from("127.0.0.2", caddy)
+	p, caddy := loginBehindCaddy(t)
+	attacker := clientFrom(t, "127.0.0.2", caddy)
 	spray(t, attacker, 30)
 	wantLimited(t, attacker, "made-up-31", "guess-guess")
 	wantLimited(t, attacker, "alice", "alice-password-1")
@@ -101,9 +91,9 @@ func TestServeLoginLimitsBehindCaddyStillStopAttacker(t *testing.T) {
 
 	// Straight to serve from 127.0.0.4, naming 127.0.0.5 in the header:
 	// the peer is not trusted, so 127.0.0.4 is the one counted.
-	direct := from("127.0.0.4", p.ready.URL)
+	direct := clientFrom(t, "127.0.0.4", p.ready.URL)
 	spray(t, direct, 30)
 	direct.header.Set("X-Forwarded-For", "127.0.0.5")
 	wantLimited(t, direct, "made-up-31", "guess-guess")
-	from("127.0.0.5", caddy).login("alice", "alice-password-1")
+	clientFrom(t, "127.0.0.5", caddy).login("alice", "alice-password-1")
 }
