@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"net/netip"
 	"strings"
 	"time"
 )
@@ -14,11 +15,23 @@ import (
 //
 // The three limits together:
 //   - PerUserAddr (strict): one address guessing one user's password.
-//   - PerAddr: one address spraying many user names.
+//   - PerAddr: one address spraying many user names, made-up ones
+//     included. It never applies to a user signing in from an address
+//     they have signed in from before (see KnownFor), so somebody who
+//     shares a user's address (an office NAT, or every client when an
+//     ingress is not configured with --trusted-proxy) cannot keep them
+//     out by failing with other names.
 //   - PerUser (loose, short window): many addresses guessing one user.
 //     It never applies to an address the user has signed in from before
 //     (see KnownFor), and its window is short, so an attacker cannot keep
 //     a user out from their usual address, nor for long from a new one.
+//
+// Every key is per name or per address, never global: a failure counts
+// against the name tried (an unknown name's keys are nobody's) and the
+// address it came from, so failures with made-up names can refuse only
+// that address, and only for names not known there. An address is the
+// client's (Ingress.ClientAddr), an IPv6 one counted by its /64, which
+// one host or home network usually holds whole.
 type Limits struct {
 	PerUserAddr, PerAddr, PerUser int
 	UserAddrWindow, AddrWindow    time.Duration
@@ -28,8 +41,10 @@ type Limits struct {
 	KnownFor time.Duration
 }
 
-// DefaultLimits: 5 guesses per user per address per 15 minutes, 30 per
-// address per 15 minutes, 60 per user per minute from unknown addresses.
+// DefaultLimits: 5 guesses per user per address per 15 minutes; 30 per
+// address per 15 minutes, for names not known at that address; 60 per
+// user per minute from addresses not known for that user. Known means
+// signed in from there in the last 30 days.
 var DefaultLimits = Limits{
 	PerUserAddr: 5, UserAddrWindow: 15 * time.Minute,
 	PerAddr: 30, AddrWindow: 15 * time.Minute,
@@ -64,6 +79,19 @@ type limiter struct {
 
 func userKey(name string) string { return strings.ToLower(strings.TrimSpace(name)) }
 
+// addrKey is the address a limit counts: an IPv6 address's /64 (one
+// host can pick any address in it), any other as it is.
+func addrKey(addr string) string {
+	a, err := netip.ParseAddr(addr)
+	if err != nil {
+		return addr
+	}
+	if a = a.Unmap().WithZone(""); a.Is4() {
+		return a.String()
+	}
+	return netip.PrefixFrom(a, 64).Masked().String()
+}
+
 func limitKey(k string) string {
 	if len(k) <= maxKeyLen {
 		return k
@@ -76,7 +104,7 @@ func limitKey(k string) string {
 type limitKeys struct{ userAddr, addr, user, known string }
 
 func keysFor(user, addr string) limitKeys {
-	user = userKey(user)
+	user, addr = userKey(user), addrKey(addr)
 	return limitKeys{userAddr: limitKey("ua|" + user + "|" + addr), addr: limitKey("a|" + addr),
 		user: limitKey("u|" + user), known: limitKey(user + "|" + addr)}
 }
@@ -90,8 +118,8 @@ func (l *limiter) blocked(ctx context.Context, now time.Time, k limitKeys) (time
 	}
 	known := !until.IsZero() && !now.After(until)
 	wait := over(now, open[k.userAddr], l.lim.PerUserAddr)
-	wait = max(wait, over(now, open[k.addr], l.lim.PerAddr))
 	if !known {
+		wait = max(wait, over(now, open[k.addr], l.lim.PerAddr))
 		wait = max(wait, over(now, open[k.user], l.lim.PerUser))
 	}
 	return wait, known, nil

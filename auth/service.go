@@ -246,7 +246,8 @@ func (s *Service) SetPassword(ctx context.Context, id, password string) error {
 var ErrBadLogin = core.Errorf(core.KindUnauthorized, "wrong user name or password")
 
 // Login checks a local user's password and starts a session. addr is the
-// client's address, for the failed-login limits. It returns the session
+// client's address, for the failed-login limits (Limits): behind an
+// ingress, the one it names (Ingress.ClientAddr), never the ingress's. It returns the session
 // secret for the cookie. An unknown user and a wrong password take the
 // same time (a dummy hash is verified) and give ErrBadLogin; too many
 // failures give core.KindRateLimited with RetryAfter.

@@ -99,6 +99,16 @@ func (c *webClient) do(method, path string, body any, out any) (int, []byte, htt
 	return resp.StatusCode, raw, resp.Header
 }
 
+// clientFrom is a webClient at base whose connections come from the
+// loopback address src (any of 127.0.0.0/8 on Linux): one more client
+// address without another machine.
+func clientFrom(t *testing.T, src, base string) *webClient {
+	c := newWebClient(t, base)
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: 10 * time.Second}
+	c.hc.Transport = &http.Transport{DialContext: d.DialContext}
+	return c
+}
+
 func (c *webClient) must(want int, method, path string, body, out any) []byte {
 	c.t.Helper()
 	got, raw, _ := c.do(method, path, body, out)
@@ -433,13 +443,7 @@ func TestServeTrustedProxy(t *testing.T) {
 	data := t.TempDir()
 	p := start(t, options{mode: "serve", dataDir: data, args: []string{"--auth", "proxy", "--trusted-proxy", "127.0.0.2/32",
 		"--user-header", "X-Remote-User", "--listen", "127.0.0.1:0", "--docker-scope", "unused"}})
-	from := func(src string) *webClient {
-		c := newWebClient(t, p.ready.URL)
-		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: 10 * time.Second}
-		c.hc.Transport = &http.Transport{DialContext: d.DialContext}
-		return c
-	}
-	ingress, outsider := from("127.0.0.2"), from("127.0.0.1")
+	ingress, outsider := clientFrom(t, "127.0.0.2", p.ready.URL), clientFrom(t, "127.0.0.1", p.ready.URL)
 
 	// Probe: a spoofed user header from an untrusted peer.
 	outsider.header.Set("X-Remote-User", "carol")

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"strings"
 	"sync"
@@ -25,7 +24,14 @@ type Login struct {
 	Auth *auth.Service
 	// Local enables POST /v1/login with a local user's password.
 	Local bool
-	// Proxy, when set, trusts an ingress to name the user.
+	// Ingress names the trusted ingresses (--trusted-proxy) in every
+	// sign-in method: their X-Forwarded-* and Forwarded headers are
+	// believed, and removed from every other peer's request before
+	// anything reads them; the client address the login limits count is
+	// the one they name (auth.Ingress.ClientAddr). The zero value trusts
+	// nobody.
+	Ingress auth.Ingress
+	// Proxy, when set, trusts the ingress (Ingress) to name the user.
 	Proxy *Proxy
 	// PublicURL is the address people reach companion at (scheme, host
 	// and the base path); https makes cookies Secure and __Host-. nil
@@ -46,14 +52,14 @@ type Login struct {
 	// regardless.
 	AdminArrived func(ctx context.Context)
 
-	arrived sync.Map // admin ids AdminArrived ran for
+	arrived   sync.Map  // admin ids AdminArrived ran for
+	untrusted sync.Once // the warning about forwarding headers from an untrusted peer
 }
 
-// Proxy is a trusted ingress: its identity header and X-Forwarded-* are
-// honoured only when the TCP peer is in Trusted, and removed from every
-// other request before anything reads them.
+// Proxy is --auth proxy: the user header is honoured only when the TCP
+// peer is a trusted ingress (Login.Ingress), and removed from every other
+// request before anything reads it.
 type Proxy struct {
-	Trusted    []netip.Prefix
 	UserHeader string
 }
 
@@ -198,15 +204,12 @@ func (a proxyAuth) Authenticate(r *http.Request) (Identity, bool) {
 type clientAddrKey struct{}
 
 // clientAddr is the address failed logins are counted against: the TCP
-// peer, or the client a trusted ingress names.
+// peer, or the client a trusted ingress names (auth.Ingress.ClientAddr).
 func clientAddr(r *http.Request) string {
 	if a, ok := r.Context().Value(clientAddrKey{}).(string); ok {
 		return a
 	}
-	if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
-		return ap.Addr().Unmap().String()
-	}
-	return r.RemoteAddr
+	return auth.Ingress{}.ClientAddr(r.RemoteAddr, r.Header)
 }
 
 // ingress is the outermost handler in serve mode with login: it decides
@@ -214,13 +217,8 @@ func clientAddr(r *http.Request) string {
 // base path.
 func (l *Login) ingress(next http.Handler, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		peer, err := netip.ParseAddrPort(r.RemoteAddr)
-		trusted := err == nil && l.trusted(peer.Addr().Unmap())
-		client := ""
-		if err == nil {
-			client = peer.Addr().Unmap().String()
-		}
-		if !trusted {
+		client := l.Ingress.ClientAddr(r.RemoteAddr, r.Header)
+		if !l.Ingress.PeerTrusted(r.RemoteAddr) {
 			if l.Proxy != nil && r.Header.Get(l.Proxy.UserHeader) != "" {
 				// Somebody tried to name a user from outside the ingress.
 				log.Warn("ignored a user header from an untrusted peer", "peer", client, "header", l.Proxy.UserHeader)
@@ -229,51 +227,20 @@ func (l *Login) ingress(next http.Handler, log *slog.Logger) http.Handler {
 				r.Header.Del(l.Proxy.UserHeader)
 			}
 			for _, h := range forwardedHeaders {
+				if (h == "X-Forwarded-For" || h == "Forwarded") && r.Header.Get(h) != "" {
+					l.untrusted.Do(func() {
+						log.Warn("a request named its client in a forwarding header, but its peer is not in --trusted-proxy, so the peer counts as the client; if it is your ingress, add --trusted-proxy with its address, or every client behind it shares one failed-login count",
+							"peer", client, "header", h)
+					})
+				}
 				r.Header.Del(h)
 			}
-		} else {
-			if c := l.forwardedClient(r); c != "" {
-				client = c
-			}
-			if h := r.Header.Get("X-Forwarded-Host"); h != "" && !strings.Contains(h, ",") {
-				r.Host = h
-			}
+		} else if h := r.Header.Get("X-Forwarded-Host"); h != "" && !strings.Contains(h, ",") {
+			r.Host = h
 		}
 		r = r.WithContext(context.WithValue(r.Context(), clientAddrKey{}, client))
 		l.stripBase(next).ServeHTTP(w, r)
 	})
-}
-
-func (l *Login) trusted(a netip.Addr) bool {
-	if l.Proxy == nil {
-		return false
-	}
-	for _, p := range l.Proxy.Trusted {
-		if p.Contains(a) {
-			return true
-		}
-	}
-	return false
-}
-
-// forwardedClient is the right-most X-Forwarded-For address that is not
-// itself a trusted proxy: everything left of it may be made up by the
-// client.
-func (l *Login) forwardedClient(r *http.Request) string {
-	var hops []string
-	for _, v := range r.Header.Values("X-Forwarded-For") {
-		hops = append(hops, strings.Split(v, ",")...)
-	}
-	for i := len(hops) - 1; i >= 0; i-- {
-		a, err := netip.ParseAddr(strings.TrimSpace(hops[i]))
-		if err != nil {
-			return ""
-		}
-		if !l.trusted(a.Unmap()) {
-			return a.Unmap().String()
-		}
-	}
-	return ""
 }
 
 // stripBase serves only paths under BasePath, with the prefix removed,

@@ -25,7 +25,7 @@ func TestLoginMethodsAndOIDCRoutes(t *testing.T) {
 	e := newEnvWith(t, st, &core.Registry{}, func(c *Config) {
 		login = &Login{Auth: auth.New(auth.Config{Store: st, Params: auth.Params{MemoryKiB: 64, Time: 1, Threads: 1}}),
 			Local: true, BasePath: "/api/companion",
-			Proxy: &Proxy{Trusted: []netip.Prefix{netip.MustParsePrefix("10.9.9.9/32")}, UserHeader: "X-Forwarded-User"},
+			Ingress: auth.Ingress{Trusted: []netip.Prefix{netip.MustParsePrefix("10.9.9.9/32")}}, Proxy: &Proxy{UserHeader: "X-Forwarded-User"},
 			OIDC: &OIDCRoutes{
 				Start: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 					started++

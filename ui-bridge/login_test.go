@@ -100,7 +100,7 @@ func TestLoginCookieAndBasePath(t *testing.T) {
 // trusted ingress the right-most X-Forwarded-For hop it did not add
 // itself; forwarding headers from anyone else never reach a handler.
 func TestIngressBelievesOnlyTrustedPeers(t *testing.T) {
-	l := &Login{Proxy: &Proxy{Trusted: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/30")}, UserHeader: "X-User"}}
+	l := &Login{Ingress: auth.Ingress{Trusted: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/30")}}, Proxy: &Proxy{UserHeader: "X-User"}}
 	var got struct {
 		addr, host, user, xff string
 	}
@@ -134,6 +134,38 @@ func TestIngressBelievesOnlyTrustedPeers(t *testing.T) {
 	}
 }
 
+// Without --auth proxy (--auth local or oidc behind an ingress) the
+// trusted ingress still names the client; nobody else can, and the first
+// peer that tries is named in a warning (it may be an ingress missing
+// from --trusted-proxy).
+func TestIngressNamesClientWithoutProxyAuth(t *testing.T) {
+	l := &Login{Ingress: auth.Ingress{Trusted: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}}
+	var addr, xff string
+	var logs strings.Builder
+	h := l.ingress(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		addr, xff = clientAddr(r), r.Header.Get("X-Forwarded-For")
+	}), slogTo(&logs))
+	for _, c := range []struct{ peer, xff, want string }{
+		{"127.0.0.1:5000", "6.6.6.6, 198.51.100.1", "198.51.100.1"},
+		{"127.0.0.2:5000", "198.51.100.1", "127.0.0.2"},
+		{"127.0.0.3:5000", "198.51.100.1", "127.0.0.3"},
+	} {
+		req := httptest.NewRequest("POST", "/v1/login", nil)
+		req.RemoteAddr = c.peer
+		req.Header.Set("X-Forwarded-For", c.xff)
+		h.ServeHTTP(httptest.NewRecorder(), req)
+		if addr != c.want {
+			t.Errorf("peer %s, X-Forwarded-For %q: client %q, want %q", c.peer, c.xff, addr, c.want)
+		}
+		if c.want != "198.51.100.1" && xff != "" {
+			t.Errorf("peer %s: X-Forwarded-For reached the handler", c.peer)
+		}
+	}
+	if n := strings.Count(logs.String(), "not in --trusted-proxy"); n != 1 || !strings.Contains(logs.String(), "127.0.0.2") {
+		t.Errorf("want one warning naming the first untrusted peer, got %d:\n%s", n, logs.String())
+	}
+}
+
 // AdminArrived runs once per admin per process, before that admin's first
 // request is answered, and never for a user who is not an admin.
 func TestAdminArrivedOncePerAdmin(t *testing.T) {
@@ -144,7 +176,7 @@ func TestAdminArrivedOncePerAdmin(t *testing.T) {
 	e := newEnvWith(t, st, &core.Registry{}, func(c *Config) {
 		c.Token = ""
 		c.Login = &Login{Auth: users,
-			Proxy: &Proxy{Trusted: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}, UserHeader: "X-User"},
+			Ingress: auth.Ingress{Trusted: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}, Proxy: &Proxy{UserHeader: "X-User"},
 			AdminArrived: func(ctx context.Context) {
 				us, err := users.ListUsers(ctx)
 				if err != nil {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/netip"
 	"net/url"
 	"strings"
 	"time"
@@ -19,24 +18,26 @@ import (
 
 // loginFlags are serve's sign-in flags.
 type loginFlags struct {
-	auth         string
-	trustedProxy string
-	userHeader   string
-	publicURL    string
-	basePath     string
-	sessionIdle  time.Duration
-	sessionMax   time.Duration
-	recheck      time.Duration
+	auth            string
+	trustedProxy    string
+	forwardedHeader string
+	userHeader      string
+	publicURL       string
+	basePath        string
+	sessionIdle     time.Duration
+	sessionMax      time.Duration
+	recheck         time.Duration
 
 	local, proxy, oidc bool
 	oidcFlags          oidclogin.Flags
-	trusted            []netip.Prefix
+	ingress            auth.Ingress
 	public             *url.URL
 }
 
 func (l *loginFlags) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&l.auth, "auth", "", "sign-in `methods`, comma separated: local (users and passwords, see companion users), oidc (OpenID Connect, see --oidc-*), proxy (a trusted ingress names the user); with one, serve may listen on any address and the per-launch token is off")
-	fs.StringVar(&l.trustedProxy, "trusted-proxy", "", "`CIDR`s (comma separated) of the ingress for --auth proxy; its user header and X-Forwarded-* are ignored from any other peer")
+	fs.StringVar(&l.trustedProxy, "trusted-proxy", "", "`CIDR`s (comma separated) of the ingress in front of serve (any --auth; required by proxy): only from these peers are --forwarded-header (the client address the sign-in limits count: its right-most hop not itself trusted), X-Forwarded-Host and the user header believed; from others they are dropped and the peer is the client. Behind an ingress without it, every client counts as the ingress")
+	fs.StringVar(&l.forwardedHeader, "forwarded-header", auth.HeaderXForwardedFor, "the `header` the --trusted-proxy ingress names the client in: X-Forwarded-For or Forwarded (RFC 7239); only this one is read")
 	fs.StringVar(&l.userHeader, "user-header", "X-Forwarded-User", "the `header` a trusted ingress names the user in (--auth proxy)")
 	fs.StringVar(&l.publicURL, "public-url", "", "the `URL` people reach companion at, e.g. https://canvas.example.com/api/companion; https makes the session cookie Secure and __Host-; its host is allowed as Host and its origin as Origin")
 	fs.StringVar(&l.basePath, "base-path", "", "`prefix` of every route, the WebSocket and the cookie path when an ingress forwards a sub-path, e.g. /api/companion (default: the --public-url path)")
@@ -64,22 +65,31 @@ func (l *loginFlags) check() error {
 			return fmt.Errorf("--auth %q: unknown method %q; want local, oidc, proxy or several (local,oidc)", l.auth, m)
 		}
 	}
+	if l.trustedProxy != "" {
+		if !l.enabled() {
+			return fmt.Errorf("--trusted-proxy is used with a sign-in method: add --auth local, oidc or proxy (without --auth, serve listens on loopback only and has no login limits)")
+		}
+		trusted, err := auth.ParseTrusted(l.trustedProxy)
+		if err != nil {
+			return fmt.Errorf("--trusted-proxy %w", err)
+		}
+		l.ingress.Trusted = trusted
+	}
+	switch {
+	case strings.EqualFold(l.forwardedHeader, auth.HeaderXForwardedFor):
+		l.ingress.Header = auth.HeaderXForwardedFor
+	case strings.EqualFold(l.forwardedHeader, auth.HeaderForwarded):
+		l.ingress.Header = auth.HeaderForwarded
+	default:
+		return fmt.Errorf("--forwarded-header %q: want X-Forwarded-For or Forwarded, the header your ingress sets", l.forwardedHeader)
+	}
 	if l.proxy {
 		if l.trustedProxy == "" {
 			return fmt.Errorf("--auth proxy needs --trusted-proxy CIDR[,CIDR]: the ingress's addresses, the only peers whose %s header is believed", l.userHeader)
 		}
-		for _, c := range strings.Split(l.trustedProxy, ",") {
-			p, err := netip.ParsePrefix(strings.TrimSpace(c))
-			if err != nil {
-				return fmt.Errorf("--trusted-proxy %q: %v (want CIDRs such as 10.0.0.5/32,fd00::/64)", c, err)
-			}
-			l.trusted = append(l.trusted, p.Masked())
-		}
 		if strings.TrimSpace(l.userHeader) == "" || strings.ContainsAny(l.userHeader, " :\t") {
 			return fmt.Errorf("--user-header %q: want a header name such as X-Forwarded-User", l.userHeader)
 		}
-	} else if l.trustedProxy != "" {
-		return fmt.Errorf("--trusted-proxy is only used with --auth proxy")
 	}
 	if l.publicURL != "" {
 		u, err := url.Parse(l.publicURL)
@@ -163,10 +173,10 @@ func (l *loginFlags) bridgeLogin(ctx context.Context, store loginStore, svc *aut
 	if err := shareDocker(ctx, store, svc); err != nil {
 		return nil, err
 	}
-	lg := &uibridge.Login{Auth: svc, Local: l.local, PublicURL: l.public, BasePath: l.basePath,
+	lg := &uibridge.Login{Auth: svc, Local: l.local, Ingress: l.ingress, PublicURL: l.public, BasePath: l.basePath,
 		UserRemoved: func(ctx context.Context) error { return handOver(ctx, svc, workspaces, log) }}
 	if l.proxy {
-		lg.Proxy = &uibridge.Proxy{Trusted: l.trusted, UserHeader: l.userHeader}
+		lg.Proxy = &uibridge.Proxy{UserHeader: l.userHeader}
 		lg.AdminArrived = func(ctx context.Context) { adminArrived(ctx, store, svc, workspaces, log) }
 	}
 	if l.oidc {
