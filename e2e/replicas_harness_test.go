@@ -94,7 +94,7 @@ func startReplicas(t *testing.T, n int, o replicaOpts) *replicaSet {
 	}
 	for i := range n {
 		rs.args = append(rs.args, append([]string{
-			"--listen", "127.0.0.1:" + rs.ports[i], "--auth", "local",
+			"--listen", "127.0.0.1:" + rs.ports[i], "--auth", "local", "--trusted-proxy", "127.0.0.1/32",
 			"--database-file", rs.dbFile, "--secrets", "sealed", "--secret-key-file", key,
 			"--export-dir", exports, "--docker-image", o.Image, "--docker-scope", rs.Scope,
 			"--allow-host", "127.0.0.1:" + proxyPort,
