@@ -3,6 +3,7 @@ package exportstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -101,7 +102,7 @@ func classify(ctx context.Context, err error) error {
 	}
 	if ctx != nil {
 		if cause := context.Cause(ctx); cause != nil && errors.Is(cause, ErrUnavailable) {
-			return withKind(errors.Join(err, cause), ErrUnavailable)
+			return fmt.Errorf("%w; %w", err, cause)
 		}
 	}
 	if k := kindFor(err); k != nil {

@@ -138,7 +138,7 @@ func (s *Store) openRange(ctx context.Context, ref Ref, name string, off, n int6
 	if err != nil {
 		return nil, err
 	}
-	rctx, wd, stop := withWatchdog(ctx, s.opts.StallTimeout, "read "+key)
+	rctx, wd, stop := withWatchdog(ctx, s.opts.StallTimeout)
 	wd.arm()
 	r, err := s.bucket.NewRangeReader(rctx, key, off, n, nil)
 	wd.disarm()

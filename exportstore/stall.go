@@ -19,9 +19,9 @@ type watchdog struct {
 // withWatchdog returns a context that the watchdog cancels, with a cause
 // matching ErrUnavailable, and a stop func that must be called when the
 // operation ends.
-func withWatchdog(ctx context.Context, limit time.Duration, what string) (context.Context, *watchdog, func()) {
+func withWatchdog(ctx context.Context, limit time.Duration) (context.Context, *watchdog, func()) {
 	ctx, cancel := context.WithCancelCause(ctx)
-	cause := withKind(fmt.Errorf("%s: the store did not answer within %s", what, limit), ErrUnavailable)
+	cause := withKind(fmt.Errorf("the store did not answer within %s", limit), ErrUnavailable)
 	w := &watchdog{limit: limit, timer: time.AfterFunc(limit, func() { cancel(cause) })}
 	w.timer.Stop()
 	return ctx, w, func() { w.timer.Stop(); cancel(nil) }

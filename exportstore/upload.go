@@ -113,7 +113,7 @@ func (u *Upload) put(ctx context.Context, name string, r io.Reader) (Object, err
 	s := u.s
 	key := s.key(u.ref, name)
 	u.written = append(u.written, key)
-	wctx, wd, stop := withWatchdog(ctx, s.opts.StallTimeout, "upload "+key)
+	wctx, wd, stop := withWatchdog(ctx, s.opts.StallTimeout)
 	defer stop()
 	w, err := s.bucket.NewWriter(wctx, key, &blob.WriterOptions{
 		BufferSize:                  s.opts.PartSize,
@@ -153,7 +153,7 @@ func (u *Upload) put(ctx context.Context, name string, r io.Reader) (Object, err
 // verifyKey streams key back from the store and compares its size and
 // SHA-256 with size and sum.
 func (s *Store) verifyKey(ctx context.Context, key string, size int64, sum string) error {
-	rctx, wd, stop := withWatchdog(ctx, s.opts.StallTimeout, "read back "+key)
+	rctx, wd, stop := withWatchdog(ctx, s.opts.StallTimeout)
 	defer stop()
 	wd.arm()
 	r, err := s.bucket.NewReader(rctx, key, nil)
