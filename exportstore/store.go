@@ -221,13 +221,13 @@ func (s *Store) openFile(u *url.URL) error {
 	case errors.Is(err, os.ErrNotExist):
 		return withKind(fmt.Errorf("exportstore: directory %s does not exist (it is never created here)", dir), ErrNoBucket)
 	case err != nil:
-		return classify(nil, fmt.Errorf("exportstore: directory %s: %w", dir, err))
+		return classify(context.Background(), fmt.Errorf("exportstore: directory %s: %w", dir, err))
 	case !fi.IsDir():
 		return withKind(fmt.Errorf("exportstore: %s is not a directory", dir), ErrNoBucket)
 	}
 	b, err := openFileBucket(dir)
 	if err != nil {
-		return classify(nil, fmt.Errorf("exportstore: open directory %s: %w", dir, err))
+		return classify(context.Background(), fmt.Errorf("exportstore: open directory %s: %w", dir, err))
 	}
 	s.bucket, s.kind = b, "file"
 	return nil

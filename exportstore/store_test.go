@@ -347,12 +347,11 @@ func TestBeginRefusesUnsafeSegments(t *testing.T) {
 			t.Fatalf("Begin%q accepted", seg)
 		}
 	}
-	up, err := s.Begin("", "ws", "e")
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, n := range []string{"manifest.json", "../x", ".hidden", "a/b"} {
-		up, _ = s.Begin("", "ws", "e")
+		up, err := s.Begin("", "ws", "e")
+		if err != nil {
+			t.Fatal(err)
+		}
 		if _, err := up.Add(context.Background(), n, strings.NewReader("x")); err == nil {
 			t.Fatalf("file name %q accepted", n)
 		}
