@@ -143,7 +143,7 @@ func (s *Store) openS3(ctx context.Context, u *url.URL) error {
 	if err != nil {
 		return fmt.Errorf("exportstore: open %s: %w", s.display, err)
 	}
-	s.bucket, s.kind, s.prefix = b, "s3", prefix
+	s.bucket, s.kind, s.prefix, s.bucketName = b, "s3", prefix, bucket
 	return nil
 }
 

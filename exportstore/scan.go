@@ -20,6 +20,8 @@ type exportDir struct {
 	committed bool
 	keys      []string
 	bytes     int64
+	// uploads are S3 multipart uploads begun and never finished.
+	uploads []openMultipart
 }
 
 // scan lists every key under rel (relative to the prefix) and groups the
@@ -64,6 +66,24 @@ func (s *Store) scan(ctx context.Context, rel string) ([]*exportDir, error) {
 		}
 		token = next
 	}
+	mps, err := s.multipartUploads(ctx, rel)
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range mps {
+		ref, _, ok := parseKey(strings.TrimPrefix(m.key, s.prefix))
+		if !ok {
+			continue
+		}
+		d := ref.Dir()
+		e := byDir[d]
+		if e == nil {
+			e = &exportDir{ref: ref}
+			byDir[d] = e
+			order = append(order, d)
+		}
+		e.uploads = append(e.uploads, m)
+	}
 	slices.Sort(order)
 	out := make([]*exportDir, len(order))
 	for i, d := range order {
@@ -91,16 +111,17 @@ func scopeRel(owner, workspace string) (string, error) {
 }
 
 // removeExport deletes an export's objects: manifest.json first, then the
-// keys in known and every key its directory lists. It returns how many
-// objects it deleted and their bytes (as listed). An object already gone
-// is no error.
-func (s *Store) removeExport(ctx context.Context, ref Ref, known []string) (int, int64, error) {
+// keys in known and every key its directory lists, then aborts its
+// unfinished S3 multipart uploads. It returns what it deleted (bytes as
+// listed). An object already gone is no error.
+func (s *Store) removeExport(ctx context.Context, ref Ref, known []string) (removed, error) {
 	dirs, err := s.scan(ctx, ref.Dir())
 	var keys []string
 	var bytes int64
+	var uploads []openMultipart
 	for _, d := range dirs {
 		if d.ref == ref {
-			keys, bytes = d.keys, d.bytes
+			keys, bytes, uploads = d.keys, d.bytes, d.uploads
 		}
 	}
 	for _, k := range known {
@@ -134,16 +155,32 @@ func (s *Store) removeExport(ctx context.Context, ref Ref, known []string) (int,
 			// Never leave objects behind a manifest that could not go:
 			// they would read as committed.
 			cancel()
-			return n, bytes, s.fail(dctx, derr, "delete %s (nothing else deleted)", k)
+			return removed{n, bytes, 0}, s.fail(dctx, derr, "delete %s (nothing else deleted)", k)
 		default:
 			errs = append(errs, s.fail(dctx, derr, "delete %s", k))
 		}
 		cancel()
 	}
-	if len(errs) > 0 {
-		return n, bytes, errors.Join(append(errs, errors.New("exportstore: what was left is removed by a later Sweep"))...)
+	aborted := 0
+	for _, m := range uploads {
+		if err := s.abortMultipart(ctx, m); err != nil {
+			errs = append(errs, err)
+		} else {
+			aborted++
+		}
 	}
-	return n, bytes, nil
+	r := removed{n, bytes, aborted}
+	if len(errs) > 0 {
+		return r, errors.Join(append(errs, errors.New("exportstore: what was left is removed by a later Sweep"))...)
+	}
+	return r, nil
+}
+
+// removed counts what removeExport deleted.
+type removed struct {
+	objects int
+	bytes   int64
+	uploads int
 }
 
 // readAll reads at most limit bytes of r.

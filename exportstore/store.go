@@ -90,6 +90,9 @@ type Options struct {
 type Store struct {
 	bucket  *blob.Bucket
 	kind    string // "s3", "gs" or "file"
+	fileDir string // a file:// store's directory
+	// bucketName is an s3:// store's bucket.
+	bucketName string
 	display string // the URL without credentials, for errors
 	prefix  string // "" or "a/b/" (with a trailing slash)
 	opts    Options
@@ -229,7 +232,7 @@ func (s *Store) openFile(u *url.URL) error {
 	if err != nil {
 		return classify(context.Background(), fmt.Errorf("exportstore: open directory %s: %w", dir, err))
 	}
-	s.bucket, s.kind = b, "file"
+	s.bucket, s.kind, s.fileDir = b, "file", dir
 	return nil
 }
 

@@ -12,6 +12,10 @@ type Swept struct {
 	// Objects and Bytes are what was deleted (Bytes as listed).
 	Objects int
 	Bytes   int64
+	// Uploads counts unfinished S3 multipart uploads aborted (a writer
+	// killed in the middle of a file leaves one; its parts are not
+	// objects).
+	Uploads int
 }
 
 // Sweep deletes the objects of uncommitted exports (no manifest.json)
@@ -59,9 +63,9 @@ func (s *Store) sweep(ctx context.Context, rel string, alive func(Ref) bool) ([]
 		if ok {
 			continue
 		}
-		n, b, err := s.removeExport(ctx, d.ref, d.keys)
-		if n > 0 {
-			out = append(out, Swept{Ref: d.ref, Objects: n, Bytes: b})
+		r, err := s.removeExport(ctx, d.ref, d.keys)
+		if r.objects > 0 || r.uploads > 0 {
+			out = append(out, Swept{Ref: d.ref, Objects: r.objects, Bytes: r.bytes, Uploads: r.uploads})
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("sweep %s: %w", d.ref.Dir(), err))

@@ -104,7 +104,7 @@ func (u *Upload) Abort(ctx context.Context) error {
 	}
 	u.done = true
 	ctx = context.WithoutCancel(ctx)
-	_, _, err := u.s.removeExport(ctx, u.ref, u.written)
+	_, err := u.s.removeExport(ctx, u.ref, u.written)
 	return err
 }
 
@@ -139,6 +139,9 @@ func (u *Upload) put(ctx context.Context, name string, r io.Reader) (Object, err
 	wd.disarm()
 	if err != nil {
 		return Object{}, s.fail(wctx, err, "upload %s: finish", key)
+	}
+	if err := s.durable(key); err != nil {
+		return Object{}, s.fail(wctx, err, "upload %s: sync", key)
 	}
 	sum := hex.EncodeToString(h.Sum(nil))
 	if s.beforeVerify != nil {
