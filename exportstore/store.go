@@ -93,11 +93,11 @@ type Store struct {
 	fileDir string // a file:// store's directory
 	// bucketName is an s3:// store's bucket.
 	bucketName string
-	display string // the URL without credentials, for errors
-	prefix  string // "" or "a/b/" (with a trailing slash)
-	opts    Options
-	secrets []string
-	closers []func() error
+	display    string // the URL without credentials, for errors
+	prefix     string // "" or "a/b/" (with a trailing slash)
+	opts       Options
+	secrets    []string
+	closers    []func() error
 
 	// beforeVerify is a test hook run between an object's upload and its
 	// read-back.
