@@ -5,8 +5,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"github.com/canvasapp/companion/internal/testsupport/s3server"
 	"io"
+	"net"
 	"slices"
 	"strings"
 	"testing"
@@ -356,4 +358,43 @@ func TestBeginRefusesUnsafeSegments(t *testing.T) {
 			t.Fatalf("file name %q accepted", n)
 		}
 	}
+}
+
+// failingSource fails after n bytes with an error that looks like a
+// network failure (as a box's stream would).
+type failingSource struct{ n int }
+
+func (f *failingSource) Read(p []byte) (int, error) {
+	if f.n <= 0 {
+		return 0, &net.OpError{Op: "read", Net: "tcp", Err: errors.New("connection reset by box")}
+	}
+	k := min(len(p), f.n)
+	f.n -= k
+	return k, nil
+}
+
+// A source that fails mid-stream fails the upload, which leaves nothing,
+// and its error is not taken for the store's.
+func TestSourceFailureIsNotAStoreError(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b *backend) {
+		s := b.open(t)
+		ctx := context.Background()
+		up, _ := s.Begin("", "ws", "src")
+		_, err := up.Add(ctx, "workspace.tar.gz", &failingSource{n: 6 << 20})
+		if err == nil {
+			t.Fatal("a failing source uploaded")
+		}
+		if k := kindOf(err); k != nil {
+			t.Fatalf("source failure classified as %q: %v", k, err)
+		}
+		if !strings.Contains(err.Error(), "connection reset by box") || !strings.Contains(err.Error(), "source") {
+			t.Fatalf("error does not say the source failed: %v", err)
+		}
+		if b.raw(t, s.key(up.Ref(), "workspace.tar.gz")) {
+			t.Fatal("a partial object was left")
+		}
+		if swept, err := s.Sweep(ctx, func(Ref) bool { return false }); err != nil || len(swept) != 0 {
+			t.Fatalf("sweep after the failed upload: %+v, %v", swept, err)
+		}
+	})
 }

@@ -125,12 +125,21 @@ func (u *Upload) put(ctx context.Context, name string, r io.Reader) (Object, err
 		return Object{}, s.fail(wctx, err, "upload %s", key)
 	}
 	h := sha256.New()
-	n, err := io.CopyBuffer(io.MultiWriter(h, guardedWriter{w, wd}), struct{ io.Reader }{r}, make([]byte, copyBuf))
+	src := &sourceReader{r: r}
+	n, err := io.CopyBuffer(io.MultiWriter(h, guardedWriter{w, wd}), src, make([]byte, copyBuf))
 	if err != nil {
-		wd.arm()
+		// Not the store's fault when the source failed: such an error is
+		// not classified as a store error.
+		if src.err != nil && errors.Is(err, src.err) {
+			err = fmt.Errorf("exportstore: upload %s: reading the source after %d bytes: %w", key, n, err)
+		} else {
+			err = s.fail(wctx, err, "upload %s after %d bytes", key, n)
+		}
+		// Cancelling the write's context before Close aborts the
+		// upload, so a partial object is never completed.
+		stop()
 		w.Close()
-		wd.disarm()
-		return Object{}, s.fail(wctx, err, "upload %s after %d bytes", key, n)
+		return Object{}, err
 	}
 	// Close sends the last part and completes the upload: one part's
 	// worth of waiting.
@@ -176,4 +185,19 @@ func (s *Store) verifyKey(ctx context.Context, key string, size int64, sum strin
 			key, size, sum, n, got), ErrMismatch)
 	}
 	return nil
+}
+
+// sourceReader remembers the error of the caller's source, so a failure
+// there is told apart from the store's.
+type sourceReader struct {
+	r   io.Reader
+	err error
+}
+
+func (s *sourceReader) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	if err != nil && err != io.EOF {
+		s.err = err
+	}
+	return n, err
 }
