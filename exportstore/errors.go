@@ -64,6 +64,10 @@ type redacted struct {
 func (r redacted) Error() string { return r.text }
 func (r redacted) Unwrap() error { return r.err }
 
+// minSecret is the shortest secret redact looks for: a shorter one is no
+// real key, and replacing it would garble every word that contains it.
+const minSecret = 8
+
 // redact replaces each secret in err's text (a driver may echo a key
 // id, and nothing here must ever print a secret).
 func redact(err error, secrets []string) error {
@@ -73,7 +77,7 @@ func redact(err error, secrets []string) error {
 	text := err.Error()
 	changed := false
 	for _, s := range secrets {
-		if s != "" && strings.Contains(text, s) {
+		if len(s) >= minSecret && strings.Contains(text, s) {
 			text, changed = strings.ReplaceAll(text, s, "[redacted]"), true
 		}
 	}
