@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 
+	"cloud.google.com/go/storage"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/smithy-go"
 	"gocloud.dev/gcerrors"
@@ -120,6 +121,9 @@ func kindFor(err error) error {
 	// S3 (and S3-compatible) error codes.
 	var ae smithy.APIError
 	if errors.As(err, &ae) {
+		if mentionsNoSpace(ae.ErrorMessage()) {
+			return ErrNoSpace
+		}
 		switch ae.ErrorCode() {
 		case "NoSuchBucket":
 			return ErrNoBucket
@@ -135,9 +139,6 @@ func kindFor(err error) error {
 				return ErrUnavailable
 			}
 		}
-		if mentionsNoSpace(ae.ErrorMessage()) {
-			return ErrNoSpace
-		}
 	}
 	var re *awshttp.ResponseError
 	if errors.As(err, &re) {
@@ -146,9 +147,12 @@ func kindFor(err error) error {
 		}
 	}
 	// Google Cloud Storage's JSON API.
+	if errors.Is(err, storage.ErrBucketNotExist) {
+		return ErrNoBucket
+	}
 	var ge *googleapi.Error
 	if errors.As(err, &ge) {
-		if ge.Code == http.StatusNotFound && strings.Contains(strings.ToLower(ge.Message), "bucket") {
+		if m := strings.ToLower(ge.Message); ge.Code == http.StatusNotFound && strings.Contains(m, "bucket") && !strings.Contains(m, "object") {
 			return ErrNoBucket
 		}
 		if mentionsNoSpace(ge.Message) {
