@@ -5,5 +5,8 @@
 // internal ones included, can use it without an import cycle.
 //
 // Helpers that need companion's own packages live in subpackages
-// (dockertest: the box image and per-test Docker scopes).
+// (dockertest: the box image and per-test Docker scopes), and so do the
+// object-storage servers, which pull in their SDKs: s3server (versitygw),
+// gcsserver (fake-gcs-server) and faultproxy (5xx and stalls in front of
+// either).
 package testsupport

@@ -17,6 +17,10 @@ const (
 	// RequireModules: the first-party Wasm modules must be embedded in the
 	// test binary (make test builds them before compiling the tests).
 	RequireModules = "COMPANION_REQUIRE_MODULES"
+	// RequireStores: the object-storage test servers must start (an S3
+	// server, versitygw, built by scripts/versitygw.sh; a GCS emulator,
+	// in process).
+	RequireStores = "COMPANION_REQUIRE_STORES"
 )
 
 // Required reports whether the environment variable env is set to 1.
