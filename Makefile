@@ -42,10 +42,13 @@ run: setup build box-image
 	scripts/with-keyring.sh $(BIN) desktop --data-dir $(DATA_DIR) \
 		--docker-image $$(cat .box-image) --docker-scope dev --exit-on-stdin-close=false
 
+# The export-store tests run a real S3 server (versitygw, built once into
+# .cache/bin: a few minutes the first time).
 test: modules
 	@scripts/setup.sh --test
+	@scripts/versitygw.sh >/dev/null
 	cd $(SDK) && $(GO) test -count=1 ./...
-	scripts/with-keyring.sh --private env COMPANION_REQUIRE_KEYRING=1 COMPANION_REQUIRE_MODULES=1 \
+	scripts/with-keyring.sh --private env COMPANION_REQUIRE_KEYRING=1 COMPANION_REQUIRE_MODULES=1 COMPANION_REQUIRE_STORES=1 \
 		$(GO) test -count=1 -timeout 40m ./...
 
 # One JSON line per figure on stdout (with its in-run baseline, goal and
@@ -53,6 +56,7 @@ test: modules
 # About 9 minutes on 2 cores; `go run ./internal/benchrun -only GROUP` runs one group.
 bench: setup modules
 	@scripts/setup.sh --test # the page benchmark runs headless Chromium
+	@scripts/versitygw.sh >/dev/null # the export-store benchmark's S3 server
 	scripts/with-keyring.sh --private $(GO) run ./internal/benchrun
 
 # docs/page.png, the page with a few workspaces in different states, taken

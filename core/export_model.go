@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"io"
 	"time"
 )
 
@@ -130,8 +131,11 @@ type ExportJob struct {
 	// starts; the exporter marks its staging files with it (StagingSweeper).
 	ExportID    string
 	WorkspaceID string
-	BoxID       string
-	Endpoint    BoxEndpoint
+	// Owner is the workspace's owner ("" on the desktop): an export
+	// store files exports under it.
+	Owner    string
+	BoxID    string
+	Endpoint BoxEndpoint
 	// ArchivePath is the directory of the box the workspace archive
 	// holds (ArchivePath).
 	ArchivePath string
@@ -166,6 +170,13 @@ type ExportResult struct {
 // pipeline calls it before it trusts an export with a box.
 type ExportVerifier interface {
 	VerifyExport(ctx context.Context, dir string) error
+}
+
+// ExportOpener is implemented by exporters that keep exports somewhere
+// other than a local directory: downloads and restores read an export's
+// files through it. Without it they are read from the record's Dir.
+type ExportOpener interface {
+	OpenExportFile(ctx context.Context, rec ExportRecord, name string) (io.ReadSeekCloser, error)
 }
 
 // StagingFiles is the staging directory of an export not committed.

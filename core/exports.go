@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 )
@@ -198,7 +199,7 @@ func (s *Service) captureExport(ctx context.Context, op *Op, exportID string, ws
 // archive (and the git delta when asked), and the box's snapshot where
 // the adapter can take one, so that any export can be restored.
 func exportJob(exportID string, ws Workspace, acct Account, p Provider, ep BoxEndpoint, gitDelta bool) ExportJob {
-	job := ExportJob{ExportID: exportID, WorkspaceID: ws.ID, BoxID: ws.BoxID, Endpoint: ep, GitDelta: gitDelta,
+	job := ExportJob{ExportID: exportID, WorkspaceID: ws.ID, Owner: ws.Owner, BoxID: ws.BoxID, Endpoint: ep, GitDelta: gitDelta,
 		ArchivePath: ArchivePath}
 	if sn, ok := p.(Snapshotter); ok {
 		boxID := ws.BoxID
@@ -284,7 +285,7 @@ func (s *Service) Export(ctx context.Context, owner, id string) (ExportRecord, e
 }
 
 // OpenExportFile opens one file of a verified export of owner.
-func (s *Service) OpenExportFile(ctx context.Context, owner, id, name string) (*os.File, ExportFile, error) {
+func (s *Service) OpenExportFile(ctx context.Context, owner, id, name string) (io.ReadSeekCloser, ExportFile, error) {
 	e, err := s.Export(ctx, owner, id)
 	if err != nil {
 		return nil, ExportFile{}, err
@@ -296,11 +297,19 @@ func (s *Service) OpenExportFile(ctx context.Context, owner, id, name string) (*
 		if f.Name != name {
 			continue
 		}
-		fh, err := os.Open(filepath.Join(e.Dir, f.Name))
+		fh, err := s.openExportFile(ctx, e, f.Name)
 		if err != nil {
-			return nil, ExportFile{}, Errorf(KindNotFound, "file %s of export %s is no longer on disk: %v", name, id, err)
+			return nil, ExportFile{}, Errorf(KindNotFound, "file %s of export %s can no longer be read: %v", name, id, err)
 		}
 		return fh, f, nil
 	}
 	return nil, ExportFile{}, Errorf(KindNotFound, "export %s has no file %q", id, name)
+}
+
+// openExportFile opens a file of rec wherever the exporter keeps it.
+func (s *Service) openExportFile(ctx context.Context, rec ExportRecord, name string) (io.ReadSeekCloser, error) {
+	if o, ok := s.cfg.Exporter.(ExportOpener); ok {
+		return o.OpenExportFile(ctx, rec, name)
+	}
+	return os.Open(filepath.Join(rec.Dir, name))
 }

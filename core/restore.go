@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"hash"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 )
@@ -105,7 +103,7 @@ func (s *Service) RestoreExport(ctx context.Context, owner, exportID string, req
 	if err := validateName(name); err != nil {
 		return Workspace{}, err
 	}
-	src := newExportSource(rec)
+	src := s.newExportSource(ctx, rec)
 	if err := src.verify(restoreReads(rec, method)); err != nil {
 		return Workspace{}, err
 	}
@@ -275,7 +273,7 @@ func (s *Service) restoreSnapshot(ctx context.Context, op *Op, ws Workspace, rec
 	}
 	var box Box
 	err := s.retry(ctx, op, s.restoreBudget(acct), "provider_restore", func(ctx context.Context) error {
-		bx, err := sn.Restore(ctx, acct, RestoreSpec{WorkspaceID: ws.ID, Name: ws.Name, AgentKey: key, Progress: progress}, newExportSource(rec))
+		bx, err := sn.Restore(ctx, acct, RestoreSpec{WorkspaceID: ws.ID, Name: ws.Name, AgentKey: key, Progress: progress}, s.newExportSource(ctx, rec))
 		box = bx
 		return err
 	})
@@ -312,7 +310,7 @@ func (s *Service) restoreFiles(ctx context.Context, op *Op, ws Workspace, rec Ex
 	if err != nil {
 		return box, "", fmt.Errorf("reach the new box's agent-server: %w", err)
 	}
-	job := FileRestoreJob{Endpoint: ep, Archive: archive, Index: rec.fileIndex(), Open: newExportSource(rec).Open,
+	job := FileRestoreJob{Endpoint: ep, Archive: archive, Index: rec.fileIndex(), Open: s.newExportSource(ctx, rec).Open,
 		Root: archiveRoot(archive)}
 	var res FileRestoreResult
 	err = s.retry(ctx, op, s.restoreBudget(acct), "upload_files", func(ctx context.Context) error {
@@ -358,10 +356,12 @@ func (s *Service) finishRestore(ctx context.Context, op Op, ws Workspace, rec Ex
 type exportSource struct {
 	rec   ExportRecord
 	files map[string]ExportFile
+	open  func(name string) (io.ReadSeekCloser, error)
 }
 
-func newExportSource(rec ExportRecord) *exportSource {
-	src := &exportSource{rec: rec, files: map[string]ExportFile{}}
+func (s *Service) newExportSource(ctx context.Context, rec ExportRecord) *exportSource {
+	src := &exportSource{rec: rec, files: map[string]ExportFile{},
+		open: func(name string) (io.ReadSeekCloser, error) { return s.openExportFile(ctx, rec, name) }}
 	for _, f := range rec.Files {
 		src.files[f.Name] = f
 	}
@@ -377,7 +377,7 @@ func (x *exportSource) Open(name string) (io.ReadCloser, error) {
 	if !ok {
 		return nil, &Error{Kind: KindConflict, Message: fmt.Sprintf("export %s has no file %q: the export is incomplete and cannot be restored", x.rec.ID, name)}
 	}
-	fh, err := os.Open(filepath.Join(x.rec.Dir, f.Name))
+	fh, err := x.open(f.Name)
 	if err != nil {
 		return nil, &Error{Kind: KindConflict, Message: fmt.Sprintf("file %s of export %s cannot be read (%v): the export is damaged or was moved, so it cannot be restored", name, x.rec.ID, err), Err: err}
 	}
@@ -404,7 +404,7 @@ func (x *exportSource) verify(files []ExportFile) error {
 // checkedReader hashes a file as it is read and, at its end, fails with a
 // KindConflict error if size or SHA-256 differ from the export's record.
 type checkedReader struct {
-	f        *os.File
+	f        io.ReadCloser
 	h        hash.Hash
 	n        int64
 	want     ExportFile

@@ -20,6 +20,7 @@ import (
 	"github.com/canvasapp/companion/agentclient"
 	"github.com/canvasapp/companion/core"
 	"github.com/canvasapp/companion/exports"
+	"github.com/canvasapp/companion/exportstore"
 	"github.com/canvasapp/companion/internal/agenterr"
 )
 
@@ -39,7 +40,14 @@ const progressEvery = 4 << 20
 
 // Exporter implements core.Exporter.
 type Exporter struct {
+	// Writer writes each export; with Store set, into a spool directory
+	// from which it is uploaded (store.go).
 	Writer *exports.Writer
+	// Store, when set, is where exports are kept (--export-store).
+	Store *exportstore.Store
+	// StoreErr, when set, is why the configured store is not open: every
+	// export fails with it.
+	StoreErr error
 	// HTTP is the client for the box; nil means one with no overall
 	// timeout (archives take long; the context bounds them).
 	HTTP *http.Client
@@ -82,13 +90,23 @@ func (x *Exporter) Export(ctx context.Context, job core.ExportJob, progress func
 // VerifyExport re-reads a committed export and checks every file against
 // its manifest (core.ExportVerifier).
 func (x *Exporter) VerifyExport(ctx context.Context, dir string) error {
-	_, err := exports.VerifyDir(dir)
+	ref, inStore, err := storeRef(dir)
+	switch {
+	case err != nil:
+		return err
+	case inStore:
+		return x.verifyStored(ctx, ref)
+	}
+	_, err = exports.VerifyDir(dir)
 	return err
 }
 
 func (x *Exporter) export(ctx context.Context, job core.ExportJob, progress func(core.ExportProgress)) (core.ExportResult, error) {
 	if progress == nil {
 		progress = func(core.ExportProgress) {}
+	}
+	if x.StoreErr != nil {
+		return core.ExportResult{}, fmt.Errorf("export: %w", x.StoreErr)
 	}
 	cl, err := agentclient.New(agentclient.Endpoint{URL: job.Endpoint.URL, Headers: http.Header(job.Endpoint.Headers), SessionKey: job.Endpoint.SessionKey}, x.HTTP)
 	if err != nil {
@@ -173,6 +191,12 @@ func (x *Exporter) export(ctx context.Context, job core.ExportJob, progress func
 	// The manifest is part of the export and downloadable like the rest.
 	if st, sum, err := hashFile(filepath.Join(dir, exports.ManifestName)); err == nil {
 		res.Files = append(res.Files, core.ExportFile{Name: exports.ManifestName, Kind: core.ExportKindManifest, Bytes: st, SHA256: sum})
+	}
+	if x.Store != nil {
+		if res.Dir, err = x.upload(ctx, job, dir, res.Files, c); err != nil {
+			os.RemoveAll(dir) // the spool copy is no export: nothing refers to it
+			return core.ExportResult{}, err
+		}
 	}
 	return res, nil
 }

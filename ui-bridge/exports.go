@@ -1,6 +1,7 @@
 package uibridge
 
 import (
+	"io/fs"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -134,15 +135,20 @@ func (s *Server) downloadExportFile(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		s.writeError(w, r, core.Errorf(core.KindUnavailable, "read export file %s: %v", meta.Name, err))
-		return
+	// Last-Modified where the store can say; ETag (the SHA-256) always.
+	var modTime time.Time
+	if st, ok := f.(interface{ Stat() (fs.FileInfo, error) }); ok {
+		fi, err := st.Stat()
+		if err != nil {
+			s.writeError(w, r, core.Errorf(core.KindUnavailable, "read export file %s: %v", meta.Name, err))
+			return
+		}
+		modTime = fi.ModTime()
 	}
 	h := w.Header()
 	h.Set("ETag", `"`+meta.SHA256+`"`)
 	h.Set("Content-Type", "application/octet-stream")
 	h.Set("Content-Disposition", `attachment; filename="`+meta.Name+`"`)
 	h.Set("Cache-Control", "private, no-cache")
-	http.ServeContent(w, r, meta.Name, fi.ModTime(), f)
+	http.ServeContent(w, r, meta.Name, modTime, f)
 }

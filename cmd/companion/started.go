@@ -46,7 +46,7 @@ func (a *started) open(ctx context.Context, m mode, f *serverFlags, log *slog.Lo
 	if a.provs, err = startProviders(ctx, f, store, keys, log, &a.registry); err != nil {
 		return err
 	}
-	if a.exporter, err = newExporter(f); err != nil {
+	if a.exporter, err = newExporter(ctx, m, f, log); err != nil {
 		return err
 	}
 	hook, err := crashHook(log)
@@ -57,6 +57,9 @@ func (a *started) open(ctx context.Context, m mode, f *serverFlags, log *slog.Lo
 	exportLocation := ""
 	if m == modeDesktop {
 		exportLocation = a.exporter.Writer.Root // serve mode keeps its paths to itself
+		if f.exportStore != "" {
+			exportLocation = redactedURL(f.exportStore)
+		}
 	}
 	users := f.login.users(store)
 	a.svc, err = core.NewService(ctx, core.Config{Store: store, Providers: &a.registry, Secrets: keys, Logger: log, DeferLoad: true,

@@ -15,6 +15,7 @@ func groups(startupRuns, rounds int) []group {
 		{"wasm", benchWasm},
 		{"wasm-first-call", benchFirstCalls},
 		{"export", benchExport},
+		{"export-store", benchExportStore},
 		{"retention", benchRetention},
 		{"page", benchPage},
 		{"login", benchLogin},

@@ -1,0 +1,191 @@
+package e2e
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/canvasapp/companion/internal/testsupport/gcsserver"
+	"github.com/canvasapp/companion/internal/testsupport/s3server"
+	"github.com/fsouza/fake-gcs-server/fakestorage"
+)
+
+// s3Env is the AWS credential chain's environment for the test server.
+func s3Env() []string {
+	return []string{"AWS_ACCESS_KEY_ID=" + s3server.AccessKey, "AWS_SECRET_ACCESS_KEY=" + s3server.SecretKey,
+		"AWS_EC2_METADATA_DISABLED=true", "AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null"}
+}
+
+func testExportStore(t *testing.T, st objectStore) {
+	image, scope := boxImage(t), dockerScope(t)
+	data := t.TempDir()
+	p := start(t, options{dataDir: data, env: st.env, args: []string{"--docker-image", image, "--docker-scope", scope,
+		"--export-store", st.url}})
+
+	var created struct{ Workspace workspace }
+	p.must(202, "POST", "/v1/workspaces", map[string]any{"account_id": "local-docker", "name": "to the bucket"}, &created)
+	id := created.Workspace.ID
+	ws := p.waitState(id, "running", 90*time.Second)
+	putTree(t, ws.BoxID, "/workspace", map[string]string{"notes.txt": "kept in a bucket\n"})
+
+	var started struct{ Export exportRec }
+	p.must(202, "POST", "/v1/workspaces/"+id+"/export", nil, &started)
+	rec := p.waitExport(started.Export.ID, 2*time.Minute)
+	if !rec.Verified {
+		t.Fatalf("export to the store: %+v\n%s", rec, p.stderr.String())
+	}
+	dir := exportDirIn(t, st, id, rec.ID)
+	if ents, _ := os.ReadDir(filepath.Join(data, "export-spool", id)); len(ents) != 0 {
+		t.Errorf("the spool kept %d entries after the upload", len(ents))
+	}
+
+	var archive exportFile
+	for _, f := range rec.Files {
+		if f.Name == "workspace.tar.gz" {
+			archive = f
+		}
+	}
+	stored, err := st.object(dir + "workspace.tar.gz")
+	if err != nil || archive.URL == "" {
+		t.Fatalf("archive in the store: %v; record %+v", err, rec.Files)
+	}
+	resp, body := p.get(archive.URL, nil)
+	if resp.StatusCode != 200 || sum(body) != archive.SHA256 || string(body) != string(stored) {
+		t.Fatalf("download: %d, %d bytes, sha %s; want the stored %d bytes %s", resp.StatusCode, len(body), sum(body), len(stored), archive.SHA256)
+	}
+	resp, part := p.get(archive.URL, map[string]string{"Range": "bytes=10-29"})
+	if resp.StatusCode != 206 || string(part) != string(stored[10:30]) || resp.Header.Get("Content-Range") != fmt.Sprintf("bytes 10-29/%d", len(stored)) {
+		t.Fatalf("range download: %d %q (Content-Range %q), want bytes 10-29 of the stored archive", resp.StatusCode, part, resp.Header.Get("Content-Range"))
+	}
+
+	// The delete's export goes to the store too, read back before the box goes.
+	p.deleteConfirmed(id)
+	p.waitRemoved(id, 3*time.Minute)
+	var list struct{ Exports []exportRec }
+	p.must(200, "GET", "/v1/workspaces/"+id+"/exports", nil, &list)
+	var deleteExport exportRec
+	for _, e := range list.Exports {
+		if e.Verified && e.ID != rec.ID {
+			deleteExport = e
+		}
+	}
+	if deleteExport.ID == "" {
+		t.Fatalf("no verified delete export: %+v", list.Exports)
+	}
+	exportDirIn(t, st, id, deleteExport.ID)
+	restored, _ := p.restoreInto(deleteExport, "local-docker", "")
+	got, err := boxFile(t, restored.BoxID, "/workspace/notes.txt")
+	if err != nil || got != "kept in a bucket\n" {
+		t.Errorf("the restored box's notes.txt = %q, %v", got, err)
+	}
+}
+
+// exportDirIn is the store directory of workspace id's export, which
+// must be committed (hold manifest.json).
+func exportDirIn(t *testing.T, st objectStore, id, exportID string) string {
+	t.Helper()
+	dir := ""
+	for _, k := range st.keys("companion/_/" + id + "/") {
+		if d, f := path.Split(k); strings.HasSuffix(d, "-"+exportID+"/") && f == "manifest.json" {
+			dir = d
+		}
+	}
+	if dir == "" {
+		t.Fatalf("the store holds no committed export %s: %v", exportID, st.keys("companion/"))
+	}
+	return dir
+}
+
+// objectStore is a real store for the e2e: its URL, the environment
+// companion needs for it, and a look at what it holds.
+type objectStore struct {
+	url string
+	env []string
+	// keys lists the keys under prefix; object reads one.
+	keys   func(prefix string) []string
+	object func(key string) ([]byte, error)
+}
+
+func s3Store(t *testing.T) objectStore {
+	srv := s3server.Start(t, "canvas-exports")
+	root := srv.ObjectPath("canvas-exports", "")
+	return objectStore{url: srv.URL("canvas-exports", "companion"), env: s3Env(),
+		keys: func(prefix string) []string {
+			var out []string
+			filepath.WalkDir(filepath.Join(root, filepath.FromSlash(prefix)), func(p string, d fs.DirEntry, err error) error {
+				if err == nil && !d.IsDir() {
+					rel, _ := filepath.Rel(root, p)
+					out = append(out, filepath.ToSlash(rel))
+				}
+				return nil
+			})
+			return out
+		},
+		object: func(key string) ([]byte, error) { return os.ReadFile(srv.ObjectPath("canvas-exports", key)) },
+	}
+}
+
+func gcsStore(t *testing.T) objectStore {
+	srv := gcsserver.Start(t, "canvas-exports")
+	return objectStore{url: srv.URL("canvas-exports", "companion"),
+		keys: func(prefix string) []string {
+			res, err := srv.Fake.ListObjectsWithOptionsPaginated("canvas-exports", fakestorage.ListOptions{Prefix: prefix})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out []string
+			for _, o := range res.Objects {
+				out = append(out, o.Name)
+			}
+			return out
+		},
+		object: func(key string) ([]byte, error) {
+			o, err := srv.Fake.GetObject("canvas-exports", key)
+			return o.Content, err
+		},
+	}
+}
+
+// TestExportStore: companion desktop with --export-store s3://… on a
+// real S3 server (versitygw), and gs://… on a GCS emulator
+// (fake-gcs-server): an export lands in the store under
+// <prefix>/_/<workspace>/<stamp>-<export>/ with manifest.json, nothing
+// stays in the spool, a download (and a Range of it) streams from the
+// store, the delete's export is read back from the store before the box
+// goes, and that export restores the workspace's files. A serve whose
+// bucket does not exist stops before its ready line, saying so; a
+// desktop starts (a laptop may be offline) and its exports fail with the
+// reason.
+func TestExportStore(t *testing.T) {
+	t.Run("s3", func(t *testing.T) { testExportStore(t, s3Store(t)) })
+	t.Run("gs", func(t *testing.T) { testExportStore(t, gcsStore(t)) })
+
+	srv := s3server.Start(t)
+	// A bucket that does not exist: serve stops before its ready line.
+	cmd := exec.Command(companionBin, "serve", "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--docker-scope", "unused",
+		"--export-store", srv.URL("no-such-bucket", "x"))
+	cmd.Env = append(os.Environ(), s3Env()...)
+	out, err := cmd.CombinedOutput()
+	if err == nil || strings.Contains(string(out), `"event":"ready"`) || !strings.Contains(string(out), "no-such-bucket") ||
+		strings.Contains(string(out), s3server.SecretKey) {
+		t.Errorf("serve with an unknown bucket: %v\n%s\nwant an exit before the ready line naming the bucket, without the secret", err, out)
+	}
+
+	d := start(t, options{dataDir: t.TempDir(), env: s3Env(), args: []string{"--docker-image", boxImage(t), "--docker-scope", dockerScope(t),
+		"--export-store", srv.URL("no-such-bucket", "x")}})
+	var created struct{ Workspace workspace }
+	d.must(202, "POST", "/v1/workspaces", map[string]any{"account_id": "local-docker", "name": "offline"}, &created)
+	d.waitState(created.Workspace.ID, "running", 90*time.Second)
+	var started struct{ Export exportRec }
+	d.must(202, "POST", "/v1/workspaces/"+created.Workspace.ID+"/export", nil, &started)
+	if rec := d.waitExport(started.Export.ID, time.Minute); rec.Verified || rec.Error == nil ||
+		!strings.Contains(*rec.Error, "could not be reached") || !strings.Contains(*rec.Error, "no-such-bucket") {
+		t.Errorf("export with the store unreachable: %+v; want failed, naming the store and why", rec)
+	}
+}
