@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/canvasapp/companion/internal/testsupport"
 	"github.com/canvasapp/companion/internal/testsupport/gcsserver"
 	"github.com/canvasapp/companion/internal/testsupport/s3server"
 	"github.com/fsouza/fake-gcs-server/fakestorage"
@@ -86,13 +87,13 @@ func testExportStore(t *testing.T, st objectStore) {
 	}
 }
 
-// exportDirIn is the store directory of workspace id's export, which
-// must be committed (hold manifest.json).
+// exportDirIn is the store directory of workspace id's export (under any
+// owner), which must be committed (hold manifest.json).
 func exportDirIn(t *testing.T, st objectStore, id, exportID string) string {
 	t.Helper()
 	dir := ""
-	for _, k := range st.keys("companion/_/" + id + "/") {
-		if d, f := path.Split(k); strings.HasSuffix(d, "-"+exportID+"/") && f == "manifest.json" {
+	for _, k := range st.keys("companion/") {
+		if d, f := path.Split(k); strings.Contains(d, "/"+id+"/") && strings.HasSuffix(d, "-"+exportID+"/") && f == "manifest.json" {
 			dir = d
 		}
 	}
@@ -187,5 +188,75 @@ func TestExportStore(t *testing.T) {
 	if rec := d.waitExport(started.Export.ID, time.Minute); rec.Verified || rec.Error == nil ||
 		!strings.Contains(*rec.Error, "could not be reached") || !strings.Contains(*rec.Error, "no-such-bucket") {
 		t.Errorf("export with the store unreachable: %+v; want failed, naming the store and why", rec)
+	}
+}
+
+// TestReplicaKilledMidUploadToS3: two serve replicas on PostgreSQL share
+// an S3 store and no filesystem. The replica running a delete is killed
+// (SIGKILL) once the delete's export has put its first file in the
+// store; the other takes the delete over, exports again and finishes it;
+// a download of the verified export's files through that replica matches
+// the store's. The dead export's objects never read as an export, and
+// the killed replica's next start sweeps them.
+func TestReplicaKilledMidUploadToS3(t *testing.T) {
+	st := s3Store(t)
+	rs := startReplicas(t, 2, replicaOpts{Args: []string{"--lease-ttl", replicaLease}, Env: s3Env(), ExportStore: st.url})
+	other := rs.client(rs.Replicas[1].ready.URL)
+	id, _ := rs.createOn(other, "upload-crash")
+
+	victim := rs.start(0, "COMPANION_TEST_CRASH_AT=export:uploaded")
+	rs.deleteCrashing(victim, id)
+	select {
+	case <-victim.done:
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("replica 0 did not crash mid-upload\n%s", victim.stderr.String())
+	}
+	rs.kill(0)
+	uncommitted := func() []string {
+		dirs := map[string]bool{}
+		committed := map[string]bool{}
+		for _, k := range st.keys("companion/") {
+			if !strings.Contains(k, "/"+id+"/") {
+				continue
+			}
+			d, f := path.Split(k)
+			dirs[d] = true
+			if f == "manifest.json" {
+				committed[d] = true
+			}
+		}
+		var out []string
+		for d := range dirs {
+			if !committed[d] {
+				out = append(out, d)
+			}
+		}
+		return out
+	}
+	if u := uncommitted(); len(u) != 1 {
+		t.Fatalf("after the kill the store holds uncommitted exports %v, want the dead upload's", u)
+	}
+
+	if w := rs.waitSettled(id, 3*time.Minute); !w.Removed {
+		t.Fatalf("after the takeover the workspace is %+v, want removed", w)
+	}
+	exps := rs.verifiedExportsVia(other, id)
+	if len(exps) != 1 {
+		t.Fatalf("verified exports after the takeover: %+v, want the one the other replica made", exps)
+	}
+	dir := exportDirIn(t, st, id, exps[0].ID)
+	for _, f := range exps[0].Files {
+		code, body, _ := other.do("GET", f.URL, nil, nil)
+		stored, err := st.object(dir + f.Name)
+		if code != 200 || err != nil || sum(body) != f.SHA256 || string(body) != string(stored) {
+			t.Errorf("%s through replica 1: %d, sha %s; want the store's bytes, sha %s (%v)", f.Name, code, sum(body), f.SHA256, err)
+		}
+	}
+
+	// The killed replica comes back: its start sweeps the dead upload.
+	rs.start(0)
+	testsupport.Until(t, time.Minute, "the dead upload swept", func() bool { return len(uncommitted()) == 0 })
+	if !strings.Contains(rs.Replicas[0].stderr.String(), "removed an unfinished export from the export store") {
+		t.Errorf("replica 0 did not log the sweep")
 	}
 }

@@ -60,6 +60,9 @@ type replicaOpts struct {
 	Env  []string
 	// ArgsOf are extra serve flags for replica i only, after Args.
 	ArgsOf map[int][]string
+	// ExportStore, when set, is the --export-store every replica uses
+	// instead of the shared export dir.
+	ExportStore string
 }
 
 // startReplicas starts PostgreSQL, makes user alice and her token with the
@@ -92,11 +95,15 @@ func startReplicas(t *testing.T, n int, o replicaOpts) *replicaSet {
 		rs.ports = append(rs.ports, freePort(t))
 		rs.data = append(rs.data, t.TempDir())
 	}
+	exportsAt := []string{"--export-dir", exports}
+	if o.ExportStore != "" {
+		exportsAt = []string{"--export-store", o.ExportStore}
+	}
 	for i := range n {
 		rs.args = append(rs.args, append([]string{
 			"--listen", "127.0.0.1:" + rs.ports[i], "--auth", "local", "--trusted-proxy", "127.0.0.1/32",
 			"--database-file", rs.dbFile, "--secrets", "sealed", "--secret-key-file", key,
-			"--export-dir", exports, "--docker-image", o.Image, "--docker-scope", rs.Scope,
+			exportsAt[0], exportsAt[1], "--docker-image", o.Image, "--docker-scope", rs.Scope,
 			"--allow-host", "127.0.0.1:" + proxyPort,
 		}, append(o.Args, o.ArgsOf[i]...)...))
 	}

@@ -54,6 +54,9 @@ type Exporter struct {
 	// Staged, when set, is called after each file is staged into an
 	// export (test-only: the e2e crash and hold points); nil in production.
 	Staged func(job core.ExportJob)
+	// Uploaded, when set, is called after each file is in the store
+	// (test-only, like Staged).
+	Uploaded func(job core.ExportJob)
 }
 
 var (

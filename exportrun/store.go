@@ -48,6 +48,9 @@ func (x *Exporter) upload(ctx context.Context, job core.ExportJob, dir string, f
 		if err := x.uploadFile(ctx, u, dir, f, c); err != nil {
 			return "", err
 		}
+		if x.Uploaded != nil {
+			x.Uploaded(job)
+		}
 	}
 	manifest, err := os.ReadFile(filepath.Join(dir, exports.ManifestName))
 	if err != nil {

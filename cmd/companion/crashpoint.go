@@ -28,11 +28,11 @@ func crashHook(log *slog.Logger) (func(core.OpKind, string), error) {
 		return nil, nil
 	}
 	kind, step, _ := strings.Cut(v, ":")
-	if v == exportCrashPoint {
-		return nil, nil // the exporter's (exportHook)
+	if v == exportCrashPoint || v == uploadCrashPoint {
+		return nil, nil // the exporter's (exportHook, uploadHook)
 	}
 	if core.OpKind(kind) != core.OpDelete || !slices.Contains(core.DeleteSteps, step) {
-		return nil, fmt.Errorf("%s=%q: want %s or delete:<step>, a step of %s (a test-only setting: unset it)", crashEnv, v, exportCrashPoint, strings.Join(core.DeleteSteps, ", "))
+		return nil, fmt.Errorf("%s=%q: want %s, %s or delete:<step>, a step of %s (a test-only setting: unset it)", crashEnv, v, exportCrashPoint, uploadCrashPoint, strings.Join(core.DeleteSteps, ", "))
 	}
 	log.Warn("test-only crash point armed: companion kills itself when a delete journals this step", "env", crashEnv, "step", step)
 	return func(k core.OpKind, s string) {
@@ -52,6 +52,27 @@ func lookupCrashEnv() (string, bool) { return os.LookupEnv(crashEnv) }
 // the first file is staged, so the export dir holds a staging directory of
 // a record left running (the staging-sweep tests).
 const exportCrashPoint = "export:staged"
+
+// uploadCrashPoint is SIGKILL right after an export's first file is in
+// the export store, so the store holds objects of an export that never
+// commits (the replica tests of --export-store).
+const uploadCrashPoint = "export:uploaded"
+
+// uploadHook returns the exporter's Uploaded hook for
+// COMPANION_TEST_CRASH_AT=export:uploaded; nil otherwise.
+func uploadHook(log *slog.Logger) func(core.ExportJob) {
+	if v, _ := lookupCrashEnv(); v != uploadCrashPoint {
+		return nil
+	}
+	log.Warn("test-only crash point armed: companion kills itself when an export has uploaded a file", "env", crashEnv)
+	return func(job core.ExportJob) {
+		log.Warn("test-only crash point reached; SIGKILL", "workspace", job.WorkspaceID, "export", job.ExportID)
+		if self, err := os.FindProcess(os.Getpid()); err == nil {
+			self.Kill()
+		}
+		select {}
+	}
+}
 
 // holdEnv names the test-only hold point: with COMPANION_TEST_EXPORT_HOLD=DIR,
 // an export of workspace W whose file was just staged waits while DIR/W

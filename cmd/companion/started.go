@@ -53,7 +53,7 @@ func (a *started) open(ctx context.Context, m mode, f *serverFlags, log *slog.Lo
 	if err != nil {
 		return err
 	}
-	a.exporter.Staged = exportHook(log)
+	a.exporter.Staged, a.exporter.Uploaded = exportHook(log), uploadHook(log)
 	exportLocation := ""
 	if m == modeDesktop {
 		exportLocation = a.exporter.Writer.Root // serve mode keeps its paths to itself
