@@ -3,6 +3,8 @@ package e2e
 import (
 	"fmt"
 	"io/fs"
+	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path"
@@ -12,6 +14,7 @@ import (
 	"time"
 
 	"github.com/canvasapp/companion/internal/testsupport"
+	"github.com/canvasapp/companion/internal/testsupport/faultproxy"
 	"github.com/canvasapp/companion/internal/testsupport/gcsserver"
 	"github.com/canvasapp/companion/internal/testsupport/s3server"
 	"github.com/fsouza/fake-gcs-server/fakestorage"
@@ -258,5 +261,65 @@ func TestReplicaKilledMidUploadToS3(t *testing.T) {
 	testsupport.Until(t, time.Minute, "the dead upload swept", func() bool { return len(uncommitted()) == 0 })
 	if !strings.Contains(rs.Replicas[0].stderr.String(), "removed an unfinished export from the export store") {
 		t.Errorf("replica 0 did not log the sweep")
+	}
+}
+
+// TestExportStoreFaultsBlockTheDelete: with the S3 server behind a
+// fault-injecting proxy, a delete whose export meets 503s on every
+// upload, and then a server that says it is full, is blocked with the
+// store's reason and keeps the box, and nothing in the store reads as an
+// export; with the faults gone the delete goes through.
+func TestExportStoreFaultsBlockTheDelete(t *testing.T) {
+	st := s3Store(t)
+	u, _ := url.Parse(st.url)
+	q := u.Query()
+	proxy := faultproxy.Start(t, q.Get("endpoint"))
+	q.Set("endpoint", proxy.URL)
+	u.RawQuery = q.Encode()
+	image, scope := boxImage(t), dockerScope(t)
+	p := start(t, options{dataDir: t.TempDir(), env: s3Env(), args: []string{"--docker-image", image, "--docker-scope", scope,
+		"--export-store", u.String(), "--export-budget", "20s"}})
+	var created struct{ Workspace workspace }
+	p.must(202, "POST", "/v1/workspaces", map[string]any{"account_id": "local-docker", "name": "kept through faults"}, &created)
+	id := created.Workspace.ID
+	ws := p.waitState(id, "running", 90*time.Second)
+	putTree(t, ws.BoxID, "/workspace", map[string]string{"notes.txt": "not lost\n"})
+
+	uploads := func(r *http.Request) bool { return r.Method == "PUT" || r.Method == "POST" }
+	for _, c := range []struct {
+		name  string
+		fault faultproxy.Fault
+		want  string
+	}{
+		{"503", faultproxy.Fault{Status: 503, ContentType: "application/xml",
+			Body: `<?xml version="1.0" encoding="UTF-8"?><Error><Code>ServiceUnavailable</Code><Message>down for a test</Message></Error>`}, "unavailable"},
+		{"full", faultproxy.Fault{Status: 507, ContentType: "application/xml",
+			Body: `<?xml version="1.0" encoding="UTF-8"?><Error><Code>InsufficientStorage</Code><Message>disk full</Message></Error>`}, "full"},
+	} {
+		proxy.Set(uploads, c.fault)
+		p.deleteConfirmed(id)
+		blocked := p.waitBlocked(id, 3*time.Minute)
+		t.Logf("%s: %s", c.name, blocked.Error)
+		if !strings.Contains(strings.ToLower(blocked.Error), c.want) {
+			t.Errorf("%s: the delete was blocked with %q, want the store's reason (%s)", c.name, blocked.Error, c.want)
+		}
+		if proxy.Hits() == 0 {
+			t.Errorf("%s: no upload met the fault", c.name)
+		}
+		if got, err := boxFile(t, ws.BoxID, "/workspace/notes.txt"); err != nil || got != "not lost\n" {
+			t.Fatalf("%s: the box lost its file: %q, %v", c.name, got, err)
+		}
+		for _, k := range st.keys("companion/") {
+			if strings.HasSuffix(k, "/manifest.json") {
+				t.Errorf("%s: %s reads as an export after a failed upload", c.name, k)
+			}
+		}
+	}
+
+	proxy.Set(nil, faultproxy.Fault{})
+	p.deleteConfirmed(id)
+	p.waitRemoved(id, 3*time.Minute)
+	if exps := p.verifiedExports(id); len(exps) != 1 {
+		t.Errorf("after the faults: %d verified exports, want 1", len(exps))
 	}
 }
