@@ -30,6 +30,16 @@ type exportDir struct {
 func (s *Store) scan(ctx context.Context, rel string) ([]*exportDir, error) {
 	byDir := map[string]*exportDir{}
 	var order []string
+	entry := func(ref Ref) *exportDir {
+		d := ref.Dir()
+		e := byDir[d]
+		if e == nil {
+			e = &exportDir{ref: ref}
+			byDir[d] = e
+			order = append(order, d)
+		}
+		return e
+	}
 	token := blob.FirstPageToken
 	for {
 		pctx, cancel := s.opCtx(ctx)
@@ -48,13 +58,7 @@ func (s *Store) scan(ctx context.Context, rel string) ([]*exportDir, error) {
 			if !ok {
 				continue
 			}
-			d := ref.Dir()
-			e := byDir[d]
-			if e == nil {
-				e = &exportDir{ref: ref}
-				byDir[d] = e
-				order = append(order, d)
-			}
+			e := entry(ref)
 			e.keys = append(e.keys, o.Key)
 			e.bytes += o.Size
 			if file == ManifestName {
@@ -75,13 +79,7 @@ func (s *Store) scan(ctx context.Context, rel string) ([]*exportDir, error) {
 		if !ok {
 			continue
 		}
-		d := ref.Dir()
-		e := byDir[d]
-		if e == nil {
-			e = &exportDir{ref: ref}
-			byDir[d] = e
-			order = append(order, d)
-		}
+		e := entry(ref)
 		e.uploads = append(e.uploads, m)
 	}
 	slices.Sort(order)
