@@ -20,8 +20,7 @@
 //
 // The read-back goes through the operating system, so it proves that what
 // the filesystem returns equals what was streamed, not that the medium
-// holds it (a page-cache hit can answer). This package is not wired into
-// any delete yet.
+// holds it (a page-cache hit can answer).
 package exports
 
 import (
