@@ -142,6 +142,16 @@ func TestProcessSignals(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer ws.Close()
+		// Its handler runs once a command's event comes back: only then
+		// is the socket one the shutdown knows to close.
+		if err := ws.WriteJSON(map[string]any{"command": "true"}); err != nil {
+			t.Fatal(err)
+		}
+		ws.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, _, err := ws.ReadMessage(); err != nil {
+			t.Fatalf("no bash event on the socket: %v", err)
+		}
+		ws.SetReadDeadline(time.Time{})
 		p.cmd.Process.Signal(syscall.SIGTERM)
 		if code, _ := closedWith(t, ws); code != websocket.CloseServiceRestart {
 			t.Errorf("socket closed with %d, want 1012", code)

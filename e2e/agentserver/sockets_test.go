@@ -445,7 +445,10 @@ func TestEventsSocketSubscriberLimit(t *testing.T) {
 
 func TestBashEventsSocket(t *testing.T) {
 	e := newEnv(t, Config{Keys: []string{testKey}})
-	ws := e.dial("/sockets/bash-events?session_api_key="+testKey, nil)
+	// A socket subscribes after its handshake, so a command run at once
+	// may be published before it listens: resend_mode=all has the socket
+	// get, exactly once and in order, whatever came before it listened.
+	ws := e.dial("/sockets/bash-events?resend_mode=all&session_api_key="+testKey, nil)
 	out := e.bash(map[string]any{"command": "echo hi"})
 	cmd := next(t, ws)
 	if cmd["kind"] != "BashCommand" || cmd["command"] != "echo hi" || cmd["timeout"] != 300.0 {
