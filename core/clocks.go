@@ -82,7 +82,7 @@ func (s *Service) checkClocks(info ProviderInfo, l Lifecycle) error {
 			continue
 		}
 		switch {
-		case s.cfg.Exporter == nil || s.exportStore() == nil:
+		case !s.exportsConfigured():
 			return Errorf(KindInvalid, "paused_ttl at %s sets its %s clock, which deletes the %s; companion sets it only with an export before every pause, and exports are not configured here. Leave paused_ttl unset", info.Name, c.Name, c.Loses)
 		case !s.cfg.ScheduledDeletion && info.Capabilities.NativeIdlePause:
 			return Errorf(KindInvalid, "paused_ttl at %s sets its %s clock, which deletes the %s; %s also pauses boxes on its own, and on the desktop nothing can export such a box before the clock runs out. Leave paused_ttl unset here, or create the workspace through companion serve, which exports it first", info.Name, c.Name, c.Loses, info.Name)

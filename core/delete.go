@@ -154,7 +154,7 @@ func (s *Service) exportPlan(ws Workspace, acct Account, p Provider, info Provid
 	case ws.State == StateError:
 		ex.Why = "its create never finished, so its box holds no work"
 		return ex
-	case s.cfg.Exporter == nil || s.exportStore() == nil:
+	case !s.exportsConfigured():
 		ex.Why = "exports are not configured in this companion"
 		return ex
 	}

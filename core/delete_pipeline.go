@@ -308,7 +308,7 @@ func (j *DeleteJournal) changedIn(cur Workspace) string {
 // has one.
 func (d *deleteRun) cannotExport() string {
 	s := d.s
-	if s.cfg.Exporter == nil || s.exportStore() == nil {
+	if !s.exportsConfigured() {
 		return "exports are not configured in this companion"
 	}
 	return ""

@@ -22,6 +22,12 @@ type ExportOptions struct {
 	PauseAgain bool
 }
 
+// exportsConfigured reports whether this companion can export at all: an
+// exporter, and a store for the export records.
+func (s *Service) exportsConfigured() bool {
+	return s.cfg.Exporter != nil && s.exportStore() != nil
+}
+
 func (s *Service) exportStore() ExportStore {
 	if s.cfg.Exports != nil {
 		return s.cfg.Exports

@@ -191,5 +191,5 @@ type GuardStatus struct {
 // GuardStatus reports how this companion guards deletion clocks.
 func (s *Service) GuardStatus() GuardStatus {
 	return GuardStatus{Runs: s.cfg.ScheduledDeletion, Margin: s.guardMargin(),
-		Exports: s.cfg.Exporter != nil && s.exportStore() != nil}
+		Exports: s.exportsConfigured()}
 }

@@ -258,10 +258,11 @@ func TestReplicaKilledMidUploadToS3(t *testing.T) {
 
 	// The killed replica comes back: its start sweeps the dead upload.
 	rs.start(0)
-	testsupport.Until(t, time.Minute, "the dead upload swept", func() bool { return len(uncommitted()) == 0 })
-	if !strings.Contains(rs.Replicas[0].stderr.String(), "removed an unfinished export from the export store") {
-		t.Errorf("replica 0 did not log the sweep")
-	}
+	// The sweep runs in the background after the start: wait for it and
+	// its log line.
+	testsupport.Until(t, time.Minute, "the dead upload swept and logged", func() bool {
+		return len(uncommitted()) == 0 && strings.Contains(rs.Replicas[0].stderr.String(), "removed an unfinished export from the export store")
+	})
 }
 
 // TestExportStoreFaultsBlockTheDelete: with the S3 server behind a

@@ -37,16 +37,22 @@ func crashHook(log *slog.Logger) (func(core.OpKind, string), error) {
 	log.Warn("test-only crash point armed: companion kills itself when a delete journals this step", "env", crashEnv, "step", step)
 	return func(k core.OpKind, s string) {
 		if k == core.OpDelete && s == step {
-			log.Warn("test-only crash point reached; SIGKILL", "step", s)
-			if self, err := os.FindProcess(os.Getpid()); err == nil {
-				self.Kill() // SIGKILL on Unix: no deferred clean-up runs
-			}
-			select {} // never go on past the crash point
+			crashNow(log, "step", s)
 		}
 	}, nil
 }
 
 func lookupCrashEnv() (string, bool) { return os.LookupEnv(crashEnv) }
+
+// crashNow is a crash point reached: SIGKILL, so no deferred clean-up
+// runs, and never go on past it.
+func crashNow(log *slog.Logger, args ...any) {
+	log.Warn("test-only crash point reached; SIGKILL", args...)
+	if self, err := os.FindProcess(os.Getpid()); err == nil {
+		self.Kill()
+	}
+	select {}
+}
 
 // exportCrashPoint is the crash point inside an export: SIGKILL right after
 // the first file is staged, so the export dir holds a staging directory of
@@ -66,11 +72,7 @@ func uploadHook(log *slog.Logger) func(core.ExportJob) {
 	}
 	log.Warn("test-only crash point armed: companion kills itself when an export has uploaded a file", "env", crashEnv)
 	return func(job core.ExportJob) {
-		log.Warn("test-only crash point reached; SIGKILL", "workspace", job.WorkspaceID, "export", job.ExportID)
-		if self, err := os.FindProcess(os.Getpid()); err == nil {
-			self.Kill()
-		}
-		select {}
+		crashNow(log, "workspace", job.WorkspaceID, "export", job.ExportID)
 	}
 }
 
@@ -97,11 +99,7 @@ func exportHook(log *slog.Logger) func(core.ExportJob) {
 	}
 	return func(job core.ExportJob) {
 		if crash {
-			log.Warn("test-only crash point reached; SIGKILL", "workspace", job.WorkspaceID, "export", job.ExportID)
-			if self, err := os.FindProcess(os.Getpid()); err == nil {
-				self.Kill()
-			}
-			select {}
+			crashNow(log, "workspace", job.WorkspaceID, "export", job.ExportID)
 		}
 		for hold != "" {
 			if _, err := os.Stat(filepath.Join(hold, job.WorkspaceID)); err != nil {

@@ -126,9 +126,10 @@ func recoverExports(ctx context.Context, x *exportrun.Exporter, svc *core.Servic
 
 // recoverStoreExports empties the spool (only this process, which holds
 // the data dir, writes there, so nothing in it is still being written),
-// fails the records of exports that never finished, and then sweeps the
-// store's objects of exports whose record is not running: a replica
-// uploading now keeps its own.
+// fails the records of exports that never finished, and then, in the
+// background (listing a large bucket takes a while, and nothing waits for
+// it), sweeps the store's objects of exports whose record is not running:
+// a replica uploading now keeps its own.
 func recoverStoreExports(ctx context.Context, x *exportrun.Exporter, svc *core.Service, log *slog.Logger) error {
 	if ents, err := os.ReadDir(x.Writer.Root); err == nil {
 		for _, e := range ents {
@@ -140,18 +141,24 @@ func recoverStoreExports(ctx context.Context, x *exportrun.Exporter, svc *core.S
 	if err := svc.RecoverExports(ctx); err != nil {
 		return err
 	}
-	swept, err := x.Store.Sweep(ctx, func(ref exportstore.Ref) bool {
+	go sweepStore(ctx, x.Store, svc, log)
+	return nil
+}
+
+// sweepStore removes the store's objects of exports that will never
+// commit, logging each.
+func sweepStore(ctx context.Context, store *exportstore.Store, svc *core.Service, log *slog.Logger) {
+	swept, err := store.Sweep(ctx, func(ref exportstore.Ref) bool {
 		rec, err := svc.Export(ctx, ref.Owner, ref.ID)
 		return err == nil && rec.State == core.ExportRunning || err != nil && !core.IsKind(err, core.KindNotFound)
 	})
 	for _, sw := range swept {
 		log.Info("removed an unfinished export from the export store", "export", sw.Ref.ID, "workspace", sw.Ref.Workspace,
-			"objects", sw.Objects, "bytes", sw.Bytes, "uploads", sw.Uploads, "store", x.Store.String())
+			"objects", sw.Objects, "bytes", sw.Bytes, "uploads", sw.Uploads, "store", store.String())
 	}
-	if err != nil {
-		log.Warn("could not sweep unfinished exports from the export store", "store", x.Store.String(), "err", err)
+	if err != nil && ctx.Err() == nil {
+		log.Warn("could not sweep unfinished exports from the export store", "store", store.String(), "err", err)
 	}
-	return nil
 }
 
 // redactedURL is raw without a password, for people to read.
