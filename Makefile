@@ -52,7 +52,7 @@ test: modules
 		$(GO) test -count=1 -timeout 40m ./...
 
 # One JSON line per figure on stdout (with its in-run baseline, goal and
-# whether it is met), then a Markdown table of the run on stderr for README.
+# whether it is met), then a Markdown table of the run on stderr for docs/benchmarks.md.
 # About 9 minutes on 2 cores; `go run ./internal/benchrun -only GROUP` runs one group.
 bench: setup modules
 	@scripts/setup.sh --test # the page benchmark runs headless Chromium

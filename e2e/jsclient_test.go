@@ -160,7 +160,7 @@ func TestJSClientSignedOut(t *testing.T) {
 	}
 }
 
-// TestJSClientGuide runs README's guide for Electron as written
+// TestJSClientGuide runs the guide for Electron (docs/desktop.md) as written
 // (ui-bridge/client/test/guide): the guide spawns companion desktop
 // itself, here through a wrapper that adds this test's Docker image and
 // scope, with its default data dir under a temporary XDG_CONFIG_HOME.
@@ -179,6 +179,6 @@ func TestJSClientGuide(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	t.Logf("node --test:\n%s", out)
 	if err != nil {
-		t.Fatalf("README's guide for Electron failed: %v", err)
+		t.Fatalf("the guide for Electron (docs/desktop.md) failed: %v", err)
 	}
 }

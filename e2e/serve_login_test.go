@@ -25,7 +25,7 @@ import (
 
 // These tests run companion serve with sign-in (--auth local, --auth
 // proxy) and probe it the way an attacker would: each probe must be
-// refused. README's security section lists them.
+// refused. docs/serve.md's security section lists them.
 
 // addUser runs "companion users add" with the password on stdin.
 func addUser(t *testing.T, data, name, password string, extra ...string) {
@@ -183,7 +183,7 @@ func (c *webClient) addDaytonaWith(apiURL, token, name string) (string, string) 
 }
 
 // TestServeLoginProbes starts serve --auth local under a base path and
-// runs the probes of README's security section against it: forged and
+// runs the probes of docs/serve.md's security section against it: forged and
 // logged-out sessions, cross-site writes and WebSockets with a valid
 // cookie, revoked tokens, user B reaching user A's things in every way,
 // a non-admin installing a module, and password guessing.

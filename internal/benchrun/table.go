@@ -10,7 +10,7 @@ import (
 )
 
 // printTable writes the run's figures as a Markdown table, headed by the
-// machine, ready to paste into README's benchmark section.
+// machine, ready to paste into docs/benchmarks.md.
 func printTable(w io.Writer) {
 	if len(emitted) == 0 {
 		return

@@ -1,4 +1,4 @@
-// README's guide for Electron, run as written: the JavaScript code blocks
+// The guide for Electron (docs/desktop.md), run as written: the JavaScript code blocks
 // of its section "The JavaScript client (and a guide for Electron)", one
 // after the other as one module, with stand-ins for what Electron gives
 // (win, app) and for what the reader fills in (companionPath,
@@ -17,7 +17,7 @@ const heading = "## The JavaScript client (and a guide for Electron)";
 /** The guide's code: every ```js block of its section, in order. */
 function guideCode(readme) {
   const start = readme.indexOf(heading);
-  assert.ok(start >= 0, `README has no section "${heading}"`);
+  assert.ok(start >= 0, `docs/desktop.md has no section "${heading}"`);
   const end = readme.indexOf("\n## ", start + heading.length);
   const section = readme.slice(start, end < 0 ? undefined : end);
   return [...section.matchAll(/```js\n([\s\S]*?)```/g)].map((m) => m[1]).join("\n");
@@ -34,10 +34,10 @@ async function poll(what, check, ms) {
   }
 }
 
-test("README's Electron guide runs as written", async (t) => {
+test("the Electron guide runs as written", async (t) => {
   const bin = process.env.COMPANION_BIN;
   if (!bin) throw new Error("COMPANION_BIN is not set: run this through e2e/jsclient_test.go (go test ./e2e -run TestJSClientGuide)");
-  const readme = await readFile(new URL("../../../../README.md", import.meta.url), "utf8");
+  const readme = await readFile(new URL("../../../../docs/desktop.md", import.meta.url), "utf8");
   const code = guideCode(readme);
   assert.match(code, /agent\.events\(/, "the guide opens a conversation's events");
 
