@@ -254,6 +254,21 @@ func lastQuery(q url.Values, key string) (string, bool) {
 	return vs[len(vs)-1], true
 }
 
+// resendAll applies a socket's deprecated resend_all (a bool): true means
+// resend_mode "all" when resend_mode is absent. It returns the mode and
+// whether resend_all, if given, is a valid bool.
+func resendAll(q url.Values, mode string, hasMode bool) (string, bool) {
+	v, ok := lastQuery(q, "resend_all")
+	if !ok {
+		return mode, true
+	}
+	all, valid := pyBool(v)
+	if all && !hasMode {
+		mode = "all"
+	}
+	return mode, valid
+}
+
 // pyBool parses a query boolean as pydantic does.
 func pyBool(v string) (bool, bool) {
 	switch strings.ToLower(strings.TrimSpace(v)) {

@@ -18,13 +18,8 @@ func (s *Server) bashEventsSocket(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	mode, hasMode := lastQuery(q, "resend_mode")
 	valid := !hasMode || mode == "all"
-	if v, ok := lastQuery(q, "resend_all"); ok {
-		all, ok := pyBool(v)
-		valid = valid && ok
-		if all && !hasMode {
-			mode = "all"
-		}
-	}
+	mode, ok := resendAll(q, mode, hasMode)
+	valid = valid && ok
 	if !valid {
 		refuseHandshake(w)
 		return

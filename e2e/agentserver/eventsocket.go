@@ -30,13 +30,8 @@ func (s *Server) eventsSocket(w http.ResponseWriter, r *http.Request) {
 		valid = valid && ok
 		since = sinceBound(t, aware)
 	}
-	if v, ok := lastQuery(q, "resend_all"); ok {
-		all, ok := pyBool(v)
-		valid = valid && ok
-		if all && !hasMode {
-			mode = "all"
-		}
-	}
+	mode, ok := resendAll(q, mode, hasMode)
+	valid = valid && ok
 	if !valid {
 		refuseHandshake(w)
 		return
