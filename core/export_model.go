@@ -15,6 +15,11 @@ const (
 	ExportRunning  = "running"
 	ExportVerified = "verified"
 	ExportFailed   = "failed"
+	// ExportExpiring and ExportExpired are a verified export whose files
+	// its account's retention policy is removing, and has removed
+	// (export_expiry.go). The record stays.
+	ExportExpiring = "expiring"
+	ExportExpired  = "expired"
 )
 
 // Export formats of the workspace archive.
@@ -109,6 +114,10 @@ type ExportStore interface {
 	// FailUnfinishedExports marks every running record failed with
 	// reason and returns how many it changed.
 	FailUnfinishedExports(ctx context.Context, reason string, now time.Time) (int, error)
+	// ExportsToExpire returns the account's expiring records, then its
+	// verified ones made at or before madeBefore, oldest first: at most
+	// limit in all.
+	ExportsToExpire(ctx context.Context, accountID string, madeBefore time.Time, limit int) ([]ExportRecord, error)
 	// GiveExports changes the owner of a workspace's records owned by from
 	// to to (PutExport keeps an owner as first written) and returns how
 	// many changed.
@@ -177,6 +186,13 @@ type ExportVerifier interface {
 // files through it. Without it they are read from the record's Dir.
 type ExportOpener interface {
 	OpenExportFile(ctx context.Context, rec ExportRecord, name string) (io.ReadSeekCloser, error)
+}
+
+// ExportRemover is implemented by exporters that can remove a verified
+// export's files, for export retention. Removing what is already gone is
+// no error; the bytes are those it removed.
+type ExportRemover interface {
+	RemoveExport(ctx context.Context, rec ExportRecord) (bytes int64, err error)
 }
 
 // StagingFiles is the staging directory of an export not committed.

@@ -297,7 +297,7 @@ func (s *Service) OpenExportFile(ctx context.Context, owner, id, name string) (i
 		return nil, ExportFile{}, err
 	}
 	if !e.Verified {
-		return nil, ExportFile{}, &Error{Kind: KindConflict, Message: fmt.Sprintf("export %s is %s, not verified: it has no files to download", id, e.State)}
+		return nil, ExportFile{}, unverified(e, "it has no files to download")
 	}
 	for _, f := range e.Files {
 		if f.Name != name {

@@ -181,7 +181,7 @@ func (s *Service) planRestore(ctx context.Context, owner, exportID string, req R
 		return ExportRecord{}, Account{}, nil, "", err
 	}
 	if !rec.Verified {
-		return ExportRecord{}, Account{}, nil, "", &Error{Kind: KindConflict, Message: fmt.Sprintf("export %s is %s, not verified: only a verified export can be restored", rec.ID, rec.State)}
+		return ExportRecord{}, Account{}, nil, "", unverified(rec, "only a verified export can be restored")
 	}
 	if !rec.Restorable() {
 		return ExportRecord{}, Account{}, nil, "", Errorf(KindInvalid, "export %s holds neither a workspace archive nor a box snapshot (the agent-server had nothing to archive), so it cannot be restored; its trajectories can still be downloaded", rec.ID)

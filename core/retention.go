@@ -25,7 +25,11 @@ type RetentionPolicy struct {
 	// StoragePricePerGiBMonth, when set, is what a GiB of box storage costs
 	// the account per month, for the dry run's money figure.
 	StoragePricePerGiBMonth *float64
-	UpdatedAt               time.Time
+	// ExportsKeptFor, when above zero, is how long the account's exports
+	// are kept: older ones lose their files (export_expiry.go), whether or
+	// not Enabled schedules deletes.
+	ExportsKeptFor time.Duration
+	UpdatedAt      time.Time
 }
 
 // DefaultRetentionWarning is the warning window of a policy that names
@@ -45,6 +49,9 @@ func (p RetentionPolicy) validate() error {
 	}
 	if p.WarnBefore < 0 || p.WarnBefore > maxRetentionDuration {
 		return Errorf(KindInvalid, "warn_before_seconds must be between 0 and %d seconds, not %d", int64(maxRetentionDuration/time.Second), int64(p.WarnBefore/time.Second))
+	}
+	if p.ExportsKeptFor < 0 || p.ExportsKeptFor > maxRetentionDuration {
+		return Errorf(KindInvalid, "exports_kept_for_seconds must be between 0 (for ever) and %d seconds, not %d", int64(maxRetentionDuration/time.Second), int64(p.ExportsKeptFor/time.Second))
 	}
 	if pr := p.StoragePricePerGiBMonth; pr != nil && (math.IsNaN(*pr) || math.IsInf(*pr, 0) || *pr < 0 || *pr > 1e9) {
 		return Errorf(KindInvalid, "storage_price_per_gib_month must be a number between 0 and 1e9 (or null for none)")
@@ -197,11 +204,16 @@ func (r *retention) policy(accountID string) (RetentionPolicy, bool) {
 }
 
 func (r *retention) enabled() []RetentionPolicy {
+	return r.where(func(p RetentionPolicy) bool { return p.Enabled })
+}
+
+// where returns the policies keep accepts, by account id.
+func (r *retention) where(keep func(RetentionPolicy) bool) []RetentionPolicy {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	var out []RetentionPolicy
 	for _, p := range r.policies {
-		if p.Enabled {
+		if keep(p) {
 			out = append(out, p)
 		}
 	}
@@ -331,6 +343,8 @@ type RetentionPreview struct {
 	// ScheduledDeletion is false on the desktop, where nothing is deleted
 	// on a timer whatever the policy says.
 	ScheduledDeletion bool
+	// Exports is what the policy's export retention would remove now.
+	Exports ExportsPreview
 }
 
 // RetentionPreviewItem is one workspace a policy would delete.
@@ -356,11 +370,15 @@ func (s *Service) PreviewRetention(ctx context.Context, owner string, p Retentio
 			p.StoragePricePerGiBMonth = cur.StoragePricePerGiBMonth
 		}
 	}
-	out := RetentionPreview{Policy: p, Workspaces: []RetentionPreviewItem{}, ScheduledDeletion: s.cfg.ScheduledDeletion}
+	now := s.now()
+	xp, err := s.previewExports(ctx, owner, p, now)
+	if err != nil {
+		return RetentionPreview{}, err
+	}
+	out := RetentionPreview{Policy: p, Workspaces: []RetentionPreviewItem{}, ScheduledDeletion: s.cfg.ScheduledDeletion, Exports: xp}
 	if !p.Enabled {
 		return out, nil
 	}
-	now := s.now()
 	for _, ws := range s.feed.OfAccount(p.AccountID) {
 		if ws.Owner != owner || !retentionApplies(ws) {
 			continue

@@ -24,7 +24,11 @@ type RetentionConfig struct {
 // RetentionTickReport is what one tick did.
 type RetentionTickReport struct {
 	Warned, Started, Skipped, BackedOff int
-	Err                                 error
+	// ExportsExpired counts the exports whose files were removed;
+	// ExportsKept those due but kept (export_expiry.go); ExportErrors the
+	// removals that failed (tried again next tick).
+	ExportsExpired, ExportsKept, ExportErrors int
+	Err                                       error
 }
 
 // sweepSlice is how many warnings one tick looks at for staleness.
@@ -67,7 +71,8 @@ func (s *Service) RunRetention(ctx context.Context, cfg RetentionConfig) {
 }
 
 // RetentionTick runs one tick: warn the owners of workspaces that entered
-// their warning window, then claim and delete the due ones. Exported for
+// their warning window, then claim and delete the due ones, then remove
+// the exports past their policy's ExportsKeptFor. Exported for
 // tests and benchmarks; RunRetention calls it on its timer.
 func (s *Service) RetentionTick(ctx context.Context, cfg RetentionConfig) RetentionTickReport {
 	r := s.ret
@@ -115,6 +120,12 @@ func (s *Service) RetentionTick(ctx context.Context, cfg RetentionConfig) Retent
 				return rep
 			}
 			s.retainOne(ctx, c, now, cfg.Lease, &rep)
+		}
+	}
+	for _, p := range r.where(RetentionPolicy.exportsDue) {
+		if err := s.expireExports(ctx, p, now, &rep); err != nil {
+			rep.Err = err
+			return rep
 		}
 	}
 	return rep

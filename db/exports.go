@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/canvasapp/companion/core"
@@ -32,6 +33,13 @@ const (
 	qOwnerExportsBefore = `SELECT ` + exportCols + ` FROM exports WHERE owner = ? AND created_at <= ? AND (created_at < ? OR id < ?)
 		ORDER BY created_at DESC, id DESC LIMIT ?`
 	qExportCursor = `SELECT created_at FROM exports WHERE id = ? AND owner = ?`
+
+	// What an account's export retention acts on (exports_expiring and
+	// exports_expiry): removals a restart cut short, then verified
+	// exports made at or before a time, oldest first.
+	qExportsExpiring = `SELECT ` + exportCols + ` FROM exports WHERE account_id = ? AND state = 'expiring' ORDER BY created_at, id LIMIT ?`
+	qExportsToExpire = `SELECT ` + exportCols + ` FROM exports WHERE account_id = ? AND state = 'verified' AND created_at <= ?
+		ORDER BY created_at, id LIMIT ?`
 )
 
 // PutExport inserts or updates an export record. A verified record must
@@ -53,7 +61,7 @@ func exportArgs(e core.ExportRecord) ([]any, error) {
 	switch {
 	case e.ID == "" || e.WorkspaceID == "":
 		return nil, core.Errorf(core.KindInvalid, "an export record needs an id and a workspace")
-	case e.State != core.ExportRunning && e.State != core.ExportVerified && e.State != core.ExportFailed:
+	case !slices.Contains([]string{core.ExportRunning, core.ExportVerified, core.ExportFailed, core.ExportExpiring, core.ExportExpired}, e.State):
 		return nil, core.Errorf(core.KindInvalid, "export %s: unknown state %q", e.ID, e.State)
 	case e.Verified != (e.State == core.ExportVerified):
 		return nil, core.Errorf(core.KindInvalid, "export %s: verified must be set exactly when the state is verified", e.ID)
@@ -133,6 +141,34 @@ func (s *Store) ListOwnerExports(ctx context.Context, owner, before string, limi
 		}
 		out, err = scanExports(rows)
 		return err
+	})
+	return out, err
+}
+
+// ExportsToExpire returns the account's expiring exports, then its
+// verified ones made at or before madeBefore, oldest first: at most limit
+// in all.
+func (s *Store) ExportsToExpire(ctx context.Context, accountID string, madeBefore time.Time, limit int) ([]core.ExportRecord, error) {
+	out := []core.ExportRecord{}
+	err := s.read(ctx, "list the exports to expire of account "+accountID, func(t txn) error {
+		for _, q := range []struct {
+			sql  string
+			args []any
+		}{{qExportsExpiring, []any{accountID}}, {qExportsToExpire, []any{accountID, nanos(madeBefore)}}} {
+			if len(out) >= limit {
+				return nil
+			}
+			rows, err := t.query(q.sql, append(q.args, limit-len(out))...)
+			if err != nil {
+				return err
+			}
+			got, err := scanExports(rows)
+			if err != nil {
+				return err
+			}
+			out = append(out, got...)
+		}
+		return nil
 	})
 	return out, err
 }

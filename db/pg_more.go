@@ -116,6 +116,30 @@ func (s *PGStore) GetExport(ctx context.Context, id string) (core.ExportRecord, 
 	return e, nil
 }
 
+// ExportsToExpire returns what an account's export retention acts on;
+// see Store.ExportsToExpire.
+func (s *PGStore) ExportsToExpire(ctx context.Context, accountID string, madeBefore time.Time, limit int) ([]core.ExportRecord, error) {
+	out := []core.ExportRecord{}
+	for _, q := range []struct {
+		sql  string
+		args []any
+	}{{qExportsExpiring, []any{accountID}}, {qExportsToExpire, []any{accountID, nanos(madeBefore)}}} {
+		if len(out) >= limit {
+			break
+		}
+		rows, err := s.pool.Query(ctx, pgText(q.sql), append(q.args, limit-len(out))...)
+		if err != nil {
+			return nil, s.wrap("list the exports to expire of account "+accountID, err)
+		}
+		got, err := pgScanAll(rows, scanExport)
+		if err != nil {
+			return nil, s.wrap("list the exports to expire of account "+accountID, err)
+		}
+		out = append(out, got...)
+	}
+	return out, nil
+}
+
 // ListExports returns a workspace's export records, newest first.
 func (s *PGStore) ListExports(ctx context.Context, workspaceID string) ([]core.ExportRecord, error) {
 	rows, err := s.pool.Query(ctx, pgq().listExports, workspaceID)

@@ -48,18 +48,17 @@ func (s *PGStore) PutRetentionPolicy(ctx context.Context, p core.RetentionPolicy
 		price = *p.StoragePricePerGiBMonth
 	}
 	return s.execOne(ctx, "save retention policy of account "+p.AccountID, notFound("account", p.AccountID),
-		`INSERT INTO retention_policies (account_id, enabled, paused_for, warn_before, storage_price_per_gib_month, updated_at)
-		SELECT id, $1::boolean, $2::bigint, $3::bigint, $4::double precision, $5::bigint FROM accounts WHERE id = $6
+		`INSERT INTO retention_policies (account_id, enabled, paused_for, warn_before, storage_price_per_gib_month, updated_at, exports_kept_for)
+		SELECT id, $1::boolean, $2::bigint, $3::bigint, $4::double precision, $5::bigint, $7::bigint FROM accounts WHERE id = $6
 		ON CONFLICT (account_id) DO UPDATE SET enabled = excluded.enabled, paused_for = excluded.paused_for,
 			warn_before = excluded.warn_before, storage_price_per_gib_month = excluded.storage_price_per_gib_month,
-			updated_at = excluded.updated_at`,
-		p.Enabled, int64(p.PausedFor), int64(p.WarnBefore), price, nanos(p.UpdatedAt), p.AccountID)
+			updated_at = excluded.updated_at, exports_kept_for = excluded.exports_kept_for`,
+		p.Enabled, int64(p.PausedFor), int64(p.WarnBefore), price, nanos(p.UpdatedAt), p.AccountID, int64(p.ExportsKeptFor))
 }
 
 // RetentionPolicies returns every stored policy.
 func (s *PGStore) RetentionPolicies(ctx context.Context) ([]core.RetentionPolicy, error) {
-	rows, err := s.pool.Query(ctx, `SELECT account_id, enabled, paused_for, warn_before, storage_price_per_gib_month, updated_at
-		FROM retention_policies ORDER BY account_id COLLATE "C"`)
+	rows, err := s.pool.Query(ctx, `SELECT `+retentionPolicyCols+` FROM retention_policies ORDER BY account_id COLLATE "C"`)
 	if err != nil {
 		return nil, s.wrap("list retention policies", err)
 	}

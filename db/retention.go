@@ -16,12 +16,12 @@ func (s *Store) PutRetentionPolicy(ctx context.Context, p core.RetentionPolicy) 
 		price = *p.StoragePricePerGiBMonth
 	}
 	return s.write(ctx, "save retention policy of account "+p.AccountID, func(t txn) error {
-		res, err := t.exec(`INSERT INTO retention_policies (account_id, enabled, paused_for, warn_before, storage_price_per_gib_month, updated_at)
-			SELECT id, ?, ?, ?, ?, ? FROM accounts WHERE id = ?
+		res, err := t.exec(`INSERT INTO retention_policies (account_id, enabled, paused_for, warn_before, storage_price_per_gib_month, updated_at, exports_kept_for)
+			SELECT id, ?, ?, ?, ?, ?, ? FROM accounts WHERE id = ?
 			ON CONFLICT (account_id) DO UPDATE SET enabled = excluded.enabled, paused_for = excluded.paused_for,
 				warn_before = excluded.warn_before, storage_price_per_gib_month = excluded.storage_price_per_gib_month,
-				updated_at = excluded.updated_at`,
-			p.Enabled, int64(p.PausedFor), int64(p.WarnBefore), price, nanos(p.UpdatedAt), p.AccountID)
+				updated_at = excluded.updated_at, exports_kept_for = excluded.exports_kept_for`,
+			p.Enabled, int64(p.PausedFor), int64(p.WarnBefore), price, nanos(p.UpdatedAt), int64(p.ExportsKeptFor), p.AccountID)
 		if err != nil {
 			return err
 		}
@@ -36,8 +36,7 @@ func (s *Store) PutRetentionPolicy(ctx context.Context, p core.RetentionPolicy) 
 
 // RetentionPolicies returns every stored policy.
 func (s *Store) RetentionPolicies(ctx context.Context) ([]core.RetentionPolicy, error) {
-	rows, err := s.reads().query(ctx, `SELECT account_id, enabled, paused_for, warn_before, storage_price_per_gib_month, updated_at
-		FROM retention_policies ORDER BY account_id`)
+	rows, err := s.reads().query(ctx, `SELECT `+retentionPolicyCols+` FROM retention_policies ORDER BY account_id`)
 	if err != nil {
 		return nil, wrap("list retention policies", err)
 	}
@@ -294,21 +293,25 @@ func (s *Store) SweepRetention(ctx context.Context, warnAfter string, warnLimit 
 var _ core.RetentionStore = (*Store)(nil)
 
 // qRetentionPolicy reads one account's policy (both engines).
-const qRetentionPolicy = `SELECT account_id, enabled, paused_for, warn_before, storage_price_per_gib_month, updated_at
-	FROM retention_policies WHERE account_id = ?`
+const qRetentionPolicy = `SELECT ` + retentionPolicyCols + ` FROM retention_policies WHERE account_id = ?`
+
+// retentionPolicyCols are the columns scanRetentionPolicy reads.
+const retentionPolicyCols = `account_id, enabled, paused_for, warn_before, storage_price_per_gib_month, updated_at, exports_kept_for`
 
 // scanRetentionPolicy reads one row of qRetentionPolicy's columns.
 func scanRetentionPolicy(r scanner) (core.RetentionPolicy, error) {
 	var (
 		p           core.RetentionPolicy
 		paused, wb  int64
+		kept        int64
 		price       sql.NullFloat64
 		updatedNano sql.NullInt64
 	)
-	if err := r.Scan(&p.AccountID, &p.Enabled, &paused, &wb, &price, &updatedNano); err != nil {
+	if err := r.Scan(&p.AccountID, &p.Enabled, &paused, &wb, &price, &updatedNano, &kept); err != nil {
 		return p, err
 	}
 	p.PausedFor, p.WarnBefore, p.UpdatedAt = time.Duration(paused), time.Duration(wb), timeOf(updatedNano)
+	p.ExportsKeptFor = time.Duration(kept)
 	if price.Valid {
 		v := price.Float64
 		p.StoragePricePerGiBMonth = &v

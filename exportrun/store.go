@@ -24,7 +24,10 @@ import (
 // storeDirPrefix marks a record's Dir as a directory in the export store.
 const storeDirPrefix = "store:"
 
-var _ core.ExportOpener = (*Exporter)(nil)
+var (
+	_ core.ExportOpener  = (*Exporter)(nil)
+	_ core.ExportRemover = (*Exporter)(nil)
+)
 
 // upload copies the committed spool export at dir into the store and
 // removes the spool copy. It returns the record's Dir.
@@ -134,4 +137,19 @@ func (x *Exporter) verifyStored(ctx context.Context, ref exportstore.Ref) error 
 		}
 	}
 	return nil
+}
+
+// RemoveExport removes a verified export's files, in the store or under
+// the export dir (core.ExportRemover, for export retention).
+func (x *Exporter) RemoveExport(ctx context.Context, rec core.ExportRecord) (int64, error) {
+	ref, inStore, err := storeRef(rec.Dir)
+	switch {
+	case err != nil:
+		return 0, err
+	case !inStore:
+		return x.Writer.Remove(rec.Dir)
+	case x.Store == nil:
+		return 0, fmt.Errorf("export %s is in an export store, and none is configured (--export-store); nothing removed", rec.ID)
+	}
+	return x.Store.Remove(ctx, ref)
 }

@@ -84,3 +84,15 @@ func (s *Store) exists(ctx context.Context, key string) (bool, error) {
 	}
 	return ok, nil
 }
+
+// Remove deletes a committed export: its manifest first, so that what a
+// failure leaves no longer reads as committed (a later Sweep removes the
+// rest), then its other objects and unfinished uploads. It returns the
+// bytes it listed. An export already gone is no error.
+func (s *Store) Remove(ctx context.Context, ref Ref) (int64, error) {
+	if err := ref.check(); err != nil {
+		return 0, err
+	}
+	r, err := s.removeExport(ctx, ref, nil)
+	return r.bytes, err
+}

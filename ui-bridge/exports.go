@@ -56,7 +56,7 @@ func toWireExport(e core.ExportRecord) Export {
 	out := Export{ID: e.ID, WorkspaceID: e.WorkspaceID, WorkspaceName: strPtr(e.WorkspaceName), Provider: strPtr(e.Provider),
 		AccountID: strPtr(e.AccountID), CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt, State: e.State,
 		Verified: e.Verified, Bytes: e.Bytes, ArchiveSHA256: strPtr(e.ArchiveSHA256), Error: strPtr(e.Error),
-		Files: make([]ExportFile, 0, len(e.Files)), Restorable: e.Restorable()}
+		Files: make([]ExportFile, 0, len(e.Files)), Restorable: e.Verified && e.Restorable()}
 	for _, f := range e.Files {
 		out.Files = append(out.Files, ExportFile{Name: f.Name, Kind: f.Kind, ConversationID: strPtr(f.ConversationID),
 			Format: strPtr(f.Format), Bytes: f.Bytes, SHA256: f.SHA256,

@@ -22,6 +22,7 @@ type RetentionPolicy struct {
 	PausedForSeconds        int64      `json:"paused_for_seconds"`
 	WarnBeforeSeconds       int64      `json:"warn_before_seconds"`
 	StoragePricePerGiBMonth *float64   `json:"storage_price_per_gib_month"`
+	ExportsKeptForSeconds   int64      `json:"exports_kept_for_seconds"`
 	UpdatedAt               *time.Time `json:"updated_at"`
 }
 
@@ -36,12 +37,14 @@ type RetentionScheduler struct {
 
 // retentionBody is a proposed policy. PUT replaces the whole policy:
 // an absent warn_before_seconds is the default (one day), an absent or
-// null storage price is none.
+// null storage price is none, an absent exports_kept_for_seconds keeps
+// exports for ever.
 type retentionBody struct {
 	Enabled                 *bool    `json:"enabled"`
 	PausedForSeconds        *int64   `json:"paused_for_seconds"`
 	WarnBeforeSeconds       *int64   `json:"warn_before_seconds"`
 	StoragePricePerGiBMonth *float64 `json:"storage_price_per_gib_month"`
+	ExportsKeptForSeconds   *int64   `json:"exports_kept_for_seconds"`
 }
 
 func (b retentionBody) policy(accountID string, enabledDefault bool) core.RetentionPolicy {
@@ -55,6 +58,9 @@ func (b retentionBody) policy(accountID string, enabledDefault bool) core.Retent
 	}
 	if b.WarnBeforeSeconds != nil {
 		p.WarnBefore = seconds(*b.WarnBeforeSeconds)
+	}
+	if b.ExportsKeptForSeconds != nil {
+		p.ExportsKeptFor = seconds(*b.ExportsKeptForSeconds)
 	}
 	return p
 }
@@ -75,7 +81,7 @@ func seconds(n int64) time.Duration {
 func toWireRetention(p core.RetentionPolicy) RetentionPolicy {
 	return RetentionPolicy{AccountID: p.AccountID, Enabled: p.Enabled, PausedForSeconds: int64(p.PausedFor / time.Second),
 		WarnBeforeSeconds: int64(p.WarnBefore / time.Second), StoragePricePerGiBMonth: p.StoragePricePerGiBMonth,
-		UpdatedAt: wireTimePtr(p.UpdatedAt)}
+		ExportsKeptForSeconds: int64(p.ExportsKeptFor / time.Second), UpdatedAt: wireTimePtr(p.UpdatedAt)}
 }
 
 func (s *Server) retentionAnswer(w http.ResponseWriter, p core.RetentionPolicy) {
@@ -126,8 +132,8 @@ func (s *Server) previewRetention(w http.ResponseWriter, r *http.Request) {
 	if !s.decodeBody(w, r, &body, false) {
 		return
 	}
-	if body.PausedForSeconds == nil {
-		writeErrorCode(w, http.StatusBadRequest, string(core.KindInvalid), `paused_for_seconds is required: the proposed policy, e.g. {"paused_for_seconds": 604800}`)
+	if body.PausedForSeconds == nil && body.ExportsKeptForSeconds == nil {
+		writeErrorCode(w, http.StatusBadRequest, string(core.KindInvalid), `paused_for_seconds or exports_kept_for_seconds is required: the proposed policy, e.g. {"paused_for_seconds": 604800} or {"enabled": false, "exports_kept_for_seconds": 7776000}`)
 		return
 	}
 	pv, err := s.svc.PreviewRetention(r.Context(), owner(r), body.policy(r.PathValue("id"), true))
@@ -145,6 +151,12 @@ func (s *Server) previewRetention(w http.ResponseWriter, r *http.Request) {
 		}
 		items = append(items, item)
 	}
+	exports := make([]ExportExpiryItem, 0, len(pv.Exports.Exports))
+	for _, it := range pv.Exports.Exports {
+		e := it.Export
+		exports = append(exports, ExportExpiryItem{ID: e.ID, WorkspaceID: e.WorkspaceID, WorkspaceName: e.WorkspaceName,
+			State: e.State, CreatedAt: wireTime(e.CreatedAt), Bytes: e.Bytes, Kept: it.Kept})
+	}
 	writeJSON(w, http.StatusOK, map[string]any{
 		"policy":             toWireRetention(pv.Policy),
 		"workspaces":         items,
@@ -152,7 +164,25 @@ func (s *Server) previewRetention(w http.ResponseWriter, r *http.Request) {
 		"unknown_sizes":      pv.UnknownSizes,
 		"monthly_savings":    pv.MonthlySavings,
 		"scheduled_deletion": pv.ScheduledDeletion,
+		"exports": map[string]any{
+			"due":           exports,
+			"removed":       pv.Exports.Removed,
+			"removed_bytes": pv.Exports.Bytes,
+			"more":          pv.Exports.More,
+		},
 	})
+}
+
+// ExportExpiryItem is one export a proposed export retention finds due:
+// removed at the next tick, or kept (Kept says why).
+type ExportExpiryItem struct {
+	ID            string    `json:"id"`
+	WorkspaceID   string    `json:"workspace_id"`
+	WorkspaceName string    `json:"workspace_name"`
+	State         string    `json:"state"`
+	CreatedAt     time.Time `json:"created_at"`
+	Bytes         int64     `json:"bytes"`
+	Kept          string    `json:"kept,omitempty"`
 }
 
 // noticeBuffer is how many notices may wait for the hub; beyond that some

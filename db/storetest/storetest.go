@@ -62,6 +62,7 @@ var Cases = map[string]func(t *testing.T, e Engine){
 	"PlansSingleUse":        plansSingleUse,
 	"AuditChain":            auditChain,
 	"Exports":               exports,
+	"ExportsToExpire":       exportsToExpire,
 	"ModulePins":            modulePins,
 	"SealedSecrets":         sealedSecrets,
 	"ReopenKeepsEverything": reopenKeepsEverything,
@@ -549,6 +550,47 @@ func exports(t *testing.T, e Engine) {
 	}
 	if n := must(s.GiveExports(ctx, "w", "u", "v")); n != 0 {
 		t.Errorf("a second GiveExports changed %d records", n)
+	}
+}
+
+// exportsToExpire: an account's expiring records come first, then its
+// verified ones made at or before the bound, oldest first, within the
+// limit; other accounts, running, failed and expired records never.
+func exportsToExpire(t *testing.T, e Engine) {
+	ctx := context.Background()
+	s, _, _ := open(t, e)
+	put := func(id, account, state string, at time.Duration) {
+		r := core.ExportRecord{ID: id, WorkspaceID: "w", Owner: "u", AccountID: account, CreatedAt: epoch.Add(at), UpdatedAt: epoch.Add(at), State: state}
+		if state == core.ExportVerified {
+			r.Verified, r.Dir, r.Files = true, "/x/"+id, []core.ExportFile{{Name: "a.zip", Kind: "trajectory", Bytes: 1, SHA256: "ab"}}
+		}
+		if err := s.PutExport(ctx, r); err != nil {
+			t.Fatalf("put %s: %v", id, err)
+		}
+	}
+	put("old2", "a", core.ExportVerified, 2*time.Minute)
+	put("old1", "a", core.ExportVerified, time.Minute)
+	put("young", "a", core.ExportVerified, time.Hour)
+	put("cut", "a", core.ExportExpiring, 2*time.Hour)
+	put("gone", "a", core.ExportExpired, 0)
+	put("failed", "a", core.ExportFailed, 0)
+	put("running", "a", core.ExportRunning, 0)
+	put("other", "b", core.ExportVerified, 0)
+	ids := func(list []core.ExportRecord) []string {
+		var out []string
+		for _, r := range list {
+			out = append(out, r.ID)
+		}
+		return out
+	}
+	if got := ids(must(s.ExportsToExpire(ctx, "a", epoch.Add(30*time.Minute), 10))); !reflect.DeepEqual(got, []string{"cut", "old1", "old2"}) {
+		t.Errorf("ExportsToExpire = %v, want [cut old1 old2]", got)
+	}
+	if got := ids(must(s.ExportsToExpire(ctx, "a", epoch.Add(30*time.Minute), 2))); !reflect.DeepEqual(got, []string{"cut", "old1"}) {
+		t.Errorf("ExportsToExpire limited to 2 = %v, want [cut old1]", got)
+	}
+	if got := must(s.ExportsToExpire(ctx, "nobody", epoch.Add(time.Hour), 10)); len(got) != 0 {
+		t.Errorf("ExportsToExpire of an unknown account = %v", ids(got))
 	}
 }
 

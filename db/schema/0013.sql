@@ -1,4 +1,4 @@
--- The schema and rows that migrations 0001 to 0012 leave in a new
+-- The schema and rows that migrations 0001 to 0013 leave in a new
 -- database, as one script (see schema.go). Generated: do not edit; run
 -- go test ./db -run TestSchemaSnapshot -update
 
@@ -109,25 +109,6 @@ CREATE TABLE audit (
 
 CREATE INDEX audit_owner ON audit (owner, id);
 
-CREATE TABLE exports (
-	id             TEXT PRIMARY KEY,
-	workspace_id   TEXT NOT NULL,
-	owner          TEXT NOT NULL,
-	created_at     INTEGER NOT NULL,
-	updated_at     INTEGER NOT NULL,
-	state          TEXT NOT NULL CHECK (state IN ('running', 'verified', 'failed')),
-	dir            TEXT NOT NULL,
-	files          TEXT NOT NULL,
-	bytes          INTEGER NOT NULL,
-	archive_sha256 TEXT NOT NULL,
-	verified       INTEGER NOT NULL CHECK (verified = (state = 'verified')),
-	error          TEXT NOT NULL
-, workspace_name TEXT NOT NULL DEFAULT '', provider TEXT NOT NULL DEFAULT '', account_id TEXT NOT NULL DEFAULT '') STRICT;
-
-CREATE INDEX exports_workspace ON exports (workspace_id, created_at);
-
-CREATE INDEX exports_running ON exports (state) WHERE state = 'running';
-
 CREATE TABLE secrets (
 	key        TEXT PRIMARY KEY,
 	key_id     TEXT NOT NULL,
@@ -148,7 +129,7 @@ CREATE TABLE retention_policies (
 	warn_before INTEGER NOT NULL CHECK (warn_before >= 0),
 	storage_price_per_gib_month REAL CHECK (storage_price_per_gib_month IS NULL OR storage_price_per_gib_month >= 0),
 	updated_at  INTEGER NOT NULL
-) STRICT;
+, exports_kept_for INTEGER NOT NULL DEFAULT 0 CHECK (exports_kept_for >= 0)) STRICT;
 
 CREATE INDEX workspaces_retention ON workspaces (account_id, delete_after)
 	WHERE delete_after IS NOT NULL AND removed_at IS NULL;
@@ -219,7 +200,33 @@ CREATE TABLE login_known (
 
 CREATE INDEX login_known_until ON login_known (until);
 
+CREATE TABLE "exports" (
+	id             TEXT PRIMARY KEY,
+	workspace_id   TEXT NOT NULL,
+	owner          TEXT NOT NULL,
+	created_at     INTEGER NOT NULL,
+	updated_at     INTEGER NOT NULL,
+	state          TEXT NOT NULL CHECK (state IN ('running', 'verified', 'failed', 'expiring', 'expired')),
+	dir            TEXT NOT NULL,
+	files          TEXT NOT NULL,
+	bytes          INTEGER NOT NULL,
+	archive_sha256 TEXT NOT NULL,
+	verified       INTEGER NOT NULL CHECK (verified = (state = 'verified')),
+	error          TEXT NOT NULL,
+	workspace_name TEXT NOT NULL DEFAULT '',
+	provider       TEXT NOT NULL DEFAULT '',
+	account_id     TEXT NOT NULL DEFAULT ''
+) STRICT;
+
+CREATE INDEX exports_workspace ON exports (workspace_id, created_at);
+
+CREATE INDEX exports_running ON exports (state) WHERE state = 'running';
+
 CREATE INDEX exports_owner ON exports (owner, created_at);
+
+CREATE INDEX exports_expiry ON exports (account_id, created_at) WHERE state = 'verified';
+
+CREATE INDEX exports_expiring ON exports (account_id) WHERE state = 'expiring';
 
 INSERT INTO meta (key, value) VALUES ('audit_head', 0);
 INSERT INTO meta (key, value) VALUES ('floor', 0);
