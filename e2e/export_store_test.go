@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"io/fs"
 	"net/http"
@@ -323,4 +324,70 @@ func TestExportStoreFaultsBlockTheDelete(t *testing.T) {
 	if exps := p.verifiedExports(id); len(exps) != 1 {
 		t.Errorf("after the faults: %d verified exports, want 1", len(exps))
 	}
+}
+
+// TestExportStoreKeysInSecretStore: with no AWS credential chain, serve
+// cannot reach the bucket and stops before its ready line. Keys the bucket
+// refuses are not kept; keys it accepts are kept in the secret store
+// (`show` names the access key, never the secret), and serve then starts
+// and exports into the bucket without the secret in its logs. Forgotten,
+// serve stops before its ready line again.
+func TestExportStoreKeysInSecretStore(t *testing.T) {
+	st := s3Store(t)
+	data := t.TempDir()
+	noChain := []string{"AWS_ACCESS_KEY_ID=", "AWS_SECRET_ACCESS_KEY=", "AWS_SESSION_TOKEN=", "AWS_PROFILE=",
+		"AWS_EC2_METADATA_DISABLED=true", "AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null"}
+	image, scope := boxImage(t), dockerScope(t)
+	serveRefused := func(when string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, companionBin, "serve", "--data-dir", data, "--listen", "127.0.0.1:0", "--docker-image", image,
+			"--docker-scope", scope, "--export-store", st.url)
+		cmd.Env = append(os.Environ(), noChain...)
+		out, err := cmd.CombinedOutput()
+		if err == nil || strings.Contains(string(out), `"event":"ready"`) || !strings.Contains(string(out), "--export-store") {
+			t.Fatalf("%s: serve with no keys: %v\n%s\nwant an exit before the ready line naming --export-store", when, err, out)
+		}
+	}
+	serveRefused("before any keys")
+
+	wrong := "AWS_ACCESS_KEY_ID=" + s3server.AccessKey + "\nAWS_SECRET_ACCESS_KEY=not-the-secret-42\n"
+	out, errOut, code := runCLI(t, noChain, wrong, "export-store", "set-keys", st.url, "--data-dir", data)
+	if code == 0 || !strings.Contains(errOut, "not kept") || strings.Contains(out+errOut, "not-the-secret-42") {
+		t.Fatalf("set-keys with refused keys: exit %d\n%s%s\nwant a failure saying they were not kept, without the secret", code, out, errOut)
+	}
+	if out, errOut, code := runCLI(t, noChain, "", "export-store", "show", st.url, "--data-dir", data); code != 0 || !strings.Contains(out, "no keys are kept") {
+		t.Fatalf("show after refused keys: exit %d\n%s%s", code, out, errOut)
+	}
+	right := "AWS_ACCESS_KEY_ID=" + s3server.AccessKey + "\nAWS_SECRET_ACCESS_KEY=" + s3server.SecretKey + "\n"
+	if out, errOut, code := runCLI(t, noChain, right, "export-store", "set-keys", st.url, "--data-dir", data); code != 0 || !strings.Contains(out, "kept S3 access key "+s3server.AccessKey) {
+		t.Fatalf("set-keys: exit %d\n%s%s", code, out, errOut)
+	}
+	out, errOut, code = runCLI(t, noChain, "", "export-store", "show", st.url, "--data-dir", data)
+	if code != 0 || !strings.Contains(out, s3server.AccessKey) || strings.Contains(out+errOut, s3server.SecretKey) {
+		t.Fatalf("show: exit %d\n%s%s\nwant the access key, never the secret", code, out, errOut)
+	}
+	if raw, err := os.ReadFile(filepath.Join(data, "companion.db")); err == nil && strings.Contains(string(raw), s3server.SecretKey) {
+		t.Fatal("the secret is in the database in plain text")
+	}
+
+	p := start(t, options{mode: "serve", dataDir: data, env: noChain, args: []string{"--listen", "127.0.0.1:0", "--docker-image", image,
+		"--docker-scope", scope, "--export-store", st.url}})
+	ws := p.createRunning("keyed")["keyed"]
+	var started struct{ Export exportRec }
+	p.must(202, "POST", "/v1/workspaces/"+ws.ID+"/export", nil, &started)
+	if rec := p.waitExport(started.Export.ID, 2*time.Minute); !rec.Verified {
+		t.Fatalf("export with kept keys: %+v\n%s", rec, p.stderr.String())
+	}
+	exportDirIn(t, st, ws.ID, started.Export.ID)
+	p.term()
+	if strings.Contains(p.stderr.String(), s3server.SecretKey) {
+		t.Error("serve logged the secret")
+	}
+
+	if out, errOut, code := runCLI(t, noChain, "", "export-store", "forget", st.url, "--data-dir", data); code != 0 || !strings.Contains(out, "forgot") {
+		t.Fatalf("forget: exit %d\n%s%s", code, out, errOut)
+	}
+	serveRefused("after forget")
 }

@@ -161,35 +161,17 @@ func (w storeAt) open(ctx context.Context, mustExist bool) (serverStore, error) 
 // the lifecycle service. route is the HTTP route to suggest when a
 // running companion holds the lock.
 func openOffline(ctx context.Context, where storeAt, sf secretFlags, route string, stderr io.Writer) (_ *offline, err error) {
-	dataDir := where.dataDir
-	o := &offline{}
+	o, keys, log, err := openOfflineSecrets(ctx, where, sf, "while it runs, use its HTTP API instead: "+route+" (ui-bridge/API.md)", stderr)
+	if err != nil {
+		return nil, err
+	}
 	defer func() {
 		if err != nil {
 			o.Close()
 		}
 	}()
-	if err := os.MkdirAll(dataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("create data dir: %w", err)
-	}
-	if where.url == "" {
-		unlock, err := lockDataDir(ctx, dataDir, offlineLockWait)
-		if err != nil {
-			return nil, fmt.Errorf("%w; while it runs, use its HTTP API instead: %s (ui-bridge/API.md)", err, route)
-		}
-		o.close = append(o.close, unlock)
-	}
-	o.store, err = where.open(ctx, false)
-	if err != nil {
-		return nil, err
-	}
-	o.close = append(o.close, func() { o.store.Close() })
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	keys, err := openSecretStore(ctx, useServer, sf, o.store, log)
-	if err != nil {
-		return nil, err
-	}
 	o.reg = &core.Registry{}
-	o.provs, err = startProviders(ctx, &serverFlags{dataDir: dataDir, dockerImage: docker.DefaultImage, dockerScope: docker.DefaultScope}, o.store, keys, log, o.reg)
+	o.provs, err = startProviders(ctx, &serverFlags{dataDir: where.dataDir, dockerImage: docker.DefaultImage, dockerScope: docker.DefaultScope}, o.store, keys, log, o.reg)
 	if err != nil {
 		return nil, err
 	}
@@ -205,6 +187,40 @@ func openOffline(ctx context.Context, where storeAt, sf secretFlags, route strin
 		o.svc.Close(sctx)
 	})
 	return o, nil
+}
+
+// openOfflineSecrets is the first half of openOffline: the lock, the
+// store and the secret store, for commands that need no providers. busy
+// is the advice given when a running companion holds the lock.
+func openOfflineSecrets(ctx context.Context, where storeAt, sf secretFlags, busy string, stderr io.Writer) (_ *offline, _ core.Secrets, _ *slog.Logger, err error) {
+	dataDir := where.dataDir
+	o := &offline{}
+	defer func() {
+		if err != nil {
+			o.Close()
+		}
+	}()
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return nil, nil, nil, fmt.Errorf("create data dir: %w", err)
+	}
+	if where.url == "" {
+		unlock, err := lockDataDir(ctx, dataDir, offlineLockWait)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("%w; %s", err, busy)
+		}
+		o.close = append(o.close, unlock)
+	}
+	o.store, err = where.open(ctx, false)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	o.close = append(o.close, func() { o.store.Close() })
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	keys, err := openSecretStore(ctx, useServer, sf, o.store, log)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return o, keys, log, nil
 }
 
 // Close releases what openOffline opened, in reverse order.

@@ -78,7 +78,7 @@ func createExportRoot(f *serverFlags, root string) error {
 // adapter reports, through the same guarded client as every other
 // agent-server request. An object store is opened (its bucket checked)
 // here: a store that cannot be reached stops companion with the reason.
-func newExporter(ctx context.Context, m mode, f *serverFlags, log *slog.Logger) (*exportrun.Exporter, error) {
+func newExporter(ctx context.Context, m mode, f *serverFlags, keys core.Secrets, log *slog.Logger) (*exportrun.Exporter, error) {
 	root, err := exportRoot(f)
 	if err != nil {
 		return nil, err
@@ -88,7 +88,11 @@ func newExporter(ctx context.Context, m mode, f *serverFlags, log *slog.Logger) 
 	w := &exports.Writer{Root: root, MarkerRecord: filepath.Join(f.dataDir, "export-root.json")}
 	x := &exportrun.Exporter{Writer: w, HTTP: wasm.EndpointClient()}
 	if f.exportStore != "" {
-		if x.Store, err = exportstore.Open(ctx, f.exportStore, exportstore.Options{}); err != nil {
+		opts, err := storeOptions(ctx, keys, f.exportStore, log)
+		if err == nil {
+			x.Store, err = exportstore.Open(ctx, f.exportStore, opts)
+		}
+		if err != nil {
 			if m != modeDesktop {
 				return nil, fmt.Errorf("--export-store: %w", err)
 			}

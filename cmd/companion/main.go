@@ -27,6 +27,7 @@ Usage:
   companion providers ...      install, list and remove Wasm provider modules
   companion accounts ...       add, list and remove provider accounts (token on stdin)
   companion secrets ...        make and rotate the key of the sealed secret store
+  companion export-store ...   keep the keys of an export bucket in the secret store
   companion audit verify       check the audit trail's hash chain
   companion migrate sqlite-to-postgres   copy a data dir's database into PostgreSQL
   companion users ...          add, list, remove local users of serve --auth local
@@ -57,6 +58,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return runAccounts(rest, stdin, stdout, stderr)
 	case "secrets":
 		return runSecrets(rest, stdout, stderr)
+	case "export-store":
+		return runExportStore(rest, stdin, stdout, stderr)
 	case "migrate":
 		return runMigrate(rest, stdout, stderr)
 	case "users":

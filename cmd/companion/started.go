@@ -46,7 +46,7 @@ func (a *started) open(ctx context.Context, m mode, f *serverFlags, log *slog.Lo
 	if a.provs, err = startProviders(ctx, f, store, keys, log, &a.registry); err != nil {
 		return err
 	}
-	if a.exporter, err = newExporter(ctx, m, f, log); err != nil {
+	if a.exporter, err = newExporter(ctx, m, f, keys, log); err != nil {
 		return err
 	}
 	hook, err := crashHook(log)
