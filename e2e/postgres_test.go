@@ -1,6 +1,9 @@
 package e2e
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +14,7 @@ import (
 
 	"github.com/canvasapp/companion/internal/testsupport"
 	"github.com/canvasapp/companion/internal/testsupport/pgtest"
+	"github.com/jackc/pgx/v5"
 )
 
 // startPG starts a throwaway PostgreSQL for one test (e2e's TestMain
@@ -92,6 +96,27 @@ func TestServeOnPostgres(t *testing.T) {
 	code, _ := p.call("POST", "/v1/workspaces/"+id+"/delete", map[string]string{"token": preview.Token}, nil)
 	if code < 400 {
 		t.Fatalf("a spent delete token was accepted again: %d", code)
+	}
+
+	// The trail in PostgreSQL verifies, while serve runs, and an edited
+	// entry is named.
+	if out, err := runCompanion(t, "audit", "verify", "--database-file", urlFile); err != nil || !strings.Contains(out, "audit trail OK") {
+		t.Fatalf("audit verify on PostgreSQL: %v\n%s", err, out)
+	}
+	conn, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var victim int64
+	if err := conn.QueryRow(context.Background(), `UPDATE audit SET outcome = 'ok (edited)'
+		WHERE id = (SELECT min(id) FROM audit WHERE action = 'delete') RETURNING id`).Scan(&victim); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runCompanion(t, "audit", "verify", "--database-file", urlFile)
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(out, fmt.Sprintf("BROKEN at entry %d", victim)) {
+		t.Fatalf("audit verify after editing entry %d: %v\n%s\nwant exit 1 naming it", victim, err, out)
 	}
 }
 

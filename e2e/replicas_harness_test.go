@@ -180,6 +180,13 @@ func freePort(t *testing.T) string {
 
 // startCaddy runs Debian's Caddy as the replicas' reverse proxy on port,
 // round robin over upstream ports; a replica that is down is skipped.
+// caddyEnv fills the deployment Caddyfiles' placeholders for a test: a
+// plain-http site on loopback, no admin endpoint, state under dir.
+func caddyEnv(dir, site, upstreams string) []string {
+	return []string{"HOME=" + dir, "XDG_DATA_HOME=" + dir, "XDG_CONFIG_HOME=" + dir,
+		"COMPANION_SITE=" + site, "COMPANION_UPSTREAMS=" + upstreams, "CADDY_ADMIN=off"}
+}
+
 func startCaddy(t *testing.T, dir, port string, upstreams []string) {
 	t.Helper()
 	bin, err := exec.LookPath("caddy")
@@ -190,24 +197,13 @@ func startCaddy(t *testing.T, dir, port string, upstreams []string) {
 	for _, u := range upstreams {
 		to = append(to, "127.0.0.1:"+u)
 	}
-	conf := fmt.Sprintf(`{
-	admin off
-	auto_https off
-}
-http://127.0.0.1:%s {
-	reverse_proxy %s {
-		lb_policy round_robin
-		lb_try_duration 5s
-		fail_duration 2s
-	}
-}
-`, port, strings.Join(to, " "))
-	file := filepath.Join(dir, "Caddyfile")
-	if err := os.WriteFile(file, []byte(conf), 0o600); err != nil {
+	// The deployment file operators use, with the test's addresses.
+	file, err := filepath.Abs(filepath.Join("..", "deploy", "Caddyfile.replicas"))
+	if err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bin, "run", "--config", file, "--adapter", "caddyfile")
-	cmd.Env = append(os.Environ(), "HOME="+dir, "XDG_DATA_HOME="+dir, "XDG_CONFIG_HOME="+dir)
+	cmd.Env = append(os.Environ(), caddyEnv(dir, "http://127.0.0.1:"+port, strings.Join(to, " "))...)
 	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {

@@ -241,8 +241,29 @@ func TestAuditTrail(t *testing.T) {
 			t.Errorf("workspace entry %+v does not name the workspace", e)
 		}
 	}
+	// The same trail as JSON lines, for a log shipper: every entry, the
+	// same objects, and from a cursor.
+	resp, body := p.get("/v1/audit?format=jsonl", nil)
+	lines := strings.Split(strings.TrimSuffix(string(body), "\n"), "\n")
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/x-ndjson" || len(lines) != len(all) {
+		t.Fatalf("jsonl: %d %s, %d lines; want 200 application/x-ndjson with the %d entries", resp.StatusCode, resp.Header.Get("Content-Type"), len(lines), len(all))
+	}
+	for i, line := range lines {
+		var e auditEntry
+		if err := json.Unmarshal([]byte(line), &e); err != nil || e.ID != all[i].ID || e.Hash != all[i].Hash {
+			t.Fatalf("jsonl line %d = %s (%v); want entry %d", i, line, err, all[i].ID)
+		}
+	}
+	if _, body := p.get(fmt.Sprintf("/v1/audit?format=jsonl&before=%d&limit=2", all[0].ID), nil); strings.Count(string(body), "\n") != 2 ||
+		!strings.Contains(string(body), fmt.Sprintf(`"id":%d`, all[1].ID)) {
+		t.Fatalf("jsonl from a cursor, 2 entries: %s", body)
+	}
 	var bad struct {
 		Error struct{ Code, Message string }
+	}
+	p.must(400, "GET", "/v1/audit?format=csv", nil, &bad)
+	if !strings.Contains(bad.Error.Message, "jsonl") {
+		t.Errorf("format=csv error does not name the formats: %+v", bad)
 	}
 	p.must(400, "GET", "/v1/audit?limit=0", nil, &bad)
 	if !strings.Contains(bad.Error.Message, "limit") {

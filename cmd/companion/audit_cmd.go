@@ -6,17 +6,17 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/canvasapp/companion/core"
 	"github.com/canvasapp/companion/db"
 )
 
 const auditUsage = `Usage:
-  companion audit verify [--data-dir DIR]
-      recompute the hash chain of the audit trail. Exit code 0: every entry
-      verifies; 1: the chain is broken (the first bad entry is named);
-      2: the trail could not be read.
+  companion audit verify [--data-dir DIR | --database-file FILE | --database URL]
+      recompute the hash chain of the audit trail, in the data dir's SQLite
+      database or in PostgreSQL (serve replicas' store; it may run while
+      they do). Exit code 0: every entry verifies; 1: the chain is broken
+      (the first bad entry is named); 2: the trail could not be read.
 `
 
 func runAudit(args []string, stdout, stderr io.Writer) int {
@@ -25,6 +25,7 @@ func runAudit(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	dataDir := fs.String("data-dir", defaultDataDir(), "companion's data `directory`")
+	dbf := addStoreFlags(fs)
 	if err := fs.Parse(rest); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -35,22 +36,32 @@ func runAudit(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "companion audit: unknown command or extra arguments %q\n\n%s", args, auditUsage)
 		return 2
 	}
-	return auditVerify(context.Background(), *dataDir, stdout, stderr)
-}
-
-func auditVerify(ctx context.Context, dataDir string, stdout, stderr io.Writer) int {
-	path := sqlitePath(dataDir)
-	if _, err := os.Stat(path); err != nil {
-		fmt.Fprintf(stderr, "companion audit verify: no companion database at %s: %v\n", path, err)
+	dbURL, err := dbf.resolve()
+	if err != nil {
+		fmt.Fprintf(stderr, "companion audit verify: %v\n", err)
 		return 2
 	}
-	store, err := db.Open(ctx, path)
+	return auditVerify(context.Background(), storeAt{dataDir: *dataDir, url: dbURL}, stdout, stderr)
+}
+
+// auditVerifier is what audit verify needs of a store (both engines).
+type auditVerifier interface {
+	VerifyAudit(ctx context.Context) (int, error)
+}
+
+func auditVerify(ctx context.Context, where storeAt, stdout, stderr io.Writer) int {
+	store, err := where.open(ctx, true)
 	if err != nil {
-		fmt.Fprintf(stderr, "companion audit verify: open %s: %v\n", path, err)
+		fmt.Fprintf(stderr, "companion audit verify: %v\n", err)
 		return 2
 	}
 	defer store.Close()
-	n, err := store.VerifyAudit(ctx)
+	v, ok := store.(auditVerifier)
+	if !ok {
+		fmt.Fprintf(stderr, "companion audit verify: this store cannot verify its trail\n")
+		return 2
+	}
+	n, err := v.VerifyAudit(ctx)
 	var brk *db.AuditBreak
 	switch {
 	case errors.As(err, &brk):

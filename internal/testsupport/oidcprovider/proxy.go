@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/http"
+	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
 
@@ -51,7 +53,10 @@ func StartOAuth2Proxy(tb testing.TB, o ProxyOptions) *Proxy {
 	}
 	secret := make([]byte, 16)
 	_, _ = rand.Read(secret)
+	// The example configuration in deploy/ is the base; the flags below
+	// put the test's provider, client and addresses over it.
 	args := append([]string{
+		"--config=" + deployConfig(),
 		"--provider=oidc",
 		"--oidc-issuer-url=" + o.Provider.Issuer,
 		"--client-id=" + ClientID,
@@ -87,4 +92,10 @@ func StartOAuth2Proxy(tb testing.TB, o ProxyOptions) *Proxy {
 		return nil
 	})
 	return p
+}
+
+// deployConfig is deploy/oauth2-proxy.cfg of this repository.
+func deployConfig() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..", "..", "deploy", "oauth2-proxy.cfg")
 }
