@@ -83,6 +83,16 @@ func TestFirstUserIsAdminAndNamesAreChecked(t *testing.T) {
 	if err != nil || o1.ID != o2.ID || o1.ID == a.ID || o1.Admin {
 		t.Fatalf("external user: %+v %+v %v", o1, o2, err)
 	}
+	// Two people never share a name: the local alice had it, so the
+	// OpenID alice is marked with her subject; so is a second one.
+	if o1.Name != "alice (sub-1)" {
+		t.Errorf("an OpenID user named like a local one is listed as %q, want it marked with the subject", o1.Name)
+	}
+	o3, err := svc.ExternalUser(ctx, "https://other.example", "sub-3", "dora")
+	o4, err2 := svc.ExternalUser(ctx, "https://id.example", "sub-4", "dora")
+	if err != nil || err2 != nil || o3.Name != "dora" || o4.Name != "dora (sub-4)" {
+		t.Errorf("two OpenID doras: %q and %q (%v, %v); want the second marked", o3.Name, o4.Name, err, err2)
+	}
 	if _, err := svc.ExternalUser(ctx, auth.IssuerLocal, "alice", "alice"); kindOf(err) != core.KindInvalid {
 		t.Fatalf("external user claiming the local issuer: %v", err)
 	}

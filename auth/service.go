@@ -389,11 +389,34 @@ func (s *Service) ExternalUser(ctx context.Context, issuer, subject, name string
 	if name == "" || len(name) > 200 {
 		name = subject
 	}
+	if name, err = s.unusedName(ctx, name, subject); err != nil {
+		return User{}, err
+	}
 	u, err = s.store.CreateUser(ctx, User{ID: NewID("u_"), Issuer: issuer, Subject: subject, Name: name, CreatedAt: s.now()})
 	if isConflict(err) { // created by a concurrent request
 		return s.store.UserBySubject(ctx, issuer, subject)
 	}
 	return u, err
+}
+
+// unusedName is name, or, when another user is already called that, name
+// marked with the new user's subject, so that two people are never listed
+// (and audited) under one name.
+func (s *Service) unusedName(ctx context.Context, name, subject string) (string, error) {
+	users, err := s.store.ListUsers(ctx)
+	if err != nil {
+		return "", err
+	}
+	for _, u := range users {
+		if u.Name == name {
+			marked := name + " (" + subject + ")"
+			if len(marked) > 200 {
+				marked = marked[len(marked)-200:]
+			}
+			return marked, nil
+		}
+	}
+	return name, nil
 }
 
 // MaxTokenTTL bounds a token's lifetime when one is asked for.

@@ -295,8 +295,12 @@ func TestServeLoginProbes(t *testing.T) {
 	if raw := bob.must(200, "GET", "/v1/audit", nil, nil); bytes.Contains(raw, []byte(aliceWsID)) || bytes.Contains(raw, []byte(aliceAcct)) {
 		t.Fatalf("bob's audit trail shows alice's actions: %s", raw)
 	}
-	if raw := alice.must(200, "GET", "/v1/audit", nil, nil); !bytes.Contains(raw, []byte(aliceAcct)) || !bytes.Contains(raw, []byte("user:alice")) {
-		t.Fatalf("alice's audit trail lacks her own account or names no actor: %s", raw)
+	var whoami meAnswer
+	alice.must(200, "GET", "/v1/me", nil, &whoami)
+	// The actor is named by display name and stable user id.
+	if raw := alice.must(200, "GET", "/v1/audit", nil, nil); !bytes.Contains(raw, []byte(aliceAcct)) || whoami.User.ID == "" ||
+		!bytes.Contains(raw, []byte("user:alice ("+whoami.User.ID+")")) {
+		t.Fatalf("alice's audit trail lacks her own account or does not name her by name and id %q: %s", whoami.User.ID, raw)
 	}
 	// Alice's workspace is untouched and her changes never reach bob's
 	// streams: bob's own later change arrives, alice's earlier one not.

@@ -117,8 +117,10 @@ func (l *Login) authenticators() []Authenticator {
 	return as
 }
 
+// userIdentity is who u is on a request. The audit actor carries the
+// stable user id beside the display name: names need not be unique.
 func userIdentity(u auth.User, method string) Identity {
-	return Identity{Owner: u.ID, Actor: "user:" + u.Name, Admin: u.Admin, UserName: u.Name, Issuer: u.Issuer, Method: method}
+	return Identity{Owner: u.ID, Actor: "user:" + u.Name + " (" + u.ID + ")", Admin: u.Admin, UserName: u.Name, Issuer: u.Issuer, Method: method}
 }
 
 type sessionAuth struct{ l *Login }

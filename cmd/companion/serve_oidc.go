@@ -65,11 +65,13 @@ func (l *loginFlags) oidcRoutes(ctx context.Context, store loginStore, svc *auth
 }
 
 // oidcDisplayName is the name a new OpenID Connect user is listed under:
-// their email, else their name, else the subject. It is only a label; the
-// user is the (issuer, subject) pair.
+// their email when the provider verified it, else their name, else the
+// subject. It is only a label (an unverified email is anyone's claim; a
+// name already taken is marked by ExternalUser); the user is the
+// (issuer, subject) pair.
 func oidcDisplayName(id oidclogin.Identity) string {
 	switch {
-	case id.Email != "":
+	case id.Email != "" && id.EmailVerified:
 		return id.Email
 	case id.Name != "":
 		return id.Name

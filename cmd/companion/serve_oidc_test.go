@@ -40,7 +40,10 @@ func TestOIDCDisplayName(t *testing.T) {
 		id   oidclogin.Identity
 		want string
 	}{
-		{oidclogin.Identity{Subject: "s1", Email: "a@example.com", Name: "A"}, "a@example.com"},
+		{oidclogin.Identity{Subject: "s1", Email: "a@example.com", EmailVerified: true, Name: "A"}, "a@example.com"},
+		// An unverified address is anyone's claim: not a name.
+		{oidclogin.Identity{Subject: "s1", Email: "a@example.com", Name: "A"}, "A"},
+		{oidclogin.Identity{Subject: "s1", Email: "a@example.com"}, "s1"},
 		{oidclogin.Identity{Subject: "s1", Name: "A"}, "A"},
 		{oidclogin.Identity{Subject: "s1"}, "s1"},
 	} {
