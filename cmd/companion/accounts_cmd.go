@@ -172,7 +172,7 @@ func openOffline(ctx context.Context, where storeAt, sf secretFlags, route strin
 		return nil, fmt.Errorf("create data dir: %w", err)
 	}
 	if where.url == "" {
-		unlock, err := lockDataDir(ctx, dataDir, offlineLockWait)
+		unlock, err := lockDataDir(ctx, dataDir, offlineLockWait, nil)
 		if err != nil {
 			return nil, fmt.Errorf("%w; while it runs, use its HTTP API instead: %s (ui-bridge/API.md)", err, route)
 		}

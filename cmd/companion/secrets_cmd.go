@@ -217,7 +217,7 @@ func rotateKey(ctx context.Context, dataDir, oldFile, newFile string, stdout io.
 	if _, err := os.Stat(path); err != nil {
 		return fmt.Errorf("no companion database at %s: %w", path, err)
 	}
-	unlock, err := lockDataDir(ctx, dataDir, offlineLockWait)
+	unlock, err := lockDataDir(ctx, dataDir, offlineLockWait, nil)
 	if err != nil {
 		return fmt.Errorf("%w; stop companion before rotating its key, then start it with the new key", err)
 	}

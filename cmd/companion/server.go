@@ -326,7 +326,9 @@ func serve(ctx context.Context, m mode, f *serverFlags, log *slog.Logger, stdout
 	if err := os.MkdirAll(f.dataDir, 0o700); err != nil {
 		return fmt.Errorf("create data dir: %w", err)
 	}
-	unlock, err := lockDataDir(ctx, f.dataDir, dataDirLockWait)
+	unlock, err := lockDataDir(ctx, f.dataDir, dataDirLockWait, func(holder string) {
+		log.Warn("another companion is using the data dir; waiting for it to stop", "pid", holder, "data_dir", f.dataDir, "wait", dataDirLockWait)
+	})
 	if err != nil {
 		return err
 	}
