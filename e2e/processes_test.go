@@ -62,6 +62,15 @@ func waitNoneMarked(t *testing.T, marker string, within time.Duration) {
 	}
 }
 
+// killMarked kills whatever process still carries marker.
+func killMarked(marker string) {
+	for _, p := range markedProcesses(marker) {
+		if pid, err := strconv.Atoi(strings.Fields(p)[0]); err == nil {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}
+
 // withoutEnv is os.Environ() without the variables named.
 func withoutEnv(names ...string) []string {
 	var env []string
@@ -111,12 +120,7 @@ func TestMakeRunStopsOnSIGTERM(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	t.Cleanup(func() {
-		// Whatever is left is killed, so that a failure does not leak.
-		for _, p := range markedProcesses(marker) {
-			if pid, err := strconv.Atoi(strings.Fields(p)[0]); err == nil {
-				syscall.Kill(pid, syscall.SIGKILL)
-			}
-		}
+		killMarked(marker) // so that a failure does not leak
 		if t.Failed() {
 			t.Logf("make stderr:\n%s", stderr.String())
 		}
