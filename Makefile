@@ -6,6 +6,14 @@ VERSION   ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -X main.version=$(VERSION)
 DATA_DIR  ?= $(CURDIR)/.data
 BIN       := bin/companion
+# Extra flags for `make run`'s companion, e.g. ARGS="--listen 127.0.0.1:8080"
+# (later flags win, so ARGS can override the ones below).
+ARGS      ?=
+# `make run RUN_BIN=path` runs a binary built elsewhere (skipping the build)
+# and `BOX_IMAGE=image` an image of your own (skipping box-image): the
+# process test runs make this way.
+RUN_BIN   ?=
+BOX_IMAGE ?=
 # The guest SDK and packer are a module of their own (so authors outside
 # this repository can go get them); ./... does not reach into it.
 SDK       := providers/wasm/sdk
@@ -22,9 +30,12 @@ setup:
 modules:
 	@scripts/build-modules.sh
 
+# The build goes to $(BIN).new and replaces $(BIN) only when no process is
+# running it (a second `make run` must not swap the binary of the first).
 build: modules
 	@echo "make: building $(BIN) (the first build downloads and compiles dependencies: a few minutes)" >&2
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/companion
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN).new ./cmd/companion
+	@scripts/replace-bin.sh $(BIN).new $(BIN)
 
 # The box image `make run` uses for Docker workspaces: an agent-server
 # emulator FROM scratch (no registry is needed; the real agent-server image,
@@ -34,13 +45,17 @@ box-image:
 	@$(GO) run ./e2e/boximage/cmd/box-image > .box-image
 	@echo "make: box image $$(cat .box-image)" >&2
 
-# companion's stderr goes straight to the terminal; with-keyring passes
-# SIGINT/SIGTERM on to it, so stopping make closes WebSocket clients with 1001.
-run: setup build box-image
+# companion's stderr goes straight to the terminal. The recipe's shell
+# execs with-keyring (make sends SIGTERM to its child, and dash would die
+# without passing it on), and with-keyring passes SIGINT/SIGTERM on to
+# companion and ends its keyring session after it: stopping make closes
+# WebSocket clients with 1001 and leaves nothing running.
+run: setup $(if $(RUN_BIN),,build) $(if $(BOX_IMAGE),,box-image)
 	@echo "make: starting companion desktop (data in $(DATA_DIR)); stop it with Ctrl-C" >&2
 	@echo "make: open the ready line's page_url in a browser for the web page (it carries the token after #)" >&2
-	scripts/with-keyring.sh $(BIN) desktop --data-dir $(DATA_DIR) \
-		--docker-image $$(cat .box-image) --docker-scope dev --exit-on-stdin-close=false
+	image=$(or $(BOX_IMAGE),$$(cat .box-image)); \
+	exec scripts/with-keyring.sh $(or $(RUN_BIN),$(BIN)) desktop --data-dir $(DATA_DIR) \
+		--docker-image "$$image" --docker-scope dev --exit-on-stdin-close=false $(ARGS)
 
 # The export-store tests run a real S3 server (versitygw, built once into
 # .cache/bin: a few minutes the first time).

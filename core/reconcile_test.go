@@ -381,3 +381,47 @@ func TestStartQuietUnlessSomethingIsWrong(t *testing.T) {
 		t.Fatalf("events after a start: %+v, want one for the failing account", got)
 	}
 }
+
+// TestPersonActionListsAFailingAccountAtOnce: once the provider of an
+// account whose lists failed is back (Docker restarted), the reconciler
+// waits out its backoff; a person acting on one of the account's
+// workspaces has it listed again at once, without the clock moving.
+func TestPersonActionListsAFailingAccountAtOnce(t *testing.T) {
+	e := newClockEnv(t)
+	emu := newEmu("cloud")
+	e.reg.Register("cloud", emu)
+	acct := e.account("acc", "cloud")
+	emu.addBox(acct.ID, "box-1")
+	e.run(core.ReconcileConfig{Interval: 15 * time.Second})
+	if p := e.waitPass(acct.ID); p.err != nil {
+		t.Fatal(p.err)
+	}
+	list := e.workspacesOf(acct.ID)
+	if len(list) != 1 {
+		t.Fatalf("the box was not adopted: %+v", list)
+	}
+
+	emu.mu.Lock()
+	emu.listErr[acct.ID] = &core.Error{Kind: core.KindUnavailable, Message: "the engine is down"}
+	emu.mu.Unlock()
+	e.clock.Advance(20 * time.Second)
+	if p := e.waitPass(acct.ID); p.err == nil {
+		t.Fatal("the pass while the provider is down succeeded")
+	}
+	if st := e.svc.AccountStatusOf(acct.ID); st.State != core.AccountFailing || !st.NextAttemptAt.After(e.clock.Now()) {
+		t.Fatalf("status after a failed pass: %+v", st)
+	}
+
+	emu.mu.Lock()
+	delete(emu.listErr, acct.ID)
+	emu.mu.Unlock()
+	// The person's action need not succeed (the emulator does not pause);
+	// it is asking that matters.
+	_, _ = e.svc.Pause(context.Background(), "", list[0].ID)
+	if p := e.waitPass(acct.ID); p.err != nil {
+		t.Fatalf("the pass after the person acted: %v", p.err)
+	}
+	if st := e.svc.AccountStatusOf(acct.ID); st.State != core.AccountOK {
+		t.Fatalf("status after the provider came back and a person acted: %+v", st)
+	}
+}

@@ -202,6 +202,13 @@ func (s *Service) lockAndLoad(ctx context.Context, owner, id string, boxlessOK b
 		fail(err)
 		return
 	}
+	// A person acts on a workspace of an account whose lists failed: the
+	// provider may be back (Docker restarted), and the reconciler's
+	// backoff must not keep its other workspaces stale meanwhile. It
+	// lists the account again now.
+	if s.AccountStatusOf(acct.ID).State == AccountFailing {
+		s.Kick(acct.ID)
+	}
 	if p, info, err = s.provider(ctx, acct); err != nil {
 		if !boxlessOK || ws.BoxID != "" {
 			fail(err)

@@ -11,12 +11,11 @@ import (
 	_ "modernc.org/sqlite"
 )
 
-// TestDesktopRefusesForeignDatabaseBeforeReady: desktop prints its ready
-// line before it opens the store, yet a companion.db that is another
-// application's, or was written by a newer companion, is still refused
-// before that line (its header says so), and is left as it was. Refusals
-// only the open can find, such as the data dir's docker scope, come after
-// the line and still stop companion (TestDataDirGuards).
+// TestDesktopRefusesForeignDatabaseBeforeReady: a companion.db that is
+// another application's, or was written by a newer companion, is refused
+// before the ready line (its header says so), and is left as it was. The
+// other refusals of the data dir come before the line too
+// (TestRefusalsComeBeforeReady).
 func TestDesktopRefusesForeignDatabaseBeforeReady(t *testing.T) {
 	newer := t.TempDir()
 	p := start(t, options{dataDir: newer, args: []string{"--docker-scope", "unused"}})

@@ -26,6 +26,9 @@ if [ "${1:-}" = "--test" ]; then
 	if [ -z "${COMPANION_TEST_DATABASE:-}" ]; then
 		compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || need_pkgs+=(postgresql)
 	fi
+	# The no-session-bus test needs dbus-launch, which godbus would
+	# autolaunch, to show that companion does not.
+	command -v dbus-launch >/dev/null || need_pkgs+=(dbus-x11)
 	# The JavaScript client's tests run under `node --test` (Node 20+).
 	command -v node >/dev/null || need_pkgs+=(nodejs)
 	# The replica tests put two serve replicas behind Debian's Caddy.

@@ -49,13 +49,34 @@ export XDG_DATA_HOME=$keyring_home
 # CMD's stdout and stderr pass through untouched and unbuffered, and so that
 # SIGINT/SIGTERM sent to this script reach CMD, whose exit code is ours.
 bus_dir=$(mktemp -d)
+# alive: pid is a process that has not ended (a zombie has).
+alive() {
+	local stat
+	stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+	stat=${stat##*) }
+	[ "${stat%% *}" != Z ]
+}
+# The session ends with this script: the keyring daemon and the bus are
+# stopped, and waited for (5 s at most each), so that nothing of it is
+# left running once the script has exited.
 cleanup() {
-	[ -n "${bus_pid:-}" ] && kill "$bus_pid" 2>/dev/null || true
+	local pid
+	for pid in ${keyring_pid:-} ${bus_pid:-}; do
+		kill "$pid" 2>/dev/null || true
+		for _ in $(seq 50); do
+			alive "$pid" || break
+			sleep 0.1
+		done
+	done
 	rm -rf "$bus_dir"
 	[ $private = 1 ] && rm -rf "$keyring_home"
 	return 0
 }
 trap cleanup EXIT
+# A signal while the session starts still ends it (through the EXIT trap).
+trap 'exit 143' TERM
+trap 'exit 130' INT
+trap 'exit 129' HUP
 if ! dbus-daemon --session --fork --nopidfile --address="unix:path=$bus_dir/bus" \
 	--print-pid=3 3>"$bus_dir/pid" 2>"$bus_dir/dbus.log"; then
 	echo "with-keyring: could not start a D-Bus session:" >&2
@@ -64,16 +85,20 @@ if ! dbus-daemon --session --fork --nopidfile --address="unix:path=$bus_dir/bus"
 fi
 bus_pid=$(cat "$bus_dir/pid")
 export DBUS_SESSION_BUS_ADDRESS="unix:path=$bus_dir/bus"
-# The password only guards this session's own keyring directory. The
-# keyring daemon exits by itself when its bus goes away.
+# The password only guards this session's own keyring directory.
 printf "companion-private-keyring" |
 	gnome-keyring-daemon --unlock --components=secrets >/dev/null 2>&1
 # It claims its bus name a moment later; wait (5 s at most) so CMD's first
-# keyring call does not race it.
+# keyring call does not race it. Its pid (it forks away from this script)
+# comes from the bus, so that cleanup can stop it rather than trust it to
+# notice the bus going away.
 for _ in $(seq 50); do
 	has_secret_service && break
 	sleep 0.1
 done
+keyring_pid=$(dbus-send --session --print-reply --dest=org.freedesktop.DBus /org/freedesktop/DBus \
+	org.freedesktop.DBus.GetConnectionUnixProcessID string:org.freedesktop.secrets 2>/dev/null |
+	sed -n 's/^ *uint32 \([0-9]*\).*/\1/p') || keyring_pid=""
 
 # CMD runs as a child (not exec'd, so the bus is cleaned up after it) with
 # this script's stdin; a signal to this script is passed on to it.

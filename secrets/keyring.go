@@ -85,6 +85,9 @@ func (k *Keyring) call(ctx context.Context, verb, key string, f func() (string, 
 	if timeout == 0 {
 		timeout = 10 * time.Second
 	}
+	if err := noSessionBus(); err != nil {
+		return "", err
+	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	type result struct {

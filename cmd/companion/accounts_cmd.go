@@ -204,7 +204,7 @@ func openOfflineSecrets(ctx context.Context, where storeAt, sf secretFlags, busy
 		return nil, nil, nil, fmt.Errorf("create data dir: %w", err)
 	}
 	if where.url == "" {
-		unlock, err := lockDataDir(ctx, dataDir, offlineLockWait)
+		unlock, err := lockDataDir(ctx, dataDir, offlineLockWait, nil)
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("%w; %s", err, busy)
 		}

@@ -29,8 +29,10 @@ type fileLock interface {
 // to wait for a previous companion that is still shutting down (the
 // desktop app restarting its child). The lock goes with the process; the
 // holder's pid is written to companion.lock so a waiting companion can
-// name it.
-func lockDataDir(ctx context.Context, dir string, wait time.Duration) (release func(), err error) {
+// name it. waiting, when not nil, is told the holder's pid at once when the
+// lock is busy, before the wait: a person who started a second companion
+// learns why nothing happens yet.
+func lockDataDir(ctx context.Context, dir string, wait time.Duration, waiting func(holder string)) (release func(), err error) {
 	path := filepath.Join(dir, "companion.lock")
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
@@ -47,11 +49,14 @@ func lockDataDir(ctx context.Context, dir string, wait time.Duration) (release f
 		if !busy {
 			break
 		}
+		if waiting != nil {
+			waiting(lockHolder(path))
+			waiting = nil
+		}
 		if time.Now().After(deadline) {
-			holder, _ := os.ReadFile(path)
 			f.Close()
 			return nil, fmt.Errorf("another companion (pid %s) is using the data dir %s; stop it or choose another --data-dir",
-				orUnknown(string(bytes.TrimSpace(holder))), dir)
+				lockHolder(path), dir)
 		}
 		select {
 		case <-ctx.Done():
@@ -71,6 +76,12 @@ func lockDataDir(ctx context.Context, dir string, wait time.Duration) (release f
 		l.unlock()
 		f.Close()
 	}, nil
+}
+
+// lockHolder is the pid the holder of the lock at path wrote, or "unknown".
+func lockHolder(path string) string {
+	holder, _ := os.ReadFile(path)
+	return orUnknown(string(bytes.TrimSpace(holder)))
 }
 
 func orUnknown(s string) string {

@@ -67,7 +67,7 @@ func migrateToPostgres(ctx context.Context, dir, url string, stdout io.Writer) e
 		return fmt.Errorf("no companion database at %s: %w", path, err)
 	}
 	// A companion still running on dir would keep writing to SQLite.
-	unlock, err := lockDataDir(ctx, dir, 0)
+	unlock, err := lockDataDir(ctx, dir, 0, nil)
 	if err != nil {
 		return fmt.Errorf("%w (stop companion on %s before copying it)", err, dir)
 	}

@@ -103,8 +103,24 @@ func openSecretStore(ctx context.Context, use secretsUse, sf secretFlags, store 
 			if err := k.Probe(ctx, keyringProbeTimeout); err != nil {
 				return nil, fmt.Errorf("--secrets keyring: the OS keyring does not work here (%v); %s", err, noSecretStore)
 			}
+			log.Info("secrets are kept in the OS keyring")
+			return k, nil
 		}
-		log.Info("secrets are kept in the OS keyring")
+		// The desktop starts without a working keyring (it may be unlocked
+		// later; accounts that need none still work), but says which it is.
+		// The check reads a missing entry, which never prompts for an unlock
+		// (a write would), and runs beside the start rather than hold it.
+		check := *k
+		check.Timeout = keyringProbeTimeout
+		go func() {
+			if err := check.Check(ctx); err != nil {
+				if ctx.Err() == nil {
+					log.Warn("secrets go to the OS keyring, which does not answer: adding or using an account with a token fails until it does", "err", err)
+				}
+				return
+			}
+			log.Info("secrets are kept in the OS keyring (it answered)")
+		}()
 		return k, nil
 	}
 	// Not chosen: a server takes the keyring when it answers.
@@ -217,7 +233,7 @@ func rotateKey(ctx context.Context, dataDir, oldFile, newFile string, stdout io.
 	if _, err := os.Stat(path); err != nil {
 		return fmt.Errorf("no companion database at %s: %w", path, err)
 	}
-	unlock, err := lockDataDir(ctx, dataDir, offlineLockWait)
+	unlock, err := lockDataDir(ctx, dataDir, offlineLockWait, nil)
 	if err != nil {
 		return fmt.Errorf("%w; stop companion before rotating its key, then start it with the new key", err)
 	}

@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -115,9 +116,10 @@ func parseServerFlags(m mode, args []string, stderr io.Writer) (*serverFlags, er
 		case modeDesktop:
 			fmt.Fprint(stderr, `Usage: companion desktop [flags]
 
-Runs companion for Canvas desktop. It listens on loopback only, and as soon
-as it listens it prints exactly one JSON line on stdout (requests wait until
-its store is open and its workspaces are loaded):
+Runs companion for Canvas desktop. It listens on loopback only, and once it
+listens and has opened its data dir it prints exactly one JSON line on
+stdout (requests wait until its workspaces are loaded); whatever the flags
+or the data dir get wrong stops it before that line:
 
   {"event":"ready","url":"http://127.0.0.1:PORT","token":"...","version":"...",
    "page_url":"http://127.0.0.1:PORT/#token=..."}
@@ -222,9 +224,12 @@ func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 // checkListen refuses addresses the mode may not use; login says whether
 // serve has a sign-in method.
 func checkListen(m mode, addr string, login bool) error {
-	host, _, err := net.SplitHostPort(addr)
+	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return fmt.Errorf("--listen %q: %v (want HOST:PORT, e.g. 127.0.0.1:0)", addr, err)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("--listen %q: the port %q is not a number from 0 to 65535 (0 picks a free port)", addr, port)
 	}
 	if host == "localhost" || (m == modeServe && login) {
 		return nil
@@ -312,21 +317,22 @@ const dataDirLockWait = 15 * time.Second
 
 // serve runs companion until ctx ends.
 //
-// Desktop prints its ready line as soon as it listens, and opens the
-// store, the secret store and the providers behind the start gate (which
-// holds requests until they are open): the app that started it gets on
-// with its own start-up meanwhile. A file that is plainly not this
-// companion's is still refused before the line (db.CheckFile reads its
-// header); anything else that stops a start afterwards is logged, held
-// requests get 503 and companion exits 1. Serve opens everything first,
-// so an operator's mistake (a key file, a sealed data dir without its
-// key, a login setting) stops it before any ready line. See
-// docs/decisions.md, "Desktop announces itself before it opens the store".
+// It listens, then opens the store, the secret store and the providers
+// (started.open: milliseconds, nothing in proportion to the store), and
+// only then prints its ready line: whatever a flag or the data dir gets
+// wrong (a sealed data dir without its key, a data dir made with another
+// --docker-scope, a store that does not open) stops companion before the
+// line, so an app that watches for exit until the line learns of it. The
+// workspaces are loaded after the line, behind the start gate that holds
+// requests until they are. See docs/decisions.md, "Every refusal comes
+// before the ready line".
 func serve(ctx context.Context, m mode, f *serverFlags, log *slog.Logger, stdout io.Writer) error {
 	if err := os.MkdirAll(f.dataDir, 0o700); err != nil {
 		return fmt.Errorf("create data dir: %w", err)
 	}
-	unlock, err := lockDataDir(ctx, f.dataDir, dataDirLockWait)
+	unlock, err := lockDataDir(ctx, f.dataDir, dataDirLockWait, func(holder string) {
+		log.Warn("another companion is using the data dir; waiting for it to stop", "pid", holder, "data_dir", f.dataDir, "wait", dataDirLockWait)
+	})
 	if err != nil {
 		return err
 	}
@@ -376,15 +382,10 @@ func serve(ctx context.Context, m mode, f *serverFlags, log *slog.Logger, stdout
 		}
 		log.Info("companion ready", "mode", m, "url", url, "data_dir", f.dataDir, "version", version)
 	}
-	if m == modeDesktop {
-		announce()
-	}
 	if err := app.open(ctx, m, f, log, ln.Addr(), token); err != nil {
 		return err
 	}
-	if m != modeDesktop {
-		announce()
-	}
+	announce()
 	store, svc, provs, exporter := app.store, app.svc, app.provs, app.exporter
 	// SQLite's read pool opens now rather than while the store opens,
 	// where it would share the CPU with what serving waits for.

@@ -147,7 +147,7 @@
 /**
  * The stream connection's state, as "connection" listeners receive it.
  * @typedef {object} ConnectionState
- * @property {"idle"|"connecting"|"open"|"waiting"|"closed"} state idle: never connected; waiting: disconnected, a reconnect is scheduled; closed: close() was called, or the server ended the stream because its user was removed (closeCode 4011) or its session or token ended (4012), after which the client does not reconnect until connect()
+ * @property {"idle"|"connecting"|"open"|"waiting"|"closed"} state idle: never connected; waiting: disconnected, a reconnect is scheduled; closed: close() was called, or the server ended the stream because its user was removed (closeCode 4011) or its session or token ended (4012), or, before the first sync after connect(), refused the token (401) or the origin (403), after which the client does not reconnect until connect()
  * @property {boolean} synced the local state is current (a snapshot or a ?since= resume was accepted on the open connection)
  * @property {number} attempt failed connection attempts in a row
  * @property {number|null} retryInMs the wait before the next attempt (waiting)
@@ -351,6 +351,10 @@ export class CompanionClient {
 
     this._ws = null;
     this._wantOpen = false;
+    /** @type {Error|null} the refusal that stopped the client (rejects synced()) */
+    this._stopped = null;
+    /** connect() waits for its first sync: a refused token or origin stops the client */
+    this._firstSync = false;
     this._timer = null;
     this._forceSnapshot = false;
     /** @type {object[]|null} deltas held until the snapshot arrives */
@@ -366,7 +370,10 @@ export class CompanionClient {
    * ({id, connections}: how many requests and sockets are open to a
    * workspace's agent-server through companion), "connection"
    * (ConnectionState) or "error" (Error: a problem the client recovers from
-   * by itself, for logs). Returns a function that removes the listener.
+   * by itself, for logs, and the refusals that stop it: a CompanionError
+   * with status 401 or 403 when the stream's token or origin is refused,
+   * which also rejects connect()). Returns a function that removes the
+   * listener.
    * @param {"change"|"account"|"agent"|"connection"|"error"} type
    * @param {(detail: any) => void} listener
    * @returns {() => void}
@@ -468,6 +475,12 @@ export class CompanionClient {
    * Opens the stream and keeps it open (reconnecting with backoff) until
    * close(). Resolves when the local state is current: a snapshot was
    * applied, or the server accepted ?since= of the state already held.
+   * Rejects, and stops the client, on a refusal that retrying cannot fix:
+   * the token (401) or the origin (403) refused before that first sync,
+   * or the stream ended with 4011 (user removed) or 4012 (signed out); the
+   * error is a CompanionError with that status or code. Once synced, a
+   * refused reconnect is retried (a restarted companion's new token may
+   * reach a token function late) and reported as "error".
    * @returns {Promise<void>}
    */
   connect() {
@@ -475,6 +488,8 @@ export class CompanionClient {
       return Promise.reject(new TypeError("CompanionClient: no WebSocket; pass options.WebSocket (Node 20: run with --experimental-websocket)"));
     }
     this._wantOpen = true;
+    this._stopped = null;
+    if (!this._conn.synced) this._firstSync = true;
     if (!this._ws && !this._timer && !this._probing) this._open();
     const p = this.synced();
     // A caller that does not wait for it must not get an unhandled
@@ -499,10 +514,18 @@ export class CompanionClient {
           resolve();
         } else if (c.state === "closed") {
           off();
-          reject(new CompanionError(0, "closed", "the client was closed before it synced"));
+          reject(this._stopped || new CompanionError(0, "closed", "the client was closed before it synced"));
         }
       });
     });
+  }
+
+  // _stop ends the stream for good after a refusal retrying cannot fix;
+  // err rejects whoever waits in synced().
+  _stop(err, code, reason) {
+    this._wantOpen = false;
+    this._stopped = err;
+    this._setConn({ state: "closed", synced: false, retryInMs: null, closeCode: code, closeReason: reason || "" });
   }
 
   /** Closes the stream for good (a later connect() opens it again). Local state is kept. */
@@ -524,6 +547,7 @@ export class CompanionClient {
   }
 
   _setConn(patch) {
+    if (patch.synced) this._firstSync = false;
     this._conn = { ...this._conn, ...patch };
     this._emit("connection", { ...this._conn });
   }
@@ -576,17 +600,20 @@ export class CompanionClient {
       // with it would be refused. The client stops, as close() does; the
       // application signs in again (or sets a new token) and connects.
       if (opened && (code === CloseCode.USER_REMOVED || code === CloseCode.SIGNED_OUT)) {
-        this._wantOpen = false;
-        this._setConn({ state: "closed", synced: false, retryInMs: null, closeCode: code, closeReason: reason || "" });
-        return;
+        const what = code === CloseCode.USER_REMOVED ? "user_removed" : "signed_out";
+        return this._stop(new CompanionError(0, what, `the stream ended (${code}): ${reason || what}`), code, reason);
       }
       if (opened) return this._retry(code, reason);
       // WebSocket APIs hide why a handshake failed; a plain GET of the
       // same route tells a refused token (401) or origin (403) from a
       // companion that is down.
       this._probing = true;
-      this._probe().then((why) => {
+      this._probe().then(({ why, refused }) => {
         this._probing = false;
+        if (!this._wantOpen) return;
+        // Before the first sync nothing but a new token or origin helps:
+        // connect() rejects rather than retry forever.
+        if (refused && this._firstSync) return this._stop(refused, code, why);
         this._retry(code, why || reason || "the connection could not be opened");
       });
     };
@@ -634,17 +661,19 @@ export class CompanionClient {
     ws.onclose = (ev) => ended(ev && typeof ev.code === "number" ? ev.code : null, ev && ev.reason);
   }
 
-  // _probe returns why the stream cannot be opened, or "" when the gate
-  // would let it through (426: the route wants a WebSocket).
+  // _probe returns why the stream cannot be opened ("" when the gate
+  // would let it through: 426, the route wants a WebSocket), and the
+  // refusal of the token or origin (401, 403) when that is why.
   async _probe() {
     try {
       await this.request("GET", "/v1/ws");
     } catch (err) {
-      if (err instanceof CompanionError && err.status === 426) return "";
-      if (err instanceof CompanionError && (err.status === 401 || err.status === 403)) this._emit("error", err);
-      return (err && err.message) || String(err);
+      if (err instanceof CompanionError && err.status === 426) return { why: "", refused: null };
+      const refused = err instanceof CompanionError && (err.status === 401 || err.status === 403) ? err : null;
+      if (refused) this._emit("error", err);
+      return { why: (err && err.message) || String(err), refused };
     }
-    return "";
+    return { why: "", refused: null };
   }
 
   _retry(code, reason) {

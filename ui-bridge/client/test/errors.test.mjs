@@ -63,23 +63,33 @@ test("an illegal transition is 409 conflict with the state", async () => {
   }
 });
 
-test("a wrong token is 401 unauthorized; a wrong token on the stream never syncs", async () => {
+test("a wrong token is 401 unauthorized; on the stream it rejects connect() and stops the client", async () => {
   const c = new CompanionClient({ baseUrl: url, token: "not-the-token", backoffInitialMs: 50, backoffMaxMs: 100 });
   const err = await rejects(c.listWorkspaces());
   assert.equal(err.status, 401);
   assert.equal(err.code, "unauthorized");
-  const failures = [];
+  const states = [];
   const errors = [];
-  c.on("connection", (s) => s.state === "waiting" && failures.push(s));
+  c.on("connection", (s) => states.push(s.state));
   c.on("error", (e) => errors.push(e));
-  c.connect().catch(() => {});
-  await waitEvent(c, "connection", () => failures.length >= 2, "two failed attempts");
-  assert.equal(c.connection.synced, false);
+  // Retrying cannot fix a refused token: connect() settles, rejected with
+  // the refusal, rather than retry for ever.
+  const refused = await rejects(c.connect());
+  assert.equal(refused.status, 401);
+  assert.equal(refused.code, "unauthorized");
   // The handshake's refusal is invisible to WebSocket APIs; the client
-  // finds out why and says so.
-  assert.match(failures[0].closeReason, /valid token is required/);
+  // finds out why, says so on "error" and in the connection state.
   assert.equal(errors[0]?.code, "unauthorized");
-  assert.ok(failures[1].attempt === 2, "it backs off and tries again");
+  assert.equal(c.connection.state, "closed");
+  assert.match(c.connection.closeReason, /valid token is required/);
+  // It stays closed: no reconnect is scheduled (that would go through
+  // "waiting" and "connecting" again).
+  await new Promise((r) => setTimeout(r, 300));
+  assert.deepEqual(states, ["connecting", "closed"]);
+  // connect() again, with the right token, works.
+  c.setToken(await currentToken());
+  await c.connect();
+  assert.equal(c.connection.synced, true);
   c.close();
 });
 
