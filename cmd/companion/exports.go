@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/canvasapp/companion/core"
 	"github.com/canvasapp/companion/exportrun"
@@ -132,8 +133,8 @@ func recoverExports(ctx context.Context, x *exportrun.Exporter, svc *core.Servic
 // the data dir, writes there, so nothing in it is still being written),
 // fails the records of exports that never finished, and then, in the
 // background (listing a large bucket takes a while, and nothing waits for
-// it), sweeps the store's objects of exports whose record is not running:
-// a replica uploading now keeps its own.
+// it) and again every hour, sweeps the store's objects of exports whose
+// record is not running: a replica uploading now keeps its own.
 func recoverStoreExports(ctx context.Context, x *exportrun.Exporter, svc *core.Service, log *slog.Logger) error {
 	if ents, err := os.ReadDir(x.Writer.Root); err == nil {
 		for _, e := range ents {
@@ -145,9 +146,23 @@ func recoverStoreExports(ctx context.Context, x *exportrun.Exporter, svc *core.S
 	if err := svc.RecoverExports(ctx); err != nil {
 		return err
 	}
-	go sweepStore(ctx, x.Store, svc, log)
+	go func() {
+		// At start, then every storeSweepInterval: a replica that died
+		// mid-upload leaves objects that its own restart may never sweep.
+		for {
+			sweepStore(ctx, x.Store, svc, log)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(storeSweepInterval):
+			}
+		}
+	}()
 	return nil
 }
+
+// storeSweepInterval is how often the store is swept after the start.
+const storeSweepInterval = time.Hour
 
 // sweepStore removes the store's objects of exports that will never
 // commit, logging each.
