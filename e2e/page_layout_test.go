@@ -153,6 +153,9 @@ func TestPageLayout(t *testing.T) {
 	if got := tb.text(`#audit-table tr[data-action="pause"] td.subject`); !strings.HasPrefix(got, "alpha") {
 		t.Errorf("the audit list names the paused workspace %q, want its name first", got)
 	}
+	if got := tb.text(`#audit-table tr[data-action="account_add"] td.subject`); !strings.HasPrefix(got, "team cloud") {
+		t.Errorf("the audit list names the added account %q, want its label first", got)
+	}
 	tb.choose("#a-provider", "daytona")
 	if href := evalIn[string](tb, `document.querySelector("#a-docs").hidden ? "" : document.querySelector("#a-docs-link").href`); !strings.Contains(href, "daytona.io") {
 		t.Errorf("the account form links %q for Daytona, want its documentation", href)

@@ -880,14 +880,14 @@ for (const t of document.querySelectorAll("table:not(#ws-table)")) {
 let sideLoaded = false;
 function refreshSideData() {
   loadProviders();
-  loadAudit(false);
   gone.load(false);
   loadSession(); // the user may have signed in again
+  // The audit list names accounts: it follows their list.
   if (!sideLoaded) {
     sideLoaded = true;
-    loadAccounts().then(detectFeatures);
+    loadAccounts().then(() => { loadAudit(false); detectFeatures(); });
   } else {
-    loadAccounts();
+    loadAccounts().then(() => loadAudit(false));
     if (retentionOn) loadPrices();
   }
 }
