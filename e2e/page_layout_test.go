@@ -13,6 +13,7 @@ import (
 	"github.com/chromedp/cdproto/emulation"
 	cdppage "github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 
 	"github.com/canvasapp/companion/e2e/emulators/daytona"
 )
@@ -131,7 +132,7 @@ func TestPageLayout(t *testing.T) {
 	alpha := create("local-docker", "alpha")
 	long := create("local-docker", longName)
 	api := create("local-docker", "api-server")
-	create(acct.Account.ID, "cloud box")
+	cloud := create(acct.Account.ID, "cloud box")
 	create(acct.Account.ID, "cloud "+longName)
 	dt.Seed(daytona.SeedSandbox{Name: "made in the console", State: daytona.StateStopped})
 	for _, id := range []string{alpha, long, api} {
@@ -177,6 +178,20 @@ func TestPageLayout(t *testing.T) {
 		t.Error("a size of 0 or none counts as sized")
 	}
 
+	// Size bars: the largest workspace's is full, a smaller one's is shorter.
+	fill := func(id string) string {
+		return evalIn[string](tb, fmt.Sprintf(`document.querySelector(%q).style.width`, row(id)+` td[data-col="size"] .bar > span`))
+	}
+	if big, small := fill(cloud), fill(api); big != "100%" || small == "" || small == "100%" {
+		t.Errorf("size bars: the largest (cloud box) %q, api-server %q; want 100%% and less", big, small)
+	}
+
+	// A filter that matches nothing says so and offers the way back.
+	tb.typeInto("#f-name", "no such workspace")
+	tb.waitJS("the no-match state", `!document.querySelector("#ws-filtered").hidden && document.querySelector("#ws-empty").hidden && !document.querySelector("#ws-body tr[data-id]")`, 10*time.Second)
+	tb.click("#f-clear")
+	tb.waitJS("every row back", `document.querySelector("#ws-filtered").hidden && document.querySelectorAll("#ws-body tr[data-id]").length === 6 && document.querySelector("#f-name").value === ""`, 10*time.Second)
+
 	// 1280×800: nothing scrolls sideways; long names truncate, whole on hover.
 	if got := evalIn[[]string](tb, overflowJS); len(got) > 0 {
 		t.Errorf("at 1280 px, sideways scrolling: %v", got)
@@ -196,6 +211,14 @@ func TestPageLayout(t *testing.T) {
 	if visible(del) || !visible(row(api)+` button[data-action="pause-resume"]`) {
 		t.Fatal("at 1280 px, Delete… is not in the menu, or Pause is not in sight")
 	}
+	// From the keyboard: Enter opens the menu on its first action, Escape
+	// closes it and gives the focus back.
+	toggle := row(api) + ` button[data-action="menu"]`
+	evalIn[bool](tb, fmt.Sprintf(`document.querySelector(%q).focus(); true`, toggle))
+	tb.key("\r")
+	tb.waitJS("the menu open on Keep", fmt.Sprintf(`document.activeElement === document.querySelector(%q)`, row(api)+` button[data-action="keep"]`), 10*time.Second)
+	tb.key(kb.Escape)
+	tb.waitJS("the menu closed, focus on its button", fmt.Sprintf(`document.activeElement === document.querySelector(%q) && document.activeElement.getAttribute("aria-expanded") === "false" && !document.querySelector(%q).getClientRects().length`, toggle, del), 10*time.Second)
 	tb.click(row(api) + ` button[data-action="menu"]`)
 	tb.waitJS("the row menu open", fmt.Sprintf(`document.querySelector(%q).getAttribute("aria-expanded") === "true"`, row(api)+` button[data-action="menu"]`), 10*time.Second)
 	if got := evalIn[[]string](tb, overflowJS); len(got) > 0 {
