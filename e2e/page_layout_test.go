@@ -226,6 +226,10 @@ func TestPageLayout(t *testing.T) {
 	}
 	tb.click(del)
 	tb.waitJS("the delete preview", `document.querySelector("#delete-dialog").open && document.querySelector("#dd-name").textContent === "api-server"`, 30*time.Second)
+	tb.waitJS("the preview's lists", `document.querySelectorAll("#dd-lost li").length > 0`, 30*time.Second)
+	if got := evalIn[[]string](tb, overflowJS); len(got) > 0 {
+		t.Errorf("at 1280 px with the delete dialog open (a long box id in it), sideways scrolling: %v", got)
+	}
 	tb.click("#dd-cancel")
 	tb.waitJS("the dialog closed, the menu too", fmt.Sprintf(`!document.querySelector("#delete-dialog").open && !document.querySelector(%q).getClientRects().length`, del), 10*time.Second)
 	if out := os.Getenv("COMPANION_PAGE_SCREENSHOT"); out != "" {
