@@ -231,7 +231,8 @@ func TestPageLayout(t *testing.T) {
 		t.Errorf("at 1280 px with the delete dialog open (a long box id in it), sideways scrolling: %v", got)
 	}
 	tb.click("#dd-cancel")
-	tb.waitJS("the dialog closed, the menu too", fmt.Sprintf(`!document.querySelector("#delete-dialog").open && !document.querySelector(%q).getClientRects().length`, del), 10*time.Second)
+	tb.waitJS("the dialog closed, the menu too, focus back on the menu's button", fmt.Sprintf(`!document.querySelector("#delete-dialog").open && !document.querySelector(%q).getClientRects().length &&
+	  document.activeElement === document.querySelector(%q)`, del, toggle), 10*time.Second)
 	if out := os.Getenv("COMPANION_PAGE_SCREENSHOT"); out != "" {
 		evalIn[bool](tb, `window.scrollTo(0, 0); document.activeElement && document.activeElement.blur(); true`)
 		if err := os.WriteFile(out, tb.viewportPNG(), 0o644); err != nil {

@@ -362,7 +362,9 @@ export class WorkspaceTable {
     c.sizeSub = el("span", { class: "sub" });
     c.size.append(el("span", { class: "size-line" }, c.sizeText, c.sizeBar, c.sizeSub));
     const row = { tr, c, w };
-    const act = (name) => () => { closeMenu(false); this.actions[name](row.w); };
+    // An action from the menu closes it and leaves the focus on its button
+    // (where a dialog the action opens gives it back when it closes).
+    const act = (name) => () => { closeMenu(true); this.actions[name](row.w); };
     c.pr = el("button", { type: "button", "data-action": "pause-resume", onclick: () => (row.w.state === "running" ? this.actions.pause(row.w) : this.actions.resume(row.w)) });
     c.keep = el("button", { type: "button", "data-action": "keep", onclick: act("keep") }, "Keep");
     c.exp = el("button", { type: "button", "data-action": "exports", onclick: act("exports") }, "Exports");
