@@ -74,12 +74,14 @@ bench: setup modules
 	@scripts/versitygw.sh >/dev/null # the export-store benchmark's S3 server
 	scripts/with-keyring.sh --private $(GO) run ./internal/benchrun
 
-# docs/page.png, the page with a few workspaces in different states, taken
-# by the browser test (Docker, an emulated cloud provider, headless Chromium).
+# docs/page.png (1280×800) and docs/page-narrow.png (a 390×844 phone), the
+# page with a few workspaces in different states, taken by the layout test
+# (Docker, an emulated cloud provider, headless Chromium).
 screenshot: modules
 	@scripts/setup.sh --test
 	scripts/with-keyring.sh --private env COMPANION_REQUIRE_KEYRING=1 COMPANION_REQUIRE_MODULES=1 \
-		COMPANION_PAGE_SCREENSHOT=$(CURDIR)/docs/page.png $(GO) test -count=1 -run 'TestPageInChromium$$' ./e2e/
+		COMPANION_PAGE_SCREENSHOT=$(CURDIR)/docs/page.png COMPANION_PAGE_SCREENSHOT_NARROW=$(CURDIR)/docs/page-narrow.png \
+		$(GO) test -count=1 -run 'TestPageLayout$$' ./e2e/
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

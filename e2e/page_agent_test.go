@@ -88,6 +88,9 @@ func TestPageConversationsServe(t *testing.T) {
 	tb.click("#conv-close")
 	alice.must(202, "POST", "/v1/workspaces/"+mine+"/pause", map[string]any{}, nil)
 	tb.waitJS("alice's box paused", stateIs(mine, "paused"), time.Minute)
+	// The audit list names her, not "user:alice".
+	tb.waitJS("alice by name in the audit list", `(document.querySelector("#audit-refresh").click(),
+	  [...document.querySelectorAll('#audit-table tr[data-action="pause"] td[title="user:alice"]')].some(td => td.textContent === "alice"))`, 30*time.Second)
 	evalIn[bool](tb, `window.__convStatus = []; new MutationObserver(() => window.__convStatus.push(document.querySelector("#conv-status").textContent))
 	  .observe(document.querySelector("#conv-status"), {childList: true, characterData: true, subtree: true}); true`)
 	tb.click(action)

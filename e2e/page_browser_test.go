@@ -193,16 +193,6 @@ func (tb *tab) allowDownloads(dir string) {
 	}
 }
 
-// screenshot returns a PNG of the whole page.
-func (tb *tab) screenshot() []byte {
-	tb.t.Helper()
-	png, err := chromedp.Run(tb.timeout(30*time.Second), chromedp.FullScreenshot(100))
-	if err != nil {
-		tb.t.Fatalf("chromium: screenshot: %v", err)
-	}
-	return png
-}
-
 // checkClean fails the test on any problem the page reported, and on a
 // failed load other than allowed (substrings of the URL: the page probes
 // routes a later companion adds, and a 404 there is expected).

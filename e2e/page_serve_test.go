@@ -49,6 +49,12 @@ func TestPageServeLoginUnderBasePath(t *testing.T) {
 	tb.waitJS("who is signed in", `document.querySelector("#me").textContent.includes("alice") && !document.querySelector("#logout").hidden`, 30*time.Second)
 	tb.waitJS("the accounts", `document.querySelector('#accounts-table tr[data-account="local-docker"]')`, 30*time.Second)
 
+	// No workspace yet: the page says what to do, and its button leads there.
+	tb.waitJS("the empty state", `!document.querySelector("#ws-empty").hidden && document.querySelector("#ws-filtered").hidden && document.querySelector("#ws-empty").textContent.includes("Create")`, 10*time.Second)
+	tb.waitJS("an account in the create form", `document.querySelector("#c-account").value !== ""`, 10*time.Second)
+	tb.click("#ws-empty-create")
+	tb.waitJS("the focus on the new workspace's name", `document.activeElement.id === "c-name"`, 10*time.Second)
+
 	prefix := strings.TrimSuffix(p.ready.PageURL, "/")
 	if bad := evalIn[[]string](tb, fmt.Sprintf(`performance.getEntriesByType("resource").map(e => e.name).filter(n => !n.startsWith(%q + "/"))`, prefix)); len(bad) != 0 {
 		t.Fatalf("requests outside the base path: %v", bad)

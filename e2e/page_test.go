@@ -65,9 +65,8 @@ func daytonaEmulator(t *testing.T) (*daytona.Server, string) {
 // paused age tick, shows an export's progress and downloads its file,
 // renders a hostile name as text, filters and sorts, asks for an explicit
 // confirmation before a delete, and works from the keyboard alone; the
-// page logs no error and violates no CSP rule. With
-// COMPANION_PAGE_SCREENSHOT set it writes a screenshot there (make
-// screenshot).
+// page logs no error and violates no CSP rule. (The screenshots of make
+// screenshot are TestPageLayout's.)
 func TestPageInChromium(t *testing.T) {
 	image, scope := boxImage(t), dockerScope(t)
 	dt, apiURL := daytonaEmulator(t)
@@ -198,14 +197,6 @@ func TestPageInChromium(t *testing.T) {
 	tb.waitJS("sorted by name, descending", `document.querySelector('#ws-head th[data-col="name"]').getAttribute("aria-sort") === "descending" && (() => { const n = `+names+`; return n.every((x, i) => i === 0 || n[i-1].toLowerCase() >= x.toLowerCase()); })()`, 10*time.Second)
 	tb.click(`#ws-head th[data-col="name"] button`)
 
-	if out := os.Getenv("COMPANION_PAGE_SCREENSHOT"); out != "" {
-		evalIn[bool](tb, `document.querySelector("#exports").hidden = true; window.scrollTo(0, 0); true`)
-		if err := os.WriteFile(out, tb.screenshot(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("screenshot written to %s", out)
-	}
-
 	// Delete: the preview is shown, and nothing happens without the confirmation.
 	tb.click(row(alpha) + ` button[data-action="delete"]`)
 	tb.waitJS("the delete preview", `document.querySelector("#delete-dialog").open && document.querySelectorAll("#dd-lost li").length > 0 && document.querySelectorAll("#dd-survives li").length > 0`, 30*time.Second)
@@ -285,10 +276,12 @@ func TestPageReconnectsAfterRestart(t *testing.T) {
 	if !evalIn[bool](tb, stateIs(id, "running")) {
 		t.Fatal("the page changed state without a connection")
 	}
+	// It says what helps: the new companion's page_url.
+	tb.waitJS("the banner asking for the new page_url", `!document.querySelector("#lost").hidden && document.querySelector("#lost").textContent.includes("new page_url") && document.querySelector("#signedout").hidden`, 10*time.Second)
 
 	evalIn[bool](tb, fmt.Sprintf(`location.hash = %q; true`, "token="+p.ready.Token))
 	tb.waitJS("caught up", stateIs(id, "paused")+" && "+fmt.Sprintf(`!!document.querySelector(%q)`, row(newcomer)), 30*time.Second)
-	tb.waitJS("live again", `document.querySelector("#conn").dataset.state === "live" && document.querySelector("#stale").hidden`, 10*time.Second)
+	tb.waitJS("live again", `document.querySelector("#conn").dataset.state === "live" && document.querySelector("#stale").hidden && document.querySelector("#lost").hidden`, 10*time.Second)
 	if !evalIn[bool](tb, `window.__sameDocument === true && location.hash === ""`) {
 		t.Fatal("the page reloaded, or kept the token in the address bar")
 	}

@@ -42,6 +42,16 @@ const providers = new Map(); // name → provider
 let guard = { runs: false, margin_seconds: 0, exports: false }; // GET /v1/providers deletion_guard
 const agentConns = new Map(); // workspace id → open agent connections (the stream's agent messages)
 const accounts = new Map(); // id → account
+const removedNames = new Map(); // workspace id → name, of workspaces removed while this page was open
+
+// Where each provider documents the settings and credentials the account
+// form asks for (until companion has provider guides of its own).
+const providerDocs = {
+  docker: ["Docker Engine documentation", "https://docs.docker.com/engine/"],
+  daytona: ["Daytona documentation: API keys", "https://www.daytona.io/docs/api-keys/"],
+  e2b: ["E2B documentation: API key", "https://e2b.dev/docs/api-key"],
+  digitalocean: ["DigitalOcean documentation: API tokens", "https://docs.digitalocean.com/reference/api/create-personal-access-token/"],
+};
 
 function showError(e) {
   const box = $("error");
@@ -70,6 +80,7 @@ const table = new WorkspaceTable({
   body: $("ws-body"),
   totals: $("ws-totals"),
   empty: $("ws-empty"),
+  filtered: $("ws-filtered"),
   now: () => stream.now(),
   accountLabel: (id) => { const a = accounts.get(id); return a ? a.label || a.id : id; },
   caps: (p) => (providers.get(p) || {}).capabilities || null,
@@ -105,6 +116,14 @@ for (const [id, key] of [["f-state", "state"], ["f-provider", "provider"], ["f-a
   $(id).addEventListener("change", (e) => table.setFilter({ [key]: e.target.value }));
 }
 $("f-name").addEventListener("input", (e) => table.setFilter({ name: e.target.value }));
+$("f-clear").addEventListener("click", () => {
+  for (const id of ["f-state", "f-provider", "f-account", "f-name"]) $(id).value = "";
+  table.setFilter({ state: "", provider: "", account: "", name: "" });
+});
+$("ws-empty-create").addEventListener("click", () => {
+  $("create").scrollIntoView({ block: "start" });
+  ($("c-account").value ? $("c-name") : $("c-account")).focus();
+});
 
 /** measure records how long applying a message took, layout included. */
 function measure(name, t0) {
@@ -128,6 +147,8 @@ const stream = new Stream(() => api.url("v1/ws"), () => token, {
     conversations.workspaceChanged(m.workspace);
   },
   remove(m) {
+    const w = table.get(m.id);
+    if (w) removedNames.set(m.id, w.name);
     if (deleting === m.id) deleteDone();
     table.remove(m.id);
     auditSoon();
@@ -149,10 +170,18 @@ const stream = new Stream(() => api.url("v1/ws"), () => token, {
     const c = $("conn");
     c.dataset.state = state;
     c.textContent = detail;
-    $("signedout").hidden = state !== "signed-out";
+    if (state === "live") wasLive = true;
+    // A tab that was live on a token companion no longer takes: its
+    // companion restarted (new token) or is gone; only the new page_url helps.
+    const lost = state === "signed-out" && !!token && wasLive;
+    $("lost").hidden = !lost;
+    $("signedout").hidden = state !== "signed-out" || lost;
     const stale = state !== "live" && stream.staleSince;
     $("stale").hidden = !stale;
-    if (stale) $("stale").textContent = `Stale: this page shows companion's state as of ${stream.staleSince.toLocaleTimeString()}; it catches up when the connection is back.`;
+    if (stale) {
+      $("stale").textContent = `Stale: this page shows companion's state as of ${stream.staleSince.toLocaleTimeString()}; it catches up when the connection is back.` +
+        (state === "reconnecting" && token ? " If companion was restarted, open the new page_url from its ready line." : "");
+    }
     $("ws-table").classList.toggle("stale", !!stale);
     if (state === "live") {
       // The server sends the counts above 0 on every connection.
@@ -183,6 +212,7 @@ async function signedIn() {
   }
 }
 
+let wasLive = false;
 setInterval(() => table.tick(), 1000);
 
 // ---- delete: preview, then an explicit confirmation ----------------------
@@ -325,7 +355,7 @@ async function loadExports() {
     body.append(el("tr", { "data-export": x.id }, el("td", {}, when(x.created_at)),
       el("td", {}, x.state + (x.error ? ": " + x.error : "")), el("td", {}, bytes(x.bytes)), files));
   }
-  if (!list.length) body.append(el("tr", {}, el("td", { colSpan: 4 }, "No exports yet.")));
+  if (!list.length) body.append(el("tr", {}, el("td", { colSpan: 4, class: "empty" }, "No exports yet: “Export now” makes one, and every delete exports first.")));
 }
 
 $("x-start").addEventListener("click", async () => {
@@ -448,6 +478,7 @@ function renderAccounts() {
     body.append(el("tr", { "data-account": a.id }, el("td", {}, a.label || a.id), el("td", {}, a.provider),
       el("td", {}, status), el("td", {}, (a.credentials || []).join(", ") || "—"), actions));
   }
+  if (!accounts.size) body.append(el("tr", {}, el("td", { colSpan: 5, class: "empty" }, "No accounts yet: add one with the form below, then create workspaces in it.")));
   fillCreateForm();
   fillFacets();
   fillRetentionAccounts();
@@ -458,6 +489,12 @@ function accountFields() {
   const box = $("a-fields");
   for (const x of box.querySelectorAll("label")) x.remove();
   const p = providers.get($("a-provider").value);
+  const docs = p && (p.docs_url ? [`${p.name} documentation`, p.docs_url] : providerDocs[p.name]);
+  $("a-docs").hidden = !docs;
+  if (docs) {
+    $("a-docs-link").textContent = docs[0];
+    $("a-docs-link").href = docs[1];
+  }
   if (!p) return;
   for (const c of p.config || []) {
     box.append(el("label", { title: c.description || "" }, c.name + (c.required ? " (required)" : ""),
@@ -573,9 +610,10 @@ async function loadAudit(more) {
   for (const e of data.entries || []) {
     const kind = /^(blocked|failed|stopped)\b/.exec(e.outcome || "");
     body.append(el("tr", { "data-action": e.action, "data-outcome": kind ? (kind[1] === "failed" ? "failed" : "blocked") : "" },
-      el("td", {}, when(e.at)), el("td", {}, e.actor), el("td", {}, auditAction(e.action)),
-      el("td", {}, auditSubject(e)), el("td", {}, e.outcome + (e.export_sha256 ? ` (export sha256 ${e.export_sha256.slice(0, 12)}…)` : ""))));
+      el("td", {}, when(e.at)), el("td", { title: e.actor }, auditActor(e.actor)), el("td", {}, auditAction(e.action)),
+      auditSubject(e), el("td", {}, e.outcome + (e.export_sha256 ? ` (export sha256 ${e.export_sha256.slice(0, 12)}…)` : ""))));
   }
+  if (!more && !body.rows.length) body.append(el("tr", {}, el("td", { colSpan: 5, class: "empty" }, "Nothing recorded yet: creating, pausing, exporting or deleting a workspace is logged here.")));
   auditBefore = data.next_before;
   $("audit-more").hidden = auditBefore === null || auditBefore === undefined;
 }
@@ -590,14 +628,29 @@ function auditAction(a) {
   return words[a] ? `${words[a]} (${a})` : a;
 }
 
-/** auditSubject names an entry's workspace (by name while it exists) or account. */
+/** auditActor names who acted: a user by name, companion's own parts in words. */
+function auditActor(a) {
+  if (!a) return "";
+  const [kind, rest] = [a.slice(0, a.indexOf(":")), a.slice(a.indexOf(":") + 1)];
+  if (kind === "user") return rest;
+  if (kind === "provider") return `${rest} (the provider)`;
+  if (kind === "token") return `API token ${rest}`;
+  return a;
+}
+
+/**
+ * auditSubject is the cell naming an entry's workspace or account: by name
+ * (a workspace's while it exists, or as it was when it was deleted), with
+ * the id beside it and in full on hover.
+ */
 function auditSubject(e) {
+  const cell = (name, id) => el("td", { class: "subject", title: id }, name || id || "", name ? el("span", { class: "sub" }, id) : null);
   if (e.workspace_id) {
     const w = table.get(e.workspace_id);
-    return w ? `${w.name} (${e.workspace_id})` : e.workspace_id;
+    return cell(w ? w.name : removedNames.get(e.workspace_id) || gone.names.get(e.workspace_id), e.workspace_id);
   }
   const a = accounts.get(e.account_id);
-  return a ? `${a.label || a.id} (${e.account_id})` : e.account_id || "";
+  return cell(a ? a.label || a.id : "", e.account_id || "");
 }
 
 // auditSoon refreshes the newest audit entries after changes, at most
@@ -807,19 +860,34 @@ $("login-form").addEventListener("submit", async (e) => {
   stream.connect();
 });
 
+// ---- narrow layout: stacked tables name each value --------------------------
+
+// On a narrow screen the tables other than the workspaces' stack their
+// cells; each cell carries its column's name (data-label, shown by
+// style.css) so a value still says what it is.
+function labelCells(table) {
+  const heads = [...table.querySelectorAll("thead th")].map((th) => th.textContent.trim());
+  for (const tr of table.tBodies[0].rows) {
+    [...tr.cells].forEach((td, i) => { if (heads[i] && td.colSpan === 1 && td.dataset.label !== heads[i]) td.dataset.label = heads[i]; });
+  }
+}
+for (const t of document.querySelectorAll("table:not(#ws-table)")) {
+  new MutationObserver(() => labelCells(t)).observe(t.tBodies[0], { childList: true });
+}
+
 // ---- start ---------------------------------------------------------------
 
 let sideLoaded = false;
 function refreshSideData() {
   loadProviders();
-  loadAudit(false);
   gone.load(false);
   loadSession(); // the user may have signed in again
+  // The audit list names accounts: it follows their list.
   if (!sideLoaded) {
     sideLoaded = true;
-    loadAccounts().then(detectFeatures);
+    loadAccounts().then(() => { loadAudit(false); detectFeatures(); });
   } else {
-    loadAccounts();
+    loadAccounts().then(() => loadAudit(false));
     if (retentionOn) loadPrices();
   }
 }

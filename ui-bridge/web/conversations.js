@@ -107,7 +107,7 @@ export class ConversationsPanel {
     $("conv-table").hidden = n === 0;
     this.next = page.next_page_id || null;
     $("conv-more").hidden = !this.next;
-    this.status(n === 0 ? "No conversations in this box yet." : `${n}${this.next ? "+" : ""} conversation${n === 1 ? "" : "s"}, most recently active first.`);
+    this.status(n === 0 ? "No conversations in this box yet: once an agent starts one, Refresh lists it." : `${n}${this.next ? "+" : ""} conversation${n === 1 ? "" : "s"}, most recently active first.`);
   }
 
   status(text) {

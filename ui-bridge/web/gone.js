@@ -27,6 +27,7 @@ export class GoneList {
     this.shown = 0;
     this.seq = 0; // drops the answer of a load started before the last
     this.timer = 0;
+    this.names = new Map(); // workspace id → name, of the deleted workspaces seen (for the audit list)
     $("gone-more").addEventListener("click", () => this.load(true));
   }
 
@@ -51,7 +52,10 @@ export class GoneList {
       clear(this.body);
       this.shown = 0;
     }
-    for (const x of got) this.body.append(this.row(x));
+    for (const x of got) {
+      if (x.workspace_name) this.names.set(x.workspace_id, x.workspace_name);
+      this.body.append(this.row(x));
+    }
     this.shown += got.length;
     this.next = before;
     $("gone-more").hidden = !this.next;

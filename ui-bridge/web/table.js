@@ -8,14 +8,52 @@ import { age, bytes, sizeSource, when } from "./format.js";
 
 const overscan = 10;
 
+// Row heights, as style.css sets them: table rows, and the cards of the
+// narrow layout (the virtual scrolling counts in these).
+const rowHeight = 40, cardHeight = 164;
+const narrow = matchMedia("(max-width: 760px)");
+
+/** stopWords says why a box is not running (core.StopReason), as a person would. */
+function stopWords(w) {
+  switch (w.stop_reason) {
+    case "companion": return "by companion";
+    case "provider_idle": return `by ${w.provider}, idle`;
+    case "outside": return "outside companion";
+    case "": case undefined: case null: return "";
+    default: return w.stop_reason.replaceAll("_", " ");
+  }
+}
+
+/** sized reports whether w has a measured size: 0 or unknown is not a size. */
+export function sized(w) {
+  return typeof w.size_bytes === "number" && w.size_bytes > 0;
+}
+
+// One row menu is open at a time; a click elsewhere or Escape closes it.
+let openMenu = null;
+function closeMenu(focusToggle) {
+  if (!openMenu) return;
+  const { menu, toggle } = openMenu;
+  openMenu = null;
+  menu.classList.remove("open", "up");
+  toggle.setAttribute("aria-expanded", "false");
+  if (focusToggle) toggle.focus();
+}
+document.addEventListener("click", (e) => {
+  if (openMenu && !openMenu.menu.contains(e.target) && !openMenu.toggle.contains(e.target)) closeMenu(false);
+});
+document.addEventListener("keydown", (e) => {
+  if (e.key === "Escape" && openMenu) closeMenu(true);
+});
+
 const columns = [
   { key: "name", label: "Name" },
   { key: "provider", label: "Provider" },
   { key: "account", label: "Account" },
   { key: "state", label: "State" },
   { key: "size", label: "Size" },
-  { key: "paused", label: "Paused for" },
-  { key: "activity", label: "Last activity" },
+  { key: "paused", label: "Paused" },
+  { key: "activity", label: "Activity" },
   { key: "retention", label: "Retention" },
   { key: "progress", label: "Progress" },
   { key: "actions", label: "Actions", nosort: true },
@@ -63,7 +101,9 @@ export class WorkspaceTable {
     this.sortDir = 1;
     this.rows = new Map(); // id → row, for the rows in the DOM
     this.facets = { state: new Set(), provider: new Set(), account: new Set() };
-    this.rowH = 36;
+    this.rowH = narrow.matches ? cardHeight : rowHeight;
+    narrow.addEventListener("change", () => { this.rowH = narrow.matches ? cardHeight : rowHeight; this.render(); });
+    this.maxSize = 0;
     this.top = el("tr", { class: "spacer", "aria-hidden": "true" }, el("td", { colSpan: columns.length }));
     this.bottom = el("tr", { class: "spacer", "aria-hidden": "true" }, el("td", { colSpan: columns.length }));
     this.body.replaceChildren(this.top, this.bottom);
@@ -240,6 +280,10 @@ export class WorkspaceTable {
     const last = Math.min(n, Math.ceil((top + h) / this.rowH) + overscan);
     this.top.style.height = first * this.rowH + "px";
     this.bottom.style.height = (n - last) * this.rowH + "px";
+    // Sizes are drawn against the largest workspace in the view.
+    let max = 0;
+    for (const w of this.view) if (sized(w) && w.size_bytes > max) max = w.size_bytes;
+    this.maxSize = max;
     const keep = new Map();
     let prev = this.top;
     for (let i = first; i < last; i++) {
@@ -255,25 +299,26 @@ export class WorkspaceTable {
     for (const row of this.rows.values()) row.tr.remove();
     this.rows = keep;
     this.empty.hidden = this.size() > 0;
+    if (this.filtered) this.filtered.hidden = this.size() === 0 || n > 0;
     this.renderTotals();
   }
 
   renderTotals() {
-    let paused = 0, stored = 0, sized = 0;
+    let paused = 0, stored = 0, nsized = 0;
     for (const w of this.view) {
       if (w.state === "paused") paused++;
-      if (w.size_bytes) { stored += w.size_bytes; sized++; }
+      if (sized(w)) { stored += w.size_bytes; nsized++; }
     }
     const n = this.size();
     const shown = this.view.length === n ? `${n} boxes` : `${this.view.length} of ${n} boxes`;
-    let text = `${shown} · ${paused} paused · ${bytes(stored)} stored (${sized} sized)`;
+    let text = `${shown} · ${paused} paused · ${bytes(stored)} stored (${nsized} sized)`;
     // Money only where an account has a storage price (retention policy);
     // companion only multiplies, in whatever currency the price is in.
     let money = 0, priced = 0;
     if (this.price) {
       for (const w of this.view) {
         const p = this.price(w.account_id);
-        if (p === null || p === undefined || !w.size_bytes) continue;
+        if (p === null || p === undefined || !sized(w)) continue;
         money += (w.size_bytes / 2 ** 30) * p;
         priced++;
       }
@@ -311,18 +356,38 @@ export class WorkspaceTable {
     c.risk = el("span", { class: "badge risk", hidden: true });
     c.retSub = el("span", { class: "sub" });
     c.retention.append(c.retText, c.risk, c.retSub);
-    c.sizeText = document.createTextNode("");
+    c.sizeText = el("span", { class: "size-text" });
+    c.sizeFill = el("span", {});
+    c.sizeBar = el("span", { class: "bar", "aria-hidden": "true" }, c.sizeFill);
     c.sizeSub = el("span", { class: "sub" });
-    c.size.append(c.sizeText, c.sizeSub);
+    c.size.append(el("span", { class: "size-line" }, c.sizeText, c.sizeBar, c.sizeSub));
     const row = { tr, c, w };
-    const act = (name) => () => this.actions[name](row.w);
+    // An action from the menu closes it and leaves the focus on its button
+    // (where a dialog the action opens gives it back when it closes).
+    const act = (name) => () => { closeMenu(true); this.actions[name](row.w); };
     c.pr = el("button", { type: "button", "data-action": "pause-resume", onclick: () => (row.w.state === "running" ? this.actions.pause(row.w) : this.actions.resume(row.w)) });
     c.keep = el("button", { type: "button", "data-action": "keep", onclick: act("keep") }, "Keep");
     c.exp = el("button", { type: "button", "data-action": "exports", onclick: act("exports") }, "Exports");
     c.conv = el("button", { type: "button", "data-action": "conversations", onclick: act("conversations") }, "Conversations");
     c.del = el("button", { type: "button", "data-action": "delete", class: "danger", onclick: act("del") }, "Delete…");
     c.exportNow = el("button", { type: "button", "data-action": "export-now", hidden: true, onclick: act("exportNow") }, "Export now");
-    c.actions.append(c.exportNow, c.pr, c.keep, c.exp, c.conv, c.del);
+    // The secondary actions: in line on a wide screen, else in a menu
+    // behind the toggle (style.css decides which; the buttons are the same).
+    c.menu = el("div", { class: "row-menu", id: "menu-" + w.id }, c.keep, c.exp, c.conv, c.del);
+    c.toggle = el("button", { type: "button", class: "menu-toggle", "data-action": "menu", "aria-expanded": "false", "aria-controls": c.menu.id,
+      onclick: () => {
+        if (openMenu && openMenu.menu === c.menu) { closeMenu(false); return; }
+        closeMenu(false);
+        // Near the bottom of the scrolling box the menu opens upwards.
+        const box = this.scroller.getBoundingClientRect(), at = tr.getBoundingClientRect();
+        c.menu.classList.toggle("up", at.bottom + 180 > box.bottom && at.top - 180 > box.top);
+        c.menu.classList.add("open");
+        c.toggle.setAttribute("aria-expanded", "true");
+        openMenu = { menu: c.menu, toggle: c.toggle };
+        const first = c.menu.querySelector("button:not(:disabled)");
+        if (first) first.focus();
+      } }, "More ▾");
+    c.actions.append(el("div", { class: "row-actions" }, c.exportNow, c.pr, c.toggle, c.menu));
     return row;
   }
 
@@ -330,38 +395,54 @@ export class WorkspaceTable {
     row.w = w;
     const c = row.c;
     const set = (node, text) => { if (node.textContent !== text) node.textContent = text; };
+    const tip = (node, text) => { if (node.title !== text) node.title = text; }; // the full text on hover
     const now = this.now();
     set(c.nameText, w.name);
     set(c.nameSub, w.adopted ? "adopted" : "");
-    c.name.title = w.name;
+    tip(c.name, w.name);
     set(c.provider, w.provider);
-    set(c.account, this.accountLabel(w.account_id));
+    tip(c.provider, w.provider);
+    const label = this.accountLabel(w.account_id);
+    set(c.account, label);
+    tip(c.account, label === w.account_id ? label : `${label} (${w.account_id})`);
     set(c.stateBadge, w.state);
     c.stateBadge.dataset.state = w.state;
-    let why = w.stop_reason ? w.stop_reason.replace("_", " ") : "";
+    let why = stopWords(w);
     if (w.exit_code) why += ` (exit ${w.exit_code})`;
     set(c.stateSub, why);
+    tip(c.state, why ? `${w.state} ${why}` : w.state);
     // Requests and sockets open to the box's agent through companion
     // (the stream's agent messages): someone is working in it.
     const conns = this.agentConns(w.id);
     c.agent.hidden = conns === 0;
     set(c.agent, conns ? `agent: ${conns}` : "");
-    c.agent.title = conns ? `${conns} request${conns === 1 ? "" : "s"} or socket${conns === 1 ? "" : "s"} open to this box's agent through companion` : "";
-    set(c.sizeText, w.size_bytes !== undefined ? bytes(w.size_bytes) : "—");
-    set(c.sizeSub, w.size_bytes !== undefined ? `${sizeSource(w.size_source)}, ${age(now - num(w.size_at))} ago` : "");
-    set(c.paused, w.state === "paused" && w.paused_at ? age(now - num(w.paused_at)) : "—");
+    tip(c.agent, conns ? `${conns} request${conns === 1 ? "" : "s"} or socket${conns === 1 ? "" : "s"} open to this box's agent through companion` : "");
+    const measured = w.size_bytes !== undefined && w.size_bytes !== null && (sized(w) || !!w.size_at);
+    set(c.sizeText, measured ? bytes(w.size_bytes) : "—");
+    const sizeWords = measured ? `${sizeSource(w.size_source)}${w.size_at ? `, ${age(now - num(w.size_at))} ago` : ""}` : "";
+    set(c.sizeSub, sizeWords);
+    tip(c.size, measured ? `${bytes(w.size_bytes)} (${sizeWords})` + (this.maxSize ? `; the largest shown is ${bytes(this.maxSize)}` : "") : "size not measured yet");
+    c.sizeBar.hidden = !measured;
+    c.sizeFill.style.width = (sized(w) && this.maxSize ? Math.max(2, Math.round((w.size_bytes / this.maxSize) * 100)) : 0) + "%";
+    const pausedMs = w.state === "paused" && w.paused_at ? now - num(w.paused_at) : -1;
+    set(c.paused, pausedMs >= 0 ? age(pausedMs) : "—");
+    c.paused.dataset.age = pausedMs < 0 ? "none" : pausedMs >= 86400e3 ? "days" : "recent";
+    tip(c.paused, pausedMs >= 0 ? `paused since ${when(w.paused_at)}` : "");
     set(c.activity, w.last_activity_at ? `${age(now - num(w.last_activity_at))} ago` : "—");
+    tip(c.activity, w.last_activity_at ? `last activity ${when(w.last_activity_at)}` : "");
     set(c.retText, w.keep ? "kept" : w.delete_after ? `delete after ${when(w.delete_after)}` : "—");
     const risk = clockRisk(w, now);
     c.risk.hidden = !risk.atRisk;
     set(c.risk, risk.atRisk ? "at risk" : ""); // a hidden badge's words would still be the cell's text
     set(c.retSub, risk.text);
-    c.retention.title = risk.text;
+    c.retention.toggleAttribute("data-empty", c.retText.textContent === "—" && !risk.text);
+    tip(c.retention, [c.retText.textContent, risk.text].filter((x) => x && x !== "—").join("; "));
     c.exportNow.hidden = !risk.atRisk;
     c.exportNow.disabled = !!w.progress;
     c.exportNow.setAttribute("aria-label", `Export ${w.name} now`);
     set(c.progress, w.progress || (w.error ? "error: " + w.error : ""));
     c.progress.classList.toggle("error", !w.progress && !!w.error);
+    tip(c.progress, c.progress.textContent);
     const caps = this.caps(w.provider);
     const canSuspend = !caps || caps.suspend;
     const pr = w.state === "running" ? "Pause" : "Resume";
@@ -376,6 +457,7 @@ export class WorkspaceTable {
     c.conv.disabled = !(w.state === "running" || w.state === "paused" || w.state === "stopped");
     c.del.setAttribute("aria-label", `Delete ${w.name}`);
     c.del.disabled = w.state === "deleting" || w.state === "deleted";
+    c.toggle.setAttribute("aria-label", `More actions for ${w.name}`);
   }
 }
 
