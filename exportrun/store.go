@@ -76,7 +76,7 @@ func (x *Exporter) uploadFile(ctx context.Context, u *exportstore.Upload, dir st
 		return fmt.Errorf("export: open the spooled %s: %w", f.Name, err)
 	}
 	defer fh.Close()
-	obj, err := u.Add(ctx, f.Name, c.wrap(fh))
+	obj, err := u.Add(ctx, f.Name, statReader{c.wrap(fh), fh})
 	if err != nil {
 		return fmt.Errorf("export: upload %s to %s: %w", f.Name, x.Store, err)
 	}
@@ -86,6 +86,15 @@ func (x *Exporter) uploadFile(ctx context.Context, u *exportstore.Upload, dir st
 	}
 	return nil
 }
+
+// statReader reads through a wrapper and answers Stat from the file, so
+// the store can size the parts of a large file.
+type statReader struct {
+	io.Reader
+	f *os.File
+}
+
+func (r statReader) Stat() (os.FileInfo, error) { return r.f.Stat() }
 
 // storeRef is the store export a record's Dir names, if it names one.
 func storeRef(dir string) (exportstore.Ref, bool, error) {

@@ -1,6 +1,8 @@
 package exportstore
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -49,5 +51,28 @@ func TestParseCredentialsNeverQuotesASecret(t *testing.T) {
 	}
 	if _, err := ParseCredentials("gs://b", []byte("not json with xyz-secret")); err == nil || strings.Contains(err.Error(), "xyz-secret") {
 		t.Errorf("gs garbage: %v", err)
+	}
+}
+
+// TestPartSizeFitsTheFile: a file too large for 9,000 parts of the base
+// size gets parts that fit it, whole MiB; other sources keep the base.
+func TestPartSizeFitsTheFile(t *testing.T) {
+	f, err := os.Create(filepath.Join(t.TempDir(), "big"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if got := partSize(5<<20, f); got != 5<<20 {
+		t.Errorf("empty file: %d", got)
+	}
+	if err := f.Truncate(100 << 30); err != nil { // sparse
+		t.Fatal(err)
+	}
+	got := partSize(5<<20, f)
+	if got%(1<<20) != 0 || int64(got)*maxParts < 100<<30 || got > 12<<20 {
+		t.Errorf("a 100 GiB file gets %d-byte parts; want whole MiB, enough for 9,000 parts", got)
+	}
+	if got := partSize(5<<20, strings.NewReader("x")); got != 5<<20 {
+		t.Errorf("a reader without Stat: %d", got)
 	}
 }

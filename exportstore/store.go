@@ -42,8 +42,9 @@ import (
 
 // Defaults for Options.
 const (
-	// DefaultPartSize is the multipart part (S3) or chunk (GCS) size.
-	DefaultPartSize = 8 << 20
+	// DefaultPartSize is the multipart part (S3) or chunk (GCS) size,
+	// grown for a source whose size is known (partSize).
+	DefaultPartSize = 5 << 20
 	// DefaultConcurrency is how many parts of one upload are in flight.
 	DefaultConcurrency = 3
 	// DefaultOpTimeout bounds one small call (stat, list page, delete).
@@ -69,7 +70,8 @@ type Options struct {
 	GoogleCredentialsJSON []byte
 
 	// PartSize is the S3 multipart part size and the GCS chunk size, in
-	// bytes (default DefaultPartSize; S3 needs at least 5 MiB).
+	// bytes (default DefaultPartSize; S3 needs at least 5 MiB). A file's
+	// parts grow so that it fits in S3's 10,000 parts.
 	PartSize int
 	// Concurrency is how many S3 parts of one upload are in flight
 	// (default DefaultConcurrency). GCS uploads one chunk at a time.

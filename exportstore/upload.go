@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"gocloud.dev/blob"
@@ -55,7 +56,8 @@ func (u *Upload) Objects() []Object { return append([]Object(nil), u.objects...)
 
 // Add streams r into the export as name, hashing it while it uploads,
 // then reads the object back from the store and hashes it again. It
-// returns the object's size and SHA-256 once both agree. On any error
+// returns the object's size and SHA-256 once both agree. A source with a
+// Stat method (an *os.File) gets parts large enough for its size. On any error
 // (the source's too) the upload is aborted: what was written is deleted.
 func (u *Upload) Add(ctx context.Context, name string, r io.Reader) (Object, error) {
 	if u.done {
@@ -108,6 +110,26 @@ func (u *Upload) Abort(ctx context.Context) error {
 	return err
 }
 
+// maxParts is how many parts an upload may take: S3 allows 10,000; the
+// margin covers a file that grows while it is read.
+const maxParts = 9000
+
+// partSize is the part size for r: base, or more for a file too large to
+// fit in maxParts of it (rounded up to MiB; GCS wants 256 KiB multiples).
+// A source of unknown size gets base: at 5 MiB, objects up to 43 GiB.
+func partSize(base int, r io.Reader) int {
+	f, ok := r.(interface{ Stat() (os.FileInfo, error) })
+	if !ok {
+		return base
+	}
+	fi, err := f.Stat()
+	if err != nil || fi.Size() <= int64(base)*maxParts {
+		return base
+	}
+	need := (fi.Size() + maxParts - 1) / maxParts
+	return int((need + 1<<20 - 1) &^ (1<<20 - 1))
+}
+
 // put uploads one object and verifies it.
 func (u *Upload) put(ctx context.Context, name string, r io.Reader) (Object, error) {
 	s := u.s
@@ -116,7 +138,7 @@ func (u *Upload) put(ctx context.Context, name string, r io.Reader) (Object, err
 	wctx, wd, stop := withWatchdog(ctx, s.opts.StallTimeout)
 	defer stop()
 	w, err := s.bucket.NewWriter(wctx, key, &blob.WriterOptions{
-		BufferSize:                  s.opts.PartSize,
+		BufferSize:                  partSize(s.opts.PartSize, r),
 		MaxConcurrency:              s.opts.Concurrency,
 		ContentType:                 "application/octet-stream",
 		DisableContentTypeDetection: true,
