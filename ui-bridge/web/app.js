@@ -83,6 +83,7 @@ const table = new WorkspaceTable({
   filtered: $("ws-filtered"),
   now: () => stream.now(),
   accountLabel: (id) => { const a = accounts.get(id); return a ? a.label || a.id : id; },
+  accountStatus: (id) => { const a = accounts.get(id); return (a && a.status) || {}; },
   caps: (p) => (providers.get(p) || {}).capabilities || null,
   clocks: (p) => (providers.get(p) || {}).clocks || [],
   onFacets: fillFacets,
@@ -157,6 +158,7 @@ const stream = new Stream(() => api.url("v1/ws"), () => token, {
   account(m) {
     accounts.set(m.account.id, m.account);
     renderAccounts();
+    table.refreshAccount(m.account.id); // a failing provider marks its rows stale
   },
   notice(m) {
     showNotice(m);
@@ -442,6 +444,7 @@ async function loadAccounts() {
   accounts.clear();
   for (const a of data.accounts || []) accounts.set(a.id, a);
   renderAccounts();
+  table.tick(); // rows show their account's label and whether it answers
 }
 
 function renderAccounts() {

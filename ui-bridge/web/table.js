@@ -85,6 +85,7 @@ export class WorkspaceTable {
    * @param {HTMLElement} o.empty shown when there is nothing to list
    * @param {() => number} o.now the server's clock, estimated (ms)
    * @param {(id: string) => string} o.accountLabel
+   * @param {(id: string) => {state?: string, message?: string, last_ok_at?: string}} o.accountStatus the account's status (GET /v1/accounts)
    * @param {(provider: string) => any} o.caps the provider's capabilities, or null
    * @param {Record<string, (w: any) => void>} o.actions pause, resume, keep, exports, conversations, del
    * @param {(id: string) => number} o.agentConns open connections to the workspace's agent through companion
@@ -333,6 +334,11 @@ export class WorkspaceTable {
     if (row) this.fill(row, row.w);
   }
 
+  /** refreshAccount re-renders the rows in sight of one account. */
+  refreshAccount(accountID) {
+    for (const row of this.rows.values()) if (row.w.account_id === accountID) this.fill(row, row.w);
+  }
+
   /** tick refreshes what ages with time (paused age, size age) in the rows in sight. */
   tick() {
     for (const row of this.rows.values()) this.fill(row, row.w);
@@ -351,7 +357,8 @@ export class WorkspaceTable {
     c.stateBadge = el("span", { class: "badge" });
     c.stateSub = el("span", { class: "sub" });
     c.agent = el("span", { class: "agent-conns", hidden: true });
-    c.state.append(c.stateBadge, c.stateSub, c.agent);
+    c.stale = el("span", { class: "badge stale", hidden: true });
+    c.state.append(c.stateBadge, c.stale, c.stateSub, c.agent);
     c.retText = document.createTextNode("");
     c.risk = el("span", { class: "badge risk", hidden: true });
     c.retSub = el("span", { class: "sub" });
@@ -410,7 +417,14 @@ export class WorkspaceTable {
     let why = stopWords(w);
     if (w.exit_code) why += ` (exit ${w.exit_code})`;
     set(c.stateSub, why);
-    tip(c.state, why ? `${w.state} ${why}` : w.state);
+    // The account's provider is not answering: the row is what its last
+    // good list saw (the stream's account message; nothing per row).
+    const acct = this.accountStatus(w.account_id);
+    const stale = acct.state === "failing";
+    c.stale.hidden = !stale;
+    set(c.stale, stale ? "stale" : "");
+    const staleWhy = stale ? `${w.provider} is not answering${acct.message ? ` (${acct.message})` : ""}; shown as its last good list saw it${acct.last_ok_at ? ` at ${when(acct.last_ok_at)}` : ""}` : "";
+    tip(c.state, [why ? `${w.state} ${why}` : w.state, staleWhy].filter(Boolean).join("; "));
     // Requests and sockets open to the box's agent through companion
     // (the stream's agent messages): someone is working in it.
     const conns = this.agentConns(w.id);
