@@ -166,6 +166,9 @@ func (a apiTokenAuth) Authenticate(r *http.Request) (Identity, bool) {
 		return Identity{}, false
 	}
 	id := userIdentity(u, "api_token")
+	if t.Scope == auth.ScopeMetrics {
+		id.Admin, id.Metrics = false, true
+	}
 	id.cred = &credential{key: "token:" + t.ID, check: func(ctx context.Context) error {
 		_, _, err := a.l.Auth.TokenUser(ctx, tok)
 		return err

@@ -1,0 +1,100 @@
+package uibridge
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/canvasapp/companion/auth"
+	"github.com/canvasapp/companion/core"
+)
+
+// GET /metrics is for admins (sessions or full tokens) and for API tokens
+// with the metrics scope, which may read nothing else; anyone else gets
+// 401 (no credential) or 403.
+func TestMetricsGate(t *testing.T) {
+	st := openStore(t)
+	var login *Login
+	metrics := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("companion_up 1\n")) })
+	e := newEnvWith(t, st, &core.Registry{}, func(c *Config) {
+		login = &Login{Auth: auth.New(auth.Config{Store: st, Params: auth.Params{MemoryKiB: 64, Time: 1, Threads: 1}}), Local: true}
+		c.Login = login
+		c.Token = ""
+		c.Metrics = metrics
+	})
+	ctx := context.Background()
+	admin, err := login.Auth.AddLocalUser(ctx, "root", "root-password", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bob, err := login.Auth.AddLocalUser(ctx, "bob", "bob-password", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := func(u auth.User, scope string) string {
+		secret, _, err := login.Auth.CreateScopedToken(ctx, u.ID, "", scope, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return secret
+	}
+	if _, _, err := login.Auth.CreateScopedToken(ctx, bob.ID, "", "everything", time.Hour); !core.IsKind(err, core.KindInvalid) {
+		t.Errorf("a token of an unknown scope: %v, want invalid", err)
+	}
+	adminTok, bobTok, scraper := token(admin, ""), token(bob, ""), token(bob, auth.ScopeMetrics)
+	for _, c := range []struct {
+		name, token, path string
+		want              int
+	}{
+		{"no credential", "", MetricsPath, 401},
+		{"a user's full token", bobTok, MetricsPath, 403},
+		{"an admin's token", adminTok, MetricsPath, 200},
+		{"a metrics-scope token", scraper, MetricsPath, 200},
+		{"a metrics-scope token on the API", scraper, "/v1/workspaces", 403},
+		{"a user's full token on the API", bobTok, "/v1/workspaces", 200},
+	} {
+		e.token = c.token
+		resp, body := e.do("GET", c.path, "")
+		if resp.StatusCode != c.want {
+			t.Errorf("%s: GET %s = %d %s, want %d", c.name, c.path, resp.StatusCode, body, c.want)
+		}
+	}
+	e.token = adminTok
+	if resp, _ := e.do("POST", MetricsPath, ""); resp.StatusCode != 405 {
+		t.Errorf("POST /metrics = %d, want 405", resp.StatusCode)
+	}
+}
+
+// TrackRoute reports the pattern that served a request, never its path,
+// and nothing for a request the gate refused.
+func TestTrackRoute(t *testing.T) {
+	e := newEnv(t, nil)
+	var got []string
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r, route := TrackRoute(r)
+		e.srv.Handler().ServeHTTP(w, r)
+		got = append(got, route())
+	})
+	for _, c := range []struct{ path, token string }{{"/v1/workspaces/ws_123", testToken}, {"/v1/workspaces", testToken}, {"/v1/workspaces", "wrong"}, {"/v1/nowhere", testToken}} {
+		req, _ := http.NewRequest("GET", e.base+c.path, nil)
+		req.Host = "127.0.0.1:" + itoa(e.port)
+		req.Header.Set("Authorization", "Bearer "+c.token)
+		h.ServeHTTP(newDiscard(), req)
+	}
+	want := []string{"/v1/workspaces/{id}", "/v1/workspaces", "", ""}
+	if len(got) != len(want) {
+		t.Fatalf("routes %q, want %q", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("route %d = %q, want %q", i, got[i], want[i])
+		}
+	}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+func newDiscard() http.ResponseWriter { return httptest.NewRecorder() }
