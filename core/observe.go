@@ -45,6 +45,8 @@ type MetricsSnapshot struct {
 	// Workspaces counts the workspaces by provider and state.
 	Workspaces map[ProviderState]int
 	// StoredBytes sums the known sizes of the workspaces by provider.
+	// It, ReclaimableBytes and MonthlyCost have every provider that has
+	// workspaces, with 0 when nothing is known or reclaimable.
 	StoredBytes map[string]int64
 	// ReclaimableBytes sums, by provider, the known sizes of the paused
 	// workspaces an enabled retention policy applies to (what
@@ -88,6 +90,10 @@ func (s *Service) MetricsSnapshot() MetricsSnapshot {
 			continue
 		}
 		out.Workspaces[ProviderState{ws.Provider, string(ws.State)}]++
+		// Every provider with workspaces has the sums, 0 included.
+		out.StoredBytes[ws.Provider] += 0
+		out.ReclaimableBytes[ws.Provider] += 0
+		out.MonthlyCost[ws.Provider] += 0
 		if ws.Size != nil {
 			out.StoredBytes[ws.Provider] += ws.Size.Bytes
 		}

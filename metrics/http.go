@@ -4,46 +4,87 @@ import (
 	"bufio"
 	"net"
 	"net/http"
+	"strconv"
+	"sync"
 	"time"
-)
 
-// RouteTracker returns r with a place for the route pattern that will
-// serve it, and a function that reads that pattern once the handler has
-// returned ("" when no route matched: the request was refused before
-// routing). uibridge.TrackRoute is one.
-type RouteTracker func(r *http.Request) (*http.Request, func() string)
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // Unrouted is the route label of a request no route pattern served (the
 // gate refused it, or no route matched).
 const Unrouted = "unrouted"
 
 // Middleware counts and times every request next answers, labelled by the
-// route pattern track reports (never the raw path).
-func (m *Metrics) Middleware(next http.Handler, track RouteTracker) http.Handler {
+// route pattern next reports through the writer's SetRoute (the bridge
+// does: uibridge.RouteSetter), never by the raw path.
+func (m *Metrics) Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		m.inFlight.Inc()
-		r, route := track(r)
 		sw := &statusWriter{ResponseWriter: w}
 		defer func() {
 			m.inFlight.Dec()
-			pattern := route()
-			if pattern == "" {
-				pattern = Unrouted
-			}
 			status := sw.status
 			if status == 0 {
 				status = http.StatusOK
 			}
-			method := methodOf(r.Method)
-			m.requests.WithLabelValues(pattern, method, statusClass(status)).Inc()
-			if status >= 500 {
-				m.errors.WithLabelValues(pattern, method).Inc()
-			}
-			m.duration.WithLabelValues(pattern, method).Observe(time.Since(start).Seconds())
+			m.route(sw.route, r.Method).observe(status, time.Since(start))
 		}()
 		next.ServeHTTP(sw, r)
 	})
+}
+
+// routeKey names the series of one route and method.
+type routeKey struct{ route, method string }
+
+// routeSeries are one route's and method's series, resolved once: looking
+// series up by label values on every request would cost more than the
+// rest of the middleware.
+type routeSeries struct {
+	m        *Metrics
+	key      routeKey
+	mu       sync.Mutex
+	byStatus [5]prometheus.Counter // 1xx to 5xx, made at first use
+	errors   prometheus.Counter
+	duration prometheus.Observer
+}
+
+func (m *Metrics) route(route, method string) *routeSeries {
+	if route == "" {
+		route = Unrouted
+	}
+	k := routeKey{route, methodOf(method)}
+	m.routesMu.RLock()
+	rs := m.routes[k]
+	m.routesMu.RUnlock()
+	if rs != nil {
+		return rs
+	}
+	m.routesMu.Lock()
+	defer m.routesMu.Unlock()
+	if rs = m.routes[k]; rs == nil {
+		rs = &routeSeries{m: m, key: k, errors: m.errors.WithLabelValues(k.route, k.method),
+			duration: m.duration.WithLabelValues(k.route, k.method)}
+		m.routes[k] = rs
+	}
+	return rs
+}
+
+func (rs *routeSeries) observe(status int, d time.Duration) {
+	i := min(max(status/100, 1), 5) - 1
+	rs.mu.Lock()
+	c := rs.byStatus[i]
+	if c == nil {
+		c = rs.m.requests.WithLabelValues(rs.key.route, rs.key.method, strconv.Itoa(i+1)+"xx")
+		rs.byStatus[i] = c
+	}
+	rs.mu.Unlock()
+	c.Inc()
+	if status >= 500 {
+		rs.errors.Inc()
+	}
+	rs.duration.Observe(d.Seconds())
 }
 
 // methodOf bounds the method label: a client may send any method.
@@ -55,27 +96,16 @@ func methodOf(m string) string {
 	return "other"
 }
 
-// statusClass is the bounded status label: 1xx to 5xx.
-func statusClass(code int) string {
-	switch {
-	case code < 200:
-		return "1xx"
-	case code < 300:
-		return "2xx"
-	case code < 400:
-		return "3xx"
-	case code < 500:
-		return "4xx"
-	}
-	return "5xx"
-}
-
 // statusWriter records the status answered. It is a Hijacker (WebSocket
 // handshakes) and a Flusher, and unwraps for http.ResponseController.
 type statusWriter struct {
 	http.ResponseWriter
 	status int
+	route  string
 }
+
+// SetRoute implements uibridge.RouteSetter.
+func (w *statusWriter) SetRoute(pattern string) { w.route = pattern }
 
 func (w *statusWriter) WriteHeader(code int) {
 	if w.status == 0 || w.status < 200 {

@@ -9,6 +9,7 @@ package metrics
 import (
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -38,12 +39,15 @@ type Metrics struct {
 
 	wasmCalls    *prometheus.CounterVec
 	wasmDuration *prometheus.HistogramVec
+
+	routesMu sync.RWMutex
+	routes   map[routeKey]*routeSeries
 }
 
 // New returns companion's metrics on a registry of their own, with the Go
 // runtime's and the process's.
 func New() *Metrics {
-	m := &Metrics{reg: prometheus.NewRegistry()}
+	m := &Metrics{reg: prometheus.NewRegistry(), routes: map[routeKey]*routeSeries{}}
 	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "companion_http_requests_total",
 		Help: "HTTP requests answered, by route pattern, method and status class (2xx, 3xx, 4xx, 5xx).",
@@ -171,4 +175,42 @@ func (m *Metrics) Exported(rec core.ExportRecord) {
 func (m *Metrics) WasmCall(module, op string, d time.Duration, outcome string) {
 	m.wasmCalls.WithLabelValues(module, op, outcome).Inc()
 	m.wasmDuration.WithLabelValues(module, op).Observe(d.Seconds())
+}
+
+// deleteSteps are the delete pipeline's steps (core), for Init.
+var deleteSteps = []string{core.StepLock, core.StepRecheck, core.StepWake, core.StepExport, core.StepVerify,
+	core.StepProviderDelete, core.StepMarkDeleted, core.StepRepause}
+
+// wasmOps and wasmOutcomes are what Init creates Wasm call series for.
+var (
+	wasmOps      = []string{"list", "get", "create", "suspend", "resume", "delete"}
+	wasmOutcomes = []string{"ok", "error", "time_budget", "memory_budget", "fault"}
+)
+
+// Init creates the series of the providers and modules known at start at
+// zero, so that they exist (and rates start from zero) before anything
+// happens: a dashboard or alert on retention deletions works on a
+// server that has not deleted anything yet.
+func (m *Metrics) Init(providers, modules []string) {
+	for _, s := range deleteSteps {
+		m.deleteSteps.WithLabelValues(s)
+	}
+	for _, p := range providers {
+		for _, o := range []string{"ok", "failed", "blocked"} {
+			m.deletes.WithLabelValues(p, o)
+			m.retDeletes.WithLabelValues(p, o)
+		}
+		m.retWarnings.WithLabelValues(p)
+		m.exports.WithLabelValues(p, "ok")
+		m.exports.WithLabelValues(p, "failed")
+		m.exportBytes.WithLabelValues(p)
+	}
+	for _, mod := range modules {
+		for _, op := range wasmOps {
+			m.wasmDuration.WithLabelValues(mod, op)
+			for _, o := range wasmOutcomes {
+				m.wasmCalls.WithLabelValues(mod, op, o)
+			}
+		}
+	}
 }

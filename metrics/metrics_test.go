@@ -1,7 +1,6 @@
 package metrics_test
 
 import (
-	"context"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -14,19 +13,11 @@ import (
 	"github.com/canvasapp/companion/metrics"
 )
 
-type patternKey struct{}
-
-// track is a RouteTracker like uibridge.TrackRoute; record copies the
-// pattern the mux chose into its place, as the bridge does.
-func track(r *http.Request) (*http.Request, func() string) {
-	p := new(string)
-	return r.WithContext(context.WithValue(r.Context(), patternKey{}, p)), func() string { return *p }
-}
-
+// record tells the writer the pattern the mux chose, as the bridge does.
 func record(mux *http.ServeMux) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mux.ServeHTTP(w, r)
-		*r.Context().Value(patternKey{}).(*string) = r.Pattern
+		w.(interface{ SetRoute(string) }).SetRoute(r.Pattern)
 	})
 }
 
@@ -56,7 +47,7 @@ func handler(t *testing.T, m *metrics.Metrics) http.Handler {
 		}
 		record(mux).ServeHTTP(w, r)
 	})
-	return m.Middleware(gate, track)
+	return m.Middleware(gate)
 }
 
 func TestMiddlewareLabelsByRoutePattern(t *testing.T) {
@@ -84,7 +75,10 @@ companion_http_requests_total{method="GET",route="unrouted",status="4xx"} 1
 companion_http_requests_total{method="other",route="unrouted",status="4xx"} 1
 # HELP companion_http_request_errors_total HTTP requests answered with a server error (5xx), by route pattern and method.
 # TYPE companion_http_request_errors_total counter
+companion_http_request_errors_total{method="GET",route="GET /hijack"} 0
 companion_http_request_errors_total{method="GET",route="GET /v1/workspaces/{id}"} 1
+companion_http_request_errors_total{method="GET",route="unrouted"} 0
+companion_http_request_errors_total{method="other",route="unrouted"} 0
 `
 	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), "companion_http_requests_total", "companion_http_request_errors_total"); err != nil {
 		t.Error(err)
@@ -204,6 +198,24 @@ func assertNoLabel(t *testing.T, m *metrics.Metrics, words ...string) {
 					}
 				}
 			}
+		}
+	}
+}
+
+// Init makes the series of known providers and modules exist at zero.
+func TestInitCreatesZeroSeries(t *testing.T) {
+	m := metrics.New()
+	m.Init([]string{"docker", "daytona"}, []string{"daytona"})
+	for name, want := range map[string]int{
+		"companion_deletes_total":             6,
+		"companion_retention_deletions_total": 6,
+		"companion_retention_warnings_total":  2,
+		"companion_exports_total":             4,
+		"companion_wasm_calls_total":          30,
+		"companion_delete_steps_total":        8,
+	} {
+		if n := testutil.CollectAndCount(m.Registry(), name); n != want {
+			t.Errorf("%s: %d series, want %d", name, n, want)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -68,33 +69,34 @@ func TestMetricsGate(t *testing.T) {
 	}
 }
 
-// TrackRoute reports the pattern that served a request, never its path,
-// and nothing for a request the gate refused.
-func TestTrackRoute(t *testing.T) {
-	e := newEnv(t, nil)
-	var got []string
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		r, route := TrackRoute(r)
-		e.srv.Handler().ServeHTTP(w, r)
-		got = append(got, route())
-	})
-	for _, c := range []struct{ path, token string }{{"/v1/workspaces/ws_123", testToken}, {"/v1/workspaces", testToken}, {"/v1/workspaces", "wrong"}, {"/v1/nowhere", testToken}} {
-		req, _ := http.NewRequest("GET", e.base+c.path, nil)
-		req.Host = "127.0.0.1:" + itoa(e.port)
-		req.Header.Set("Authorization", "Bearer "+c.token)
-		h.ServeHTTP(newDiscard(), req)
-	}
-	want := []string{"/v1/workspaces/{id}", "/v1/workspaces", "", ""}
-	if len(got) != len(want) {
-		t.Fatalf("routes %q, want %q", got, want)
-	}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Errorf("route %d = %q, want %q", i, got[i], want[i])
-		}
-	}
+// routeWriter is a RouteSetter under a writer that unwraps to it.
+type routeWriter struct {
+	http.ResponseWriter
+	route string
 }
 
-func itoa(n int) string { return strconv.Itoa(n) }
+func (w *routeWriter) SetRoute(p string) { w.route = p }
 
-func newDiscard() http.ResponseWriter { return httptest.NewRecorder() }
+type wrapped struct{ http.ResponseWriter }
+
+func (w wrapped) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// The RouteSetter under the writer (looked for through Unwrap) hears the
+// pattern that served a request, never its path, and nothing for a
+// request the gate refused or no route served.
+func TestRouteSetter(t *testing.T) {
+	e := newEnv(t, nil)
+	var got []string
+	for _, c := range []struct{ path, token string }{{"/v1/workspaces/ws_123", testToken}, {"/v1/workspaces", testToken}, {"/v1/workspaces", "wrong"}, {"/v1/nowhere", testToken}} {
+		req, _ := http.NewRequest("GET", e.base+c.path, nil)
+		req.Host = "127.0.0.1:" + strconv.Itoa(e.port)
+		req.Header.Set("Authorization", "Bearer "+c.token)
+		rw := &routeWriter{ResponseWriter: httptest.NewRecorder()}
+		e.srv.Handler().ServeHTTP(wrapped{rw}, req)
+		got = append(got, rw.route)
+	}
+	want := []string{"/v1/workspaces/{id}", "/v1/workspaces", "", ""}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("routes %q, want %q", got, want)
+	}
+}

@@ -275,32 +275,33 @@ func (s *Server) StreamStats() StreamStats {
 	return StreamStats{Clients: n, Opened: s.opened.Load(), Messages: s.sent.Load(), Dropped: s.hub.overflows.Load()}
 }
 
-type routeKey struct{}
+// RouteSetter is a ResponseWriter (of a middleware wrapped around
+// Handler) that wants to know the route pattern that served a request:
+// SetRoute is called with it ("/v1/workspaces/{id}", never the raw path)
+// once the route's handler returned, and not at all for a request no
+// route served (the gate refused it, or no route matched). Metrics label
+// requests with it. Writers in between are looked through by their
+// Unwrap method, as http.ResponseController does.
+type RouteSetter interface{ SetRoute(pattern string) }
 
-// TrackRoute returns r with a place for the route pattern that serves it
-// (as "GET /v1/workspaces/{id}", never the raw path), and a function that
-// reads it once the handler returned: "" when no route did (the gate
-// refused the request, or no route matched). Metrics label requests with
-// it; wrap the Handler.
-func TrackRoute(r *http.Request) (*http.Request, func() string) {
-	p := new(string)
-	return r.WithContext(context.WithValue(r.Context(), routeKey{}, p)), func() string { return *p }
-}
-
-// recordRoute writes the pattern the mux chose where TrackRoute asked.
+// recordRoute tells the RouteSetter under w the pattern the mux chose.
 func recordRoute(mux *http.ServeMux) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p, ok := r.Context().Value(routeKey{}).(*string)
-		if !ok {
-			mux.ServeHTTP(w, r)
+		mux.ServeHTTP(w, r)
+		if r.Pattern == "" || r.Pattern == "/" { // "/" is the catch-all 404
 			return
 		}
-		defer func() {
-			if r.Pattern != "/" { // the catch-all 404
-				*p = r.Pattern
+		for w != nil {
+			if rs, ok := w.(RouteSetter); ok {
+				rs.SetRoute(r.Pattern)
+				return
 			}
-		}()
-		mux.ServeHTTP(w, r)
+			u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+			if !ok {
+				return
+			}
+			w = u.Unwrap()
+		}
 	})
 }
 
