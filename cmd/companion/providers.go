@@ -40,7 +40,7 @@ type providerSet struct {
 // On PostgreSQL (a store that keeps modules' bytes) installed modules
 // live in the database, shared by every replica; on SQLite they are files
 // in the data dir.
-func newWasmHost(dataDir string, store wasm.PinStore, keys core.Secrets, log *slog.Logger) (*wasm.Host, error) {
+func newWasmHost(dataDir string, store wasm.PinStore, keys core.Secrets, log *slog.Logger, observe func(module, op string, d time.Duration, outcome string)) (*wasm.Host, error) {
 	return wasm.New(wasm.Config{
 		CacheDir:      filepath.Join(dataDir, "wasm-cache"),
 		ModulesDir:    filepath.Join(dataDir, "modules"),
@@ -56,6 +56,7 @@ func newWasmHost(dataDir string, store wasm.PinStore, keys core.Secrets, log *sl
 		DeferCompile:   true,
 		CompileOnUse:   true,
 		InterpretFirst: true,
+		Observe:        observe,
 	})
 }
 
@@ -63,13 +64,13 @@ func newWasmHost(dataDir string, store wasm.PinStore, keys core.Secrets, log *sl
 // block on a provider: an unreachable Docker Engine or a module still
 // compiling must not delay the ready line (a module compiles at its first
 // use, and that call waits for it).
-func startProviders(ctx context.Context, f *serverFlags, store serverStore, keys core.Secrets, log *slog.Logger, reg *core.Registry) (*providerSet, error) {
+func startProviders(ctx context.Context, f *serverFlags, store serverStore, keys core.Secrets, log *slog.Logger, reg *core.Registry, observe func(module, op string, d time.Duration, outcome string)) (*providerSet, error) {
 	dp, err := docker.New(docker.Config{Image: f.dockerImage, ImageFlag: "--docker-image", Scope: f.dockerScope, Logger: log})
 	if err != nil {
 		return nil, err
 	}
 	reg.Register("docker", dp)
-	host, err := newWasmHost(f.dataDir, store, keys, log)
+	host, err := newWasmHost(f.dataDir, store, keys, log, observe)
 	if err != nil {
 		return nil, err
 	}

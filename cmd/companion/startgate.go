@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"sync"
+	"sync/atomic"
 )
 
 // startGate serves HTTP from the moment companion listens, before the
@@ -14,7 +15,14 @@ type startGate struct {
 	once  sync.Once
 	ready chan struct{}
 	h     http.Handler // set before ready closes; nil when starting failed
+	// checks answers /readyz once set (setReady); /healthz and /readyz
+	// never wait for the gate.
+	checks atomic.Pointer[readyChecker]
 }
+
+// setReady lets /readyz run c's checks (until then it answers 503,
+// starting).
+func (g *startGate) setReady(c *readyChecker) { g.checks.Store(c) }
 
 func newStartGate() *startGate { return &startGate{ready: make(chan struct{})} }
 
@@ -28,6 +36,17 @@ func (g *startGate) open(h http.Handler) {
 }
 
 func (g *startGate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var checks *readyChecker
+	select {
+	case <-g.ready:
+		if g.h != nil {
+			checks = g.checks.Load()
+		}
+	default:
+	}
+	if probe(w, r, checks) {
+		return
+	}
 	select {
 	case <-g.ready:
 	case <-r.Context().Done():
