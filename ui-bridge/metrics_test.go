@@ -67,6 +67,30 @@ func TestMetricsGate(t *testing.T) {
 	if resp, _ := e.do("POST", MetricsPath, ""); resp.StatusCode != 405 {
 		t.Errorf("POST /metrics = %d, want 405", resp.StatusCode)
 	}
+	// Over the API only an admin makes a metrics-scope token.
+	e.token = bobTok
+	if resp, body := e.do("POST", "/v1/tokens", `{"scope":"metrics"}`); resp.StatusCode != 403 {
+		t.Errorf("a user's POST /v1/tokens scope metrics = %d %s, want 403", resp.StatusCode, body)
+	}
+	e.token = adminTok
+	resp, body := e.do("POST", "/v1/tokens", `{"scope":"metrics"}`)
+	if resp.StatusCode != 201 {
+		t.Fatalf("an admin's POST /v1/tokens scope metrics = %d %s, want 201", resp.StatusCode, body)
+	}
+	made := decode[struct {
+		Token string
+		Info  APIToken
+	}](t, body)
+	if made.Info.Scope != auth.ScopeMetrics {
+		t.Errorf("the token's info = %+v, want scope metrics", made.Info)
+	}
+	e.token = made.Token
+	if resp, _ := e.do("GET", MetricsPath, ""); resp.StatusCode != 200 {
+		t.Errorf("GET /metrics with the admin's metrics-scope token = %d, want 200", resp.StatusCode)
+	}
+	if resp, _ := e.do("GET", "/v1/me", ""); resp.StatusCode != 403 {
+		t.Errorf("GET /v1/me with the admin's metrics-scope token = %d, want 403 (an admin's metrics token is no admin)", resp.StatusCode)
+	}
 }
 
 // routeWriter is a RouteSetter under a writer that unwraps to it.
