@@ -246,9 +246,16 @@ func checkListen(m mode, addr string, login bool) error {
 
 // checkMetricsListen refuses a --metrics-listen address that is neither
 // loopback nor private (nor a name), unless public is set: the metrics are
-// served there without a credential.
-func checkMetricsListen(addr string, public bool) error {
+// served there without a credential. Desktop mode listens on loopback
+// only.
+func checkMetricsListen(m mode, addr string, public bool) error {
 	if addr == "" {
+		return nil
+	}
+	if m == modeDesktop {
+		if checkListen(modeDesktop, addr, false) != nil {
+			return fmt.Errorf("--metrics-listen %q: desktop mode listens on loopback only (127.0.0.1 or ::1)", addr)
+		}
 		return nil
 	}
 	host, _, err := net.SplitHostPort(addr)
@@ -295,7 +302,7 @@ func runServer(m mode, args []string, stdin io.Reader, stdout, stderr io.Writer)
 		fmt.Fprintf(stderr, "companion %s: %v\n", m, err)
 		return 2
 	}
-	if err := checkMetricsListen(f.metricsListen, f.metricsPublic); err != nil {
+	if err := checkMetricsListen(m, f.metricsListen, f.metricsPublic); err != nil {
 		fmt.Fprintf(stderr, "companion %s: %v\n", m, err)
 		return 2
 	}
