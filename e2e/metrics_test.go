@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -59,6 +61,15 @@ func TestMetricsServe(t *testing.T) {
 
 	bob := newWebClient(t, p.ready.URL)
 	bob.bearer = bobToken
+	// A stream client, open while everything below happens.
+	dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	conn, _, err := (&websocket.Dialer{Subprotocols: []string{"companion.v1"}}).DialContext(dctx,
+		strings.Replace(p.ready.URL, "http://", "ws://", 1)+"/v1/ws", http.Header{"Authorization": {"Bearer " + bobToken}})
+	cancel()
+	if err != nil {
+		t.Fatalf("dial the stream: %v", err)
+	}
+	watch(t, conn).next(10 * time.Second) // the snapshot
 	acctID, first := bob.addDaytonaWith(apiURL, sealedToken, "first")
 	var created struct{ Workspace workspace }
 	bob.must(202, "POST", "/v1/workspaces", map[string]any{"account_id": acctID, "name": "second"}, &created)
@@ -133,6 +144,10 @@ func TestMetricsServe(t *testing.T) {
 		{"companion_wasm_calls_total", map[string]string{"module": "daytona", "op": "create", "outcome": "ok"}, 2},
 		{"companion_wasm_call_duration_seconds", map[string]string{"module": "daytona", "op": "suspend"}, 1},
 		{"companion_accounts", map[string]string{"state": "ok"}, 1},
+		{"companion_stream_clients", nil, 1},
+		{"companion_stream_connections_total", nil, 1},
+		{"companion_stream_messages_total", nil, 3},   // the snapshot, then changes
+		{"companion_http_requests_in_flight", nil, 1}, // the stream's handshake request lives on
 	} {
 		if got := sumOf(fams, c.name, c.labels); got < c.atLeast {
 			t.Errorf("%s%v = %v, want at least %v", c.name, c.labels, got, c.atLeast)
