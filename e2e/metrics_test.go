@@ -144,6 +144,9 @@ func TestMetricsServe(t *testing.T) {
 		{"companion_wasm_calls_total", map[string]string{"module": "daytona", "op": "create", "outcome": "ok"}, 2},
 		{"companion_wasm_call_duration_seconds", map[string]string{"module": "daytona", "op": "suspend"}, 1},
 		{"companion_accounts", map[string]string{"state": "ok"}, 1},
+		{"companion_provider_calls_total", map[string]string{"provider": "daytona", "op": "create", "outcome": "ok"}, 2},
+		{"companion_provider_calls_total", map[string]string{"provider": "docker", "op": "list"}, 1}, // the reconciler's
+		{"companion_provider_call_duration_seconds", map[string]string{"provider": "daytona", "op": "suspend"}, 1},
 		{"companion_stream_clients", nil, 1},
 		{"companion_stream_connections_total", nil, 1},
 		{"companion_stream_messages_total", nil, 3},   // the snapshot, then changes

@@ -40,6 +40,9 @@ type Metrics struct {
 	wasmCalls    *prometheus.CounterVec
 	wasmDuration *prometheus.HistogramVec
 
+	provCalls    *prometheus.CounterVec
+	provDuration *prometheus.HistogramVec
+
 	routesMu sync.RWMutex
 	routes   map[routeKey]*routeSeries
 }
@@ -102,6 +105,16 @@ func New() *Metrics {
 		Help:    "Time of a call into a provider Wasm module (the provider's answer included), by module and operation.",
 		Buckets: []float64{.001, .005, .01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
 	}, []string{"module", "op"})
+	m.provCalls = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "companion_provider_calls_total",
+		Help: "Calls of provider adapters (built-in and Wasm modules), by provider, operation (list, get, create, suspend, resume, delete, ...) and outcome (ok, or the error's kind: not_found, unavailable, rate_limited, ...).",
+	}, []string{"provider", "op", "outcome"})
+	m.provDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "companion_provider_call_duration_seconds",
+		Help:    "Time of a provider adapter's call, by provider and operation.",
+		Buckets: []float64{.001, .005, .01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120},
+	}, []string{"provider", "op"})
+	m.reg.MustRegister(m.provCalls, m.provDuration)
 	m.reg.MustRegister(m.requests, m.errors, m.duration, m.inFlight, m.actions, m.deleteSteps, m.deletes, m.retDeletes,
 		m.retWarnings, m.exports, m.exportBytes, m.wasmCalls, m.wasmDuration,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -170,6 +183,17 @@ func (m *Metrics) Exported(rec core.ExportRecord) {
 	m.exportBytes.WithLabelValues(rec.Provider).Add(float64(rec.Bytes))
 }
 
+// ProviderCall counts one call of a provider adapter: outcome "ok", or
+// the error's kind (bounded: core's kinds).
+func (m *Metrics) ProviderCall(provider, op string, d time.Duration, err error) {
+	outcome := "ok"
+	if err != nil {
+		outcome = string(core.KindOf(err))
+	}
+	m.provCalls.WithLabelValues(provider, op, outcome).Inc()
+	m.provDuration.WithLabelValues(provider, op).Observe(d.Seconds())
+}
+
 // WasmCall counts one call into a provider module; outcome is one of
 // those of companion_wasm_calls_total.
 func (m *Metrics) WasmCall(module, op string, d time.Duration, outcome string) {
@@ -204,6 +228,10 @@ func (m *Metrics) Init(providers, modules []string) {
 		m.exports.WithLabelValues(p, "ok")
 		m.exports.WithLabelValues(p, "failed")
 		m.exportBytes.WithLabelValues(p)
+		for _, op := range wasmOps {
+			m.provCalls.WithLabelValues(p, op, "ok")
+			m.provDuration.WithLabelValues(p, op)
+		}
 	}
 	for _, mod := range modules {
 		for _, op := range wasmOps {

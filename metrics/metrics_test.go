@@ -102,6 +102,8 @@ func TestObserverCountsActionsBounded(t *testing.T) {
 	m.Exported(core.ExportRecord{Provider: "docker", State: core.ExportVerified, Bytes: 2048})
 	m.Exported(core.ExportRecord{Provider: "docker", State: core.ExportFailed})
 	m.WasmCall("daytona", "list", 3*time.Millisecond, "time_budget")
+	m.ProviderCall("docker", "get", time.Millisecond, core.Errorf(core.KindNotFound, "box ws_9 of alice is gone"))
+	m.ProviderCall("docker", "get", time.Millisecond, nil)
 	want := `
 # HELP companion_actions_total Audited actions (create, pause, resume, delete, export, adopt, retention_warn, ...) by provider, outcome (started, ok, failed, blocked, warned, skipped, other) and who asked (person, reconciler, retention, recovery, guard).
 # TYPE companion_actions_total counter
@@ -113,6 +115,10 @@ companion_actions_total{action="retention_warn",by="retention",outcome="warned",
 # TYPE companion_deletes_total counter
 companion_deletes_total{outcome="blocked",provider="docker"} 1
 companion_deletes_total{outcome="ok",provider="docker"} 1
+# HELP companion_provider_calls_total Calls of provider adapters (built-in and Wasm modules), by provider, operation (list, get, create, suspend, resume, delete, ...) and outcome (ok, or the error's kind: not_found, unavailable, rate_limited, ...).
+# TYPE companion_provider_calls_total counter
+companion_provider_calls_total{op="get",outcome="not_found",provider="docker"} 1
+companion_provider_calls_total{op="get",outcome="ok",provider="docker"} 1
 # HELP companion_retention_deletions_total Deletes the retention scheduler finished, by provider and outcome (ok, failed, blocked).
 # TYPE companion_retention_deletions_total counter
 companion_retention_deletions_total{outcome="blocked",provider="docker"} 1
@@ -128,7 +134,8 @@ companion_exports_total{outcome="ok",provider="docker"} 1
 companion_export_bytes_total{provider="docker"} 2048
 `
 	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), "companion_actions_total", "companion_deletes_total",
-		"companion_retention_deletions_total", "companion_retention_warnings_total", "companion_exports_total", "companion_export_bytes_total"); err != nil {
+		"companion_retention_deletions_total", "companion_retention_warnings_total", "companion_exports_total", "companion_export_bytes_total",
+		"companion_provider_calls_total"); err != nil {
 		t.Error(err)
 	}
 	if n := testutil.CollectAndCount(m.Registry(), "companion_delete_steps_total"); n != 1 {

@@ -189,7 +189,7 @@ func openOffline(ctx context.Context, where storeAt, sf secretFlags, route strin
 		return nil, err
 	}
 	o.reg = &core.Registry{}
-	o.provs, err = startProviders(ctx, &serverFlags{dataDir: dataDir, dockerImage: docker.DefaultImage, dockerScope: docker.DefaultScope}, o.store, keys, log, o.reg, nil)
+	o.provs, err = startProviders(ctx, &serverFlags{dataDir: dataDir, dockerImage: docker.DefaultImage, dockerScope: docker.DefaultScope}, o.store, keys, log, o.reg, nil, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net"
+	"time"
 
 	"github.com/canvasapp/companion/agentproxy"
 	"github.com/canvasapp/companion/core"
@@ -48,7 +49,12 @@ func (a *started) open(ctx context.Context, m mode, f *serverFlags, log *slog.Lo
 	}
 	a.keys = keys
 	a.metrics = metrics.New()
-	if a.provs, err = startProviders(ctx, f, store, keys, log, &a.registry, a.metrics.WasmCall); err != nil {
+	observe := func(provider, op string, d time.Duration, err error) { a.metrics.ProviderCall(provider, op, d, err) }
+	wasmObserve := func(module, op string, d time.Duration, err error) {
+		a.metrics.WasmCall(module, op, d, wasm.CallOutcome(err))
+		a.metrics.ProviderCall(module, op, d, err)
+	}
+	if a.provs, err = startProviders(ctx, f, store, keys, log, &a.registry, observe, wasmObserve); err != nil {
 		return err
 	}
 	if a.exporter, err = newExporter(ctx, m, f, log); err != nil {

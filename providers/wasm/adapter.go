@@ -503,7 +503,7 @@ func (a *Adapter) invoke(ctx context.Context, op string, acct *core.Account, box
 	}
 	start := time.Now()
 	err := moduleFault(a.name, op, a.invoke1(ctx, op, acct, boxID, spec, decode, check))
-	obs(a.name, op, time.Since(start), CallOutcome(err))
+	obs(a.name, op, time.Since(start), err)
 	return err
 }
 

@@ -130,8 +130,8 @@ type Config struct {
 	CompileOnUse bool
 	// Observe, when set, is told about every call into a module once it
 	// returned: the module, the operation, how long it took and its
-	// outcome (CallOutcome). It must be quick (metrics).
-	Observe func(module, op string, d time.Duration, outcome string)
+	// error (CallOutcome classifies it). It must be quick (metrics).
+	Observe func(module, op string, d time.Duration, err error)
 	// InterpretFirst runs a first-party module that was never compiled
 	// into CacheDir in wazero's interpreter while the compiler works in the
 	// background, and switches its calls to the compiled code when that
