@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/canvasapp/companion/core"
@@ -15,7 +16,8 @@ import (
 // Probes for orchestrators (Kubernetes liveness and readiness), answered
 // before the bridge's gate: no Host check and no credential, since an
 // orchestrator calls them by the pod's address, and they reveal nothing
-// but which check fails (the reasons go to the log).
+// but which check fails (the reasons go to the log). They are under
+// --base-path, as every route.
 const (
 	healthzPath = "/healthz"
 	readyzPath  = "/readyz"
@@ -65,10 +67,11 @@ func (c *readyChecker) check(ctx context.Context) (checks map[string]string, fai
 	return checks, failing
 }
 
-// probe answers /healthz and /readyz; ok is false for any other path.
-// ready is nil while companion starts.
-func probe(w http.ResponseWriter, r *http.Request, ready *readyChecker) (ok bool) {
-	if r.URL.Path != healthzPath && r.URL.Path != readyzPath {
+// probe answers base+/healthz and base+/readyz; ok is false for any
+// other path. ready is nil while companion starts.
+func probe(w http.ResponseWriter, r *http.Request, base string, ready *readyChecker) (ok bool) {
+	path, under := strings.CutPrefix(r.URL.Path, base)
+	if !under || (path != healthzPath && path != readyzPath) {
 		return false
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -77,7 +80,7 @@ func probe(w http.ResponseWriter, r *http.Request, ready *readyChecker) (ok bool
 			"code": "method_not_allowed", "message": r.Method + " is not allowed here; allowed: GET, HEAD"}})
 		return true
 	}
-	if r.URL.Path == healthzPath {
+	if path == healthzPath {
 		writeProbe(w, http.StatusOK, map[string]string{"status": "ok", "version": version})
 		return true
 	}

@@ -56,7 +56,7 @@ func normalizeOrigins(origins []string) ([]string, error) {
 func newMetricsServer(h http.Handler, t httpTimeouts, log *slog.Logger) *http.Server {
 	mux := http.NewServeMux()
 	mux.Handle("GET "+uibridge.MetricsPath, h)
-	mux.HandleFunc(healthzPath, func(w http.ResponseWriter, r *http.Request) { probe(w, r, nil) })
+	mux.HandleFunc(healthzPath, func(w http.ResponseWriter, r *http.Request) { probe(w, r, "", nil) })
 	return newHTTPServer(mux, t, log)
 }
 

@@ -390,7 +390,7 @@ func serve(ctx context.Context, m mode, f *serverFlags, log *slog.Logger, stdout
 	if f.login.enabled() {
 		token = "" // users sign in; the launch token is nobody (docs/decisions.md)
 	}
-	gate := newStartGate()
+	gate := newStartGate(f.login.basePath)
 	srv := newHTTPServer(gate, f.timeouts, log)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()

@@ -18,13 +18,18 @@ type startGate struct {
 	// checks answers /readyz once set (setReady); /healthz and /readyz
 	// never wait for the gate.
 	checks atomic.Pointer[readyChecker]
+	base   string // --base-path
 }
 
 // setReady lets /readyz run c's checks (until then it answers 503,
 // starting).
 func (g *startGate) setReady(c *readyChecker) { g.checks.Store(c) }
 
-func newStartGate() *startGate { return &startGate{ready: make(chan struct{})} }
+// newStartGate returns a gate whose probes are under basePath ("" or
+// "/prefix", as every route).
+func newStartGate(basePath string) *startGate {
+	return &startGate{ready: make(chan struct{}), base: basePath}
+}
 
 // open lets every waiting and later request through to h; a nil h answers
 // 503 (companion failed to start and is stopping).
@@ -44,7 +49,7 @@ func (g *startGate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	default:
 	}
-	if probe(w, r, checks) {
+	if probe(w, r, g.base, checks) {
 		return
 	}
 	select {
