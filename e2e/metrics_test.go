@@ -324,3 +324,24 @@ func sumOf(fams map[string]*dto.MetricFamily, name string, want map[string]strin
 	}
 	return total
 }
+
+// TestMetricsDesktop: the desktop serves /metrics to its launch token
+// (and refuses it without), and /healthz and /readyz to anyone.
+func TestMetricsDesktop(t *testing.T) {
+	p := start(t, options{dataDir: t.TempDir(), args: []string{"--docker-scope", dockerScope(t)}})
+	if code, body := get(t, p.ready.URL+"/metrics", "", ""); code != 401 {
+		t.Errorf("GET /metrics without the token = %d %s, want 401", code, body)
+	}
+	testsupport.Poll(t, 30*time.Second, func() error {
+		if code, body := get(t, p.ready.URL+"/readyz", "", ""); code != 200 {
+			return fmt.Errorf("GET /readyz = %d %s", code, body)
+		}
+		return nil
+	})
+	p.must(200, "GET", "/v1/workspaces", nil, nil)
+	fams := scrape(t, p.ready.URL+"/metrics", p.ready.Token)
+	if v := sumOf(fams, "companion_http_requests_total", map[string]string{"route": "/v1/workspaces", "status": "2xx"}); v != 1 {
+		t.Errorf("companion_http_requests_total{/v1/workspaces,2xx} = %v, want 1", v)
+	}
+	p.stop()
+}
