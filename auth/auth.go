@@ -52,10 +52,13 @@ type Session struct {
 
 // Token is a personal API token's record; the token itself is shown once.
 type Token struct {
-	ID         string
-	Hash       string
-	UserID     string
-	Label      string
+	ID     string
+	Hash   string
+	UserID string
+	Label  string
+	// Scope limits what the token may do: "" is everything its user
+	// may, ScopeMetrics reading the metrics only.
+	Scope      string
 	CreatedAt  time.Time
 	ExpiresAt  time.Time // zero: never
 	LastUsedAt time.Time // zero: never used

@@ -425,6 +425,19 @@ const MaxTokenTTL = 10 * 365 * 24 * time.Hour
 // CreateToken makes a personal API token for userID; ttl 0 means it does
 // not expire. The secret is returned once and only its hash is kept.
 func (s *Service) CreateToken(ctx context.Context, userID, label string, ttl time.Duration) (string, Token, error) {
+	return s.CreateScopedToken(ctx, userID, label, "", ttl)
+}
+
+// ScopeMetrics is the scope of a token that may read GET /metrics and
+// nothing else (for a Prometheus server).
+const ScopeMetrics = "metrics"
+
+// CreateScopedToken is CreateToken with a scope: "" (everything the user
+// may do) or ScopeMetrics.
+func (s *Service) CreateScopedToken(ctx context.Context, userID, label, scope string, ttl time.Duration) (string, Token, error) {
+	if scope != "" && scope != ScopeMetrics {
+		return "", Token{}, core.Errorf(core.KindInvalid, "unknown token scope %q: the scopes are %q (or none: everything the user may do)", scope, ScopeMetrics)
+	}
 	if ttl < 0 || ttl > MaxTokenTTL {
 		return "", Token{}, core.Errorf(core.KindInvalid, "a token's lifetime must be between 0 (never expires) and ten years")
 	}
@@ -436,7 +449,7 @@ func (s *Service) CreateToken(ctx context.Context, userID, label string, ttl tim
 	}
 	now := s.now()
 	secret := newSecret(tokenPrefix)
-	t := Token{ID: NewID("tok_"), Hash: HashSecret(secret), UserID: userID, Label: label, CreatedAt: now}
+	t := Token{ID: NewID("tok_"), Hash: HashSecret(secret), UserID: userID, Label: label, Scope: scope, CreatedAt: now}
 	if ttl > 0 {
 		t.ExpiresAt = now.Add(ttl)
 	}

@@ -106,9 +106,11 @@ func ActorOf(ctx context.Context, def string) string {
 // only hide it.
 func (s *Service) audit(ctx context.Context, e AuditEntry) {
 	if s.cfg.Audit == nil {
+		s.observer().Audited(e)
 		return
 	}
 	e.At = s.now()
+	s.observer().Audited(e)
 	if _, err := s.cfg.Audit.AppendAudit(context.WithoutCancel(ctx), e); err != nil {
 		s.log.Error("could not append to the audit trail", "action", e.Action, "workspace", e.WorkspaceID, "err", err)
 	}

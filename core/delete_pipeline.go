@@ -210,6 +210,7 @@ func (d *deleteRun) step(ctx context.Context, name string) bool {
 		d.block(ctx, fmt.Sprintf("could not journal step %s (%s); nothing was deleted: delete again", name, messageOf(err)), err)
 		return false
 	}
+	s.observer().DeleteStep(name)
 	if h := s.cfg.StepHook; h != nil {
 		h(OpDelete, name)
 	}
@@ -433,6 +434,7 @@ func (d *deleteRun) export(ctx context.Context) bool {
 		d.block(ctx, fmt.Sprintf("could not record the export's outcome (%s); nothing was deleted: delete again", messageOf(perr)), perr)
 		return false
 	}
+	s.observer().Exported(rec)
 	s.audit(sctx, AuditEntry{Owner: d.ws.Owner, Actor: j.Actor, Action: AuditExport, WorkspaceID: d.ws.ID,
 		AccountID: d.ws.AccountID, Provider: d.ws.Provider, Outcome: outcomeOf(err), ExportSHA256: rec.ArchiveSHA256})
 	if err != nil {

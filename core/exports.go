@@ -139,6 +139,7 @@ func (s *Service) exportWith(ctx context.Context, op *Op, rec ExportRecord, ws W
 		s.log.Error("could not record the export's outcome", "workspace", ws.ID, "export", rec.ID, "err", perr)
 		return rec, ws, recordingError{perr}
 	}
+	s.observer().Exported(rec)
 	s.audit(sctx, AuditEntry{Owner: ws.Owner, Actor: actor, Action: AuditExport, WorkspaceID: ws.ID,
 		AccountID: ws.AccountID, Provider: ws.Provider, Outcome: outcomeOf(err), ExportSHA256: rec.ArchiveSHA256})
 	if err != nil {

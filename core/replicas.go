@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -63,6 +64,10 @@ type replication struct {
 	claimed map[int64]context.CancelFunc
 	leased  map[string]struct{} // accounts whose lease this process holds
 	once    sync.Once           // starts the claim renewer
+
+	// leasesTaken counts account leases taken that this process did not
+	// hold; takeovers the lapsed journal entries it claimed (metrics).
+	leasesTaken, takeovers atomic.Int64
 }
 
 func newReplication(st Store, ttl time.Duration) *replication {
@@ -240,6 +245,7 @@ func (s *Service) recoveryPass(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("claim journal entries: %w", err)
 	}
+	r.takeovers.Add(int64(len(ops)))
 	for _, op := range ops {
 		s.resumeClaimed(ctx, op)
 	}
@@ -402,6 +408,9 @@ func (s *Service) leaseAccount(ctx context.Context, accountID string, ttl time.D
 	ok, err := r.accounts.TryLeaseAccount(ctx, accountID, r.holder, ttl)
 	r.mu.Lock()
 	if ok {
+		if _, had := r.leased[accountID]; !had {
+			r.leasesTaken.Add(1)
+		}
 		r.leased[accountID] = struct{}{}
 	} else {
 		delete(r.leased, accountID)

@@ -110,6 +110,17 @@ func newRetEnv(t *testing.T, serve bool) *retEnv {
 // newRetEnvWith is newRetEnv with the retention store wrapped by wrap.
 func newRetEnvWith(t *testing.T, serve bool, wrap func(core.RetentionStore) core.RetentionStore) *retEnv {
 	t.Helper()
+	return newRetEnvFull(t, serve, wrap, nil)
+}
+
+// newRetEnvObserved is newRetEnv (serve) with an Observer.
+func newRetEnvObserved(t *testing.T, obs core.Observer) *retEnv {
+	t.Helper()
+	return newRetEnvFull(t, true, nil, obs)
+}
+
+func newRetEnvFull(t *testing.T, serve bool, wrap func(core.RetentionStore) core.RetentionStore, obs core.Observer) *retEnv {
+	t.Helper()
 	ctx := context.Background()
 	st, err := db.Open(ctx, filepath.Join(t.TempDir(), "companion.db"))
 	if err != nil {
@@ -125,7 +136,7 @@ func newRetEnvWith(t *testing.T, serve bool, wrap func(core.RetentionStore) core
 	}
 	t.Cleanup(func() { st.Close() })
 	e.svc = newTestService(t, ctx, core.Config{Store: st, Retention: rs, Providers: reg, Clock: e.clock, MaxAttempts: 1,
-		ScheduledDeletion: serve, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		ScheduledDeletion: serve, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Observer: obs})
 	if _, err := e.svc.EnsureAccount(ctx, core.Account{ID: retAccount, Provider: "ret", Label: "ret"}); err != nil {
 		t.Fatal(err)
 	}

@@ -103,6 +103,9 @@ type Config struct {
 	// Live holders renew theirs every LeaseTTL/3, so a shorter TTL means
 	// a faster takeover after a crash and more renewals.
 	LeaseTTL time.Duration
+	// Observer is told what the service does, for metrics; nil observes
+	// nothing.
+	Observer Observer
 }
 
 // Service is the lifecycle service: the one place where workspaces are

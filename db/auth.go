@@ -18,7 +18,7 @@ const (
 	qSessionUser = `SELECT s.user_id, s.method, s.created_at, s.last_seen_at, s.expires_at,
 		u.id, u.issuer, u.subject, u.name, u.admin, u.password_hash, u.created_at
 		FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.id_hash = ?`
-	qTokenUser = `SELECT t.id, t.label, t.created_at, t.expires_at, t.last_used_at,
+	qTokenUser = `SELECT t.id, t.label, t.scope, t.created_at, t.expires_at, t.last_used_at,
 		u.id, u.issuer, u.subject, u.name, u.admin, u.password_hash, u.created_at
 		FROM api_tokens t JOIN users u ON u.id = t.user_id WHERE t.token_hash = ?`
 	qUserBySubject = `SELECT ` + userCols + ` FROM users WHERE issuer = ? AND subject = ?`
@@ -126,7 +126,7 @@ func (s *Store) SetPassword(ctx context.Context, id, hash string) error {
 
 // ListTokens implements auth.Store.
 func (s *Store) ListTokens(ctx context.Context, userID string) ([]auth.Token, error) {
-	rows, err := s.reads().query(ctx, `SELECT id, label, created_at, expires_at, last_used_at FROM api_tokens WHERE user_id = ? ORDER BY created_at, id`, userID)
+	rows, err := s.reads().query(ctx, `SELECT id, label, scope, created_at, expires_at, last_used_at FROM api_tokens WHERE user_id = ? ORDER BY created_at, id`, userID)
 	if err != nil {
 		return nil, wrap("list tokens", err)
 	}
@@ -137,7 +137,7 @@ func (s *Store) ListTokens(ctx context.Context, userID string) ([]auth.Token, er
 			tk                    auth.Token
 			cr, expires, lastUsed sql.NullInt64
 		)
-		if err := rows.Scan(&tk.ID, &tk.Label, &cr, &expires, &lastUsed); err != nil {
+		if err := rows.Scan(&tk.ID, &tk.Label, &tk.Scope, &cr, &expires, &lastUsed); err != nil {
 			return nil, wrap("list tokens", err)
 		}
 		tk.UserID, tk.CreatedAt, tk.ExpiresAt, tk.LastUsedAt = userID, timeOf(cr), timeOf(expires), timeOf(lastUsed)

@@ -104,7 +104,7 @@ func (s *PGStore) SetPassword(ctx context.Context, id, hash string) error {
 
 // ListTokens implements auth.Store.
 func (s *PGStore) ListTokens(ctx context.Context, userID string) ([]auth.Token, error) {
-	rows, err := s.pool.Query(ctx, `SELECT id, label, created_at, expires_at, last_used_at FROM api_tokens WHERE user_id = $1 ORDER BY created_at, id COLLATE "C"`, userID)
+	rows, err := s.pool.Query(ctx, `SELECT id, label, scope, created_at, expires_at, last_used_at FROM api_tokens WHERE user_id = $1 ORDER BY created_at, id COLLATE "C"`, userID)
 	if err != nil {
 		return nil, s.wrap("list tokens", err)
 	}
@@ -113,7 +113,7 @@ func (s *PGStore) ListTokens(ctx context.Context, userID string) ([]auth.Token, 
 			tk                    auth.Token
 			cr, expires, lastUsed sql.NullInt64
 		)
-		err := r.Scan(&tk.ID, &tk.Label, &cr, &expires, &lastUsed)
+		err := r.Scan(&tk.ID, &tk.Label, &tk.Scope, &cr, &expires, &lastUsed)
 		tk.UserID, tk.CreatedAt, tk.ExpiresAt, tk.LastUsedAt = userID, timeOf(cr), timeOf(expires), timeOf(lastUsed)
 		return tk, err
 	})

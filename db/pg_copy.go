@@ -47,7 +47,7 @@ var copyTables = sync.OnceValue(func() []copyTable {
 		{name: "retention_warnings", order: "workspace_id", cols: []string{"workspace_id", "delete_after"}},
 		{name: "users", order: "id", cols: strings.Split(userCols, ", ")},
 		{name: "sessions", order: "id_hash", cols: []string{"id_hash", "user_id", "method", "created_at", "last_seen_at", "expires_at"}},
-		{name: "api_tokens", order: "id", cols: []string{"id", "token_hash", "user_id", "label", "created_at", "expires_at", "last_used_at"}},
+		{name: "api_tokens", order: "id", cols: []string{"id", "token_hash", "user_id", "label", "scope", "created_at", "expires_at", "last_used_at"}},
 		{name: "login_failures", order: "key", cols: []string{"key", "ends_at", "n"}},
 		{name: "login_known", order: "key", cols: []string{"key", "until"}},
 	}

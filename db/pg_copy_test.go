@@ -56,7 +56,7 @@ func populate(t *testing.T, s storetest.Store) {
 	_, err = s.CreateUser(ctx, auth.User{ID: "u", Issuer: "local", Subject: "alice", Name: "alice", PasswordHash: "$argon2id$h", CreatedAt: at})
 	check(err)
 	check(s.PutSession(ctx, auth.Session{IDHash: "sh", UserID: "u", Method: "local", CreatedAt: at, LastSeenAt: at, ExpiresAt: at.Add(time.Hour)}))
-	check(s.PutToken(ctx, auth.Token{ID: "tok", Hash: "th", UserID: "u", Label: "ci", CreatedAt: at}))
+	check(s.PutToken(ctx, auth.Token{ID: "tok", Hash: "th", UserID: "u", Label: "ci", Scope: auth.ScopeMetrics, CreatedAt: at}))
 	check(s.AddLoginFailure(ctx, at, []auth.FailureKey{{Key: "ua|alice|6.6.6.6", Window: 100 * 365 * 24 * time.Hour}}))
 	check(s.LoginSucceeded(ctx, at, "none", "alice|10.0.0.1", at.Add(100*365*24*time.Hour)))
 }
@@ -93,6 +93,9 @@ func TestCopySQLiteToPostgres(t *testing.T) {
 	}
 	if _, u, err := dst.SessionUser(ctx, "sh"); err != nil || u.Name != "alice" || !u.Admin {
 		t.Errorf("session after copy: %+v, %v", u, err)
+	}
+	if tk, _, err := dst.TokenUser(ctx, "th"); err != nil || tk.Scope != auth.ScopeMetrics {
+		t.Errorf("token after copy: %+v, %v; want its metrics scope kept", tk, err)
 	}
 	if ops, err := dst.PendingOps(ctx); err != nil || len(ops) != 1 || ops[0].Delete == nil || ops[0].Delete.ExportID != "exp" {
 		t.Errorf("delete journal after copy: %+v, %v", ops, err)

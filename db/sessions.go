@@ -131,12 +131,12 @@ func (s *PGStore) PutToken(ctx context.Context, tk auth.Token) error { return pu
 
 func putToken(ctx context.Context, e engine, tk auth.Token) error {
 	var c enc
-	args := []any{tk.ID, tk.Hash, tk.UserID, tk.Label, tk.CreatedAt.UnixNano(), c.time("expires_at", tk.ExpiresAt)}
+	args := []any{tk.ID, tk.Hash, tk.UserID, tk.Label, tk.Scope, tk.CreatedAt.UnixNano(), c.time("expires_at", tk.ExpiresAt)}
 	if c.err != nil {
 		return c.err
 	}
 	return e.writeTx(ctx, "create token", func(t tx) error {
-		_, err := t.exec(`INSERT INTO api_tokens (id, token_hash, user_id, label, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)`, args...)
+		_, err := t.exec(`INSERT INTO api_tokens (id, token_hash, user_id, label, scope, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)`, args...)
 		if refusedByConstraint(err) {
 			return notFound("user", tk.UserID)
 		}
@@ -159,7 +159,7 @@ func tokenUser(ctx context.Context, e engine, hash string) (auth.Token, auth.Use
 		tk                    auth.Token
 		cr, expires, lastUsed sql.NullInt64
 	)
-	u, err := credentialUser(ctx, e, qTokenUser, hash, "token", &tk.ID, &tk.Label, &cr, &expires, &lastUsed)
+	u, err := credentialUser(ctx, e, qTokenUser, hash, "token", &tk.ID, &tk.Label, &tk.Scope, &cr, &expires, &lastUsed)
 	if err != nil {
 		return tk, u, err
 	}

@@ -44,6 +44,9 @@ func (s *Server) routes(rt *router) {
 		rt.handle("POST /v1/providers", adminOnly(s.installModule))
 		rt.handle("DELETE /v1/providers/{name}", adminOnly(s.removeModule))
 	}
+	if s.cfg.Metrics != nil {
+		rt.handle("GET "+MetricsPath, s.cfg.Metrics.ServeHTTP)
+	}
 	s.pageRoutes(rt)
 	s.loginRoutes(rt)
 }

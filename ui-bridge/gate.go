@@ -37,6 +37,9 @@ type Identity struct {
 	// Admin may install and remove provider modules: the launch token's
 	// holder, and serve-mode users with the admin role.
 	Admin bool
+	// Metrics is an API token with the metrics scope: it may read GET
+	// /metrics and nothing else (an Admin may read it too).
+	Metrics bool
 	// UserName, Issuer and Method describe a signed-in user (serve mode
 	// with Config.Login); UserName is "" for the launch token.
 	UserName, Issuer, Method string
@@ -295,9 +298,16 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if r.URL.Path == MetricsPath {
+		g.metrics(w, r)
+		return
+	}
 	if r.URL.Path == "/v1" || strings.HasPrefix(r.URL.Path, "/v1/") {
 		id, ok := g.authenticate(r)
 		switch {
+		case ok && id.Metrics:
+			refuse(w, r, http.StatusForbidden, codeForbidden, "this API token has the metrics scope: it may read GET "+MetricsPath+" only")
+			return
 		case ok:
 			if id.Actor == "" {
 				id.Actor = g.tokenActor
@@ -317,6 +327,25 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	g.next.ServeHTTP(w, r)
+}
+
+// MetricsPath is where the metrics are served, behind the gate: to an
+// admin, or to an API token with the metrics scope.
+const MetricsPath = "/metrics"
+
+// metrics lets an admin or a metrics-scope token through to GET /metrics.
+func (g *gate) metrics(w http.ResponseWriter, r *http.Request) {
+	id, ok := g.authenticate(r)
+	switch {
+	case !ok:
+		w.Header().Set("WWW-Authenticate", `Bearer realm="companion"`)
+		refuse(w, r, http.StatusUnauthorized, codeUnauthorized, "metrics need an admin's session or an API token with the metrics scope (companion tokens create --scope metrics): send Authorization: Bearer <API token>")
+		return
+	case !id.Admin && !id.Metrics:
+		refuse(w, r, http.StatusForbidden, codeForbidden, "metrics are for admins and API tokens with the metrics scope")
+		return
+	}
+	g.next.ServeHTTP(w, r.WithContext(withIdentity(r.Context(), id)))
 }
 
 // refuse answers a request the gate turns away, without reading its body.

@@ -168,6 +168,9 @@ func (a apiTokenAuth) Authenticate(r *http.Request) (Identity, bool) {
 		return Identity{}, false
 	}
 	id := userIdentity(u, "api_token")
+	if t.Scope == auth.ScopeMetrics {
+		id.Admin, id.Metrics = false, true
+	}
 	id.cred = &credential{key: "token:" + t.ID, check: func(ctx context.Context) error {
 		_, _, err := a.l.Auth.TokenUser(ctx, tok)
 		return err
@@ -319,8 +322,11 @@ type (
 	}
 	// APIToken is a personal API token's record (never its secret).
 	APIToken struct {
-		ID         string     `json:"id"`
-		Label      string     `json:"label"`
+		ID    string `json:"id"`
+		Label string `json:"label"`
+		// Scope is "" (everything the user may do) or "metrics" (GET
+		// /metrics only).
+		Scope      string     `json:"scope"`
 		CreatedAt  time.Time  `json:"created_at"`
 		ExpiresAt  *time.Time `json:"expires_at"`
 		LastUsedAt *time.Time `json:"last_used_at"`
@@ -336,7 +342,7 @@ func optTime(t time.Time) *time.Time {
 }
 
 func toWireToken(t auth.Token) APIToken {
-	return APIToken{ID: t.ID, Label: t.Label, CreatedAt: wireTime(t.CreatedAt), ExpiresAt: optTime(t.ExpiresAt), LastUsedAt: optTime(t.LastUsedAt)}
+	return APIToken{ID: t.ID, Label: t.Label, Scope: t.Scope, CreatedAt: wireTime(t.CreatedAt), ExpiresAt: optTime(t.ExpiresAt), LastUsedAt: optTime(t.LastUsedAt)}
 }
 
 func (s *Server) loginRoutes(rt *router) {
@@ -459,6 +465,7 @@ func (s *Server) listTokens(w http.ResponseWriter, r *http.Request) {
 type createTokenBody struct {
 	Label            string `json:"label"`
 	ExpiresInSeconds int64  `json:"expires_in_seconds"`
+	Scope            string `json:"scope"`
 }
 
 func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
@@ -474,7 +481,11 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
 		writeErrorCode(w, http.StatusBadRequest, string(core.KindInvalid), fmt.Sprintf("expires_in_seconds must be between 0 (never) and %d", int64(auth.MaxTokenTTL/time.Second)))
 		return
 	}
-	secret, t, err := s.cfg.Login.Auth.CreateToken(r.Context(), uid, body.Label, time.Duration(body.ExpiresInSeconds)*time.Second)
+	if id, _ := IdentityFrom(r.Context()); body.Scope == auth.ScopeMetrics && !id.Admin {
+		writeErrorCode(w, http.StatusForbidden, codeForbidden, "only an admin may make a metrics-scope token: the metrics count every user's workspaces")
+		return
+	}
+	secret, t, err := s.cfg.Login.Auth.CreateScopedToken(r.Context(), uid, body.Label, body.Scope, time.Duration(body.ExpiresInSeconds)*time.Second)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -90,6 +90,9 @@ type Config struct {
 	// AgentMaxBody bounds a request body forwarded to an agent-server; 0
 	// means 1 GiB.
 	AgentMaxBody int64
+	// Metrics serves GET /metrics behind the gate (admins, and API
+	// tokens with the metrics scope); nil leaves the route out.
+	Metrics http.Handler
 }
 
 // Server is the HTTP API and WebSocket stream over a core.Service. It
@@ -116,6 +119,8 @@ type Server struct {
 	active sync.WaitGroup // stream connections
 	conns  map[*websocket.Conn]struct{}
 
+	opened     atomic.Int64 // stream connections opened
+	sent       atomic.Int64 // stream messages written
 	pongs      atomic.Int64 // pongs received
 	pongMissed atomic.Int64 // clients closed for a missed pong
 	maxQueue   atomic.Int64 // the longest client queue seen
@@ -168,7 +173,7 @@ func New(cfg Config) (*Server, error) {
 	s.agents = s.newAgentProxy()
 	mux := http.NewServeMux()
 	s.routes(newRouter(mux))
-	g, err := newGate(cfg, s.recoverer(mux))
+	g, err := newGate(cfg, s.recoverer(recordRoute(mux)))
 	if err != nil {
 		return nil, err
 	}
@@ -241,6 +246,7 @@ func (s *Server) track(delta int) bool {
 }
 
 func (s *Server) addConn(c *websocket.Conn) {
+	s.opened.Add(1)
 	s.mu.Lock()
 	s.conns[c] = struct{}{}
 	s.mu.Unlock()
@@ -250,6 +256,53 @@ func (s *Server) removeConn(c *websocket.Conn) {
 	s.mu.Lock()
 	delete(s.conns, c)
 	s.mu.Unlock()
+}
+
+// StreamStats is the stream's activity, for metrics.
+type StreamStats struct {
+	// Clients are connected now; Opened since start; Messages were sent
+	// to clients since start; Dropped clients were closed as slow
+	// consumers.
+	Clients                   int
+	Opened, Messages, Dropped int64
+}
+
+// StreamStats reports the stream's activity.
+func (s *Server) StreamStats() StreamStats {
+	s.mu.Lock()
+	n := len(s.conns)
+	s.mu.Unlock()
+	return StreamStats{Clients: n, Opened: s.opened.Load(), Messages: s.sent.Load(), Dropped: s.hub.overflows.Load()}
+}
+
+// RouteSetter is a ResponseWriter (of a middleware wrapped around
+// Handler) that wants to know the route pattern that served a request:
+// SetRoute is called with it ("/v1/workspaces/{id}", never the raw path)
+// once the route's handler returned, and not at all for a request no
+// route served (the gate refused it, or no route matched). Metrics label
+// requests with it. Writers in between are looked through by their
+// Unwrap method, as http.ResponseController does.
+type RouteSetter interface{ SetRoute(pattern string) }
+
+// recordRoute tells the RouteSetter under w the pattern the mux chose.
+func recordRoute(mux *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mux.ServeHTTP(w, r)
+		if r.Pattern == "" || r.Pattern == "/" { // "/" is the catch-all 404
+			return
+		}
+		for w != nil {
+			if rs, ok := w.(RouteSetter); ok {
+				rs.SetRoute(r.Pattern)
+				return
+			}
+			u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+			if !ok {
+				return
+			}
+			w = u.Unwrap()
+		}
+	})
 }
 
 // recoverer turns a handler panic into a 500 answer and a log line.

@@ -467,6 +467,7 @@ func closeFor(err error) closeReason {
 // for every client.
 func (s *Server) write(conn *websocket.Conn, pm *websocket.PreparedMessage) error {
 	conn.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
+	s.sent.Add(1)
 	return conn.WritePreparedMessage(pm)
 }
 

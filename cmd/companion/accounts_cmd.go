@@ -171,7 +171,7 @@ func openOffline(ctx context.Context, where storeAt, sf secretFlags, route strin
 		}
 	}()
 	o.reg = &core.Registry{}
-	o.provs, err = startProviders(ctx, &serverFlags{dataDir: where.dataDir, dockerImage: docker.DefaultImage, dockerScope: docker.DefaultScope}, o.store, keys, log, o.reg)
+	o.provs, err = startProviders(ctx, &serverFlags{dataDir: where.dataDir, dockerImage: docker.DefaultImage, dockerScope: docker.DefaultScope}, o.store, keys, log, o.reg, nil, nil)
 	if err != nil {
 		return nil, err
 	}

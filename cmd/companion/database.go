@@ -26,6 +26,9 @@ type serverStore interface {
 	auth.Store
 	core.RetentionStore
 	core.RestoreStore
+	// Ready tells readiness probes whether the store answers with every
+	// migration done.
+	Ready(ctx context.Context) error
 	Close() error
 }
 

@@ -51,6 +51,15 @@ func normalizeOrigins(origins []string) ([]string, error) {
 	return out, nil
 }
 
+// newMetricsServer serves GET /metrics only (--metrics-listen), and
+// /healthz; every other path is 404.
+func newMetricsServer(h http.Handler, t httpTimeouts, log *slog.Logger) *http.Server {
+	mux := http.NewServeMux()
+	mux.Handle("GET "+uibridge.MetricsPath, h)
+	mux.HandleFunc(healthzPath, func(w http.ResponseWriter, r *http.Request) { probe(w, r, "", nil) })
+	return newHTTPServer(mux, t, log)
+}
+
 // newHTTPServer is the http.Server of desktop and serve. There is no
 // ReadTimeout or WriteTimeout: they would cut WebSocket streams, which
 // live on after the handshake; request bodies are bounded by the bridge

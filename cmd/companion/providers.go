@@ -40,7 +40,7 @@ type providerSet struct {
 // On PostgreSQL (a store that keeps modules' bytes) installed modules
 // live in the database, shared by every replica; on SQLite they are files
 // in the data dir.
-func newWasmHost(dataDir string, store wasm.PinStore, keys core.Secrets, log *slog.Logger) (*wasm.Host, error) {
+func newWasmHost(dataDir string, store wasm.PinStore, keys core.Secrets, log *slog.Logger, observe func(module, op string, d time.Duration, err error)) (*wasm.Host, error) {
 	return wasm.New(wasm.Config{
 		CacheDir:      filepath.Join(dataDir, "wasm-cache"),
 		ModulesDir:    filepath.Join(dataDir, "modules"),
@@ -56,6 +56,7 @@ func newWasmHost(dataDir string, store wasm.PinStore, keys core.Secrets, log *sl
 		DeferCompile:   true,
 		CompileOnUse:   true,
 		InterpretFirst: true,
+		Observe:        observe,
 	})
 }
 
@@ -63,13 +64,19 @@ func newWasmHost(dataDir string, store wasm.PinStore, keys core.Secrets, log *sl
 // block on a provider: an unreachable Docker Engine or a module still
 // compiling must not delay the ready line (a module compiles at its first
 // use, and that call waits for it).
-func startProviders(ctx context.Context, f *serverFlags, store serverStore, keys core.Secrets, log *slog.Logger, reg *core.Registry) (*providerSet, error) {
-	dp, err := docker.New(docker.Config{Image: f.dockerImage, ImageFlag: "--docker-image", Scope: f.dockerScope, Logger: log})
+// observe and wasmObserve, when set, are told about every call of the
+// Docker adapter and of the Wasm modules (metrics).
+func startProviders(ctx context.Context, f *serverFlags, store serverStore, keys core.Secrets, log *slog.Logger, reg *core.Registry, observe, wasmObserve func(provider, op string, d time.Duration, err error)) (*providerSet, error) {
+	var dockerObserve func(op string, d time.Duration, err error)
+	if observe != nil {
+		dockerObserve = func(op string, d time.Duration, err error) { observe("docker", op, d, err) }
+	}
+	dp, err := docker.New(docker.Config{Image: f.dockerImage, ImageFlag: "--docker-image", Scope: f.dockerScope, Logger: log, Observe: dockerObserve})
 	if err != nil {
 		return nil, err
 	}
 	reg.Register("docker", dp)
-	host, err := newWasmHost(f.dataDir, store, keys, log)
+	host, err := newWasmHost(f.dataDir, store, keys, log, wasmObserve)
 	if err != nil {
 		return nil, err
 	}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/canvasapp/companion/core"
 	"github.com/canvasapp/companion/db"
+	"github.com/canvasapp/companion/metrics"
 	"github.com/canvasapp/companion/providers/builtin/docker"
 	uibridge "github.com/canvasapp/companion/ui-bridge"
 )
@@ -60,6 +61,8 @@ type serverFlags struct {
 	secrets           secretFlags
 	database          databaseFlags // serve only
 	login             loginFlags
+	metricsListen     string
+	metricsPublic     bool
 }
 
 type stringList []string
@@ -98,6 +101,8 @@ func parseServerFlags(m mode, args []string, stderr io.Writer) (*serverFlags, er
 	fs.DurationVar(&f.connectedRead, "connected-read-interval", core.DefaultConnectedReadEvery, "how often the agent-server of a box someone is connected to is asked for its idle time, where the provider does not report activity (no box nobody is connected to is read)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log `level`: debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log `format` on stderr: text or json")
+	fs.StringVar(&f.metricsListen, "metrics-listen", "", "`address` of a second listener that serves only GET /metrics, with no credential (for a Prometheus server on the same host or internal network): a loopback or private address, or any with --metrics-listen-public; the main listener serves /metrics too, to admins and API tokens with the metrics scope")
+	fs.BoolVar(&f.metricsPublic, "metrics-listen-public", false, "allow --metrics-listen on an address that is neither loopback nor private (0.0.0.0, say, in a container whose network is private); anyone who reaches it reads the metrics")
 	f.timeouts.addFlags(fs)
 	f.secrets.addFlags(fs)
 	f.database.addFlags(fs)
@@ -244,6 +249,34 @@ func checkListen(m mode, addr string, login bool) error {
 	return fmt.Errorf("--listen %q: refusing a non-loopback address: no login method is configured, and without one anyone who reaches the server could spend the provider accounts; listen on 127.0.0.1 behind your ingress (with --allow-host for the name it forwards) until login is set up", addr)
 }
 
+// checkMetricsListen refuses a --metrics-listen address that is neither
+// loopback nor private (nor a name), unless public is set: the metrics are
+// served there without a credential. Desktop mode listens on loopback
+// only.
+func checkMetricsListen(m mode, addr string, public bool) error {
+	if addr == "" {
+		return nil
+	}
+	if m == modeDesktop {
+		if checkListen(modeDesktop, addr, false) != nil {
+			return fmt.Errorf("--metrics-listen %q: desktop mode listens on loopback only (127.0.0.1 or ::1)", addr)
+		}
+		return nil
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("--metrics-listen %q: %v (want HOST:PORT, e.g. 127.0.0.1:9090)", addr, err)
+	}
+	if public || host == "localhost" {
+		return nil
+	}
+	ip := net.ParseIP(host)
+	if ip != nil && (ip.IsLoopback() || ip.IsPrivate()) {
+		return nil
+	}
+	return fmt.Errorf("--metrics-listen %q: refusing an address that is neither loopback nor private: metrics are served there without a credential; use a loopback or internal address, or add --metrics-listen-public if the network is private anyway", addr)
+}
+
 // readyLine is what desktop (once listening) and serve (once open) print
 // on stdout.
 type readyLine struct {
@@ -271,6 +304,10 @@ func runServer(m mode, args []string, stdin io.Reader, stdout, stderr io.Writer)
 		return 2
 	}
 	if err := checkListen(m, f.listen, f.login.enabled()); err != nil {
+		fmt.Fprintf(stderr, "companion %s: %v\n", m, err)
+		return 2
+	}
+	if err := checkMetricsListen(m, f.metricsListen, f.metricsPublic); err != nil {
 		fmt.Fprintf(stderr, "companion %s: %v\n", m, err)
 		return 2
 	}
@@ -347,11 +384,19 @@ func serve(ctx context.Context, m mode, f *serverFlags, log *slog.Logger, stdout
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", f.listen, err)
 	}
+	var metricsLn net.Listener
+	if f.metricsListen != "" {
+		if metricsLn, err = net.Listen("tcp", f.metricsListen); err != nil {
+			ln.Close()
+			return fmt.Errorf("--metrics-listen %s: %w", f.metricsListen, err)
+		}
+		defer metricsLn.Close()
+	}
 	token := newToken()
 	if f.login.enabled() {
 		token = "" // users sign in; the launch token is nobody (docs/decisions.md)
 	}
-	gate := newStartGate()
+	gate := newStartGate(f.login.basePath)
 	srv := newHTTPServer(gate, f.timeouts, log)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
@@ -420,7 +465,18 @@ func serve(ctx context.Context, m mode, f *serverFlags, log *slog.Logger, stdout
 	if err != nil {
 		return err
 	}
-	gate.open(bridge.Handler())
+	app.metrics.Stream(func() metrics.StreamStats {
+		st := bridge.StreamStats()
+		return metrics.StreamStats{Clients: st.Clients, Opened: st.Opened, Messages: st.Messages, Dropped: st.Dropped}
+	})
+	gate.open(app.metrics.Middleware(bridge.Handler()))
+	gate.setReady(&readyChecker{store: store, secrets: app.keys, log: log})
+	if metricsLn != nil {
+		msrv := newMetricsServer(app.metrics.Handler(), f.timeouts, log)
+		go func() { _ = msrv.Serve(metricsLn) }()
+		defer msrv.Close()
+		log.Info("metrics listening", "url", "http://"+metricsLn.Addr().String()+uibridge.MetricsPath)
+	}
 	log.Info("workspaces loaded", "workspaces", svc.Feed().Len(), "load_ms", time.Since(loadStart).Milliseconds())
 	provs.Start()
 

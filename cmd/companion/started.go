@@ -4,10 +4,12 @@ import (
 	"context"
 	"log/slog"
 	"net"
+	"time"
 
 	"github.com/canvasapp/companion/agentproxy"
 	"github.com/canvasapp/companion/core"
 	"github.com/canvasapp/companion/exportrun"
+	"github.com/canvasapp/companion/metrics"
 	"github.com/canvasapp/companion/providers/wasm"
 	"github.com/canvasapp/companion/restorerun"
 	uibridge "github.com/canvasapp/companion/ui-bridge"
@@ -22,6 +24,8 @@ type started struct {
 	provs     *providerSet
 	exporter  *exportrun.Exporter
 	svc       *core.Service
+	keys      core.Secrets
+	metrics   *metrics.Metrics
 	bridgeCfg uibridge.Config
 }
 
@@ -43,7 +47,14 @@ func (a *started) open(ctx context.Context, m mode, f *serverFlags, log *slog.Lo
 	if err != nil {
 		return err
 	}
-	if a.provs, err = startProviders(ctx, f, store, keys, log, &a.registry); err != nil {
+	a.keys = keys
+	a.metrics = metrics.New()
+	observe := func(provider, op string, d time.Duration, err error) { a.metrics.ProviderCall(provider, op, d, err) }
+	wasmObserve := func(module, op string, d time.Duration, err error) {
+		a.metrics.WasmCall(module, op, d, wasm.CallOutcome(err))
+		a.metrics.ProviderCall(module, op, d, err)
+	}
+	if a.provs, err = startProviders(ctx, f, store, keys, log, &a.registry, observe, wasmObserve); err != nil {
 		return err
 	}
 	if a.exporter, err = newExporter(ctx, m, f, keys, log); err != nil {
@@ -65,10 +76,19 @@ func (a *started) open(ctx context.Context, m mode, f *serverFlags, log *slog.Lo
 	a.svc, err = core.NewService(ctx, core.Config{Store: store, Providers: &a.registry, Secrets: keys, Logger: log, DeferLoad: true,
 		Exporter: a.exporter, Restorer: &restorerun.Restorer{HTTP: wasm.EndpointClient()},
 		AgentProbe: agentproxy.Probe{HTTP: wasm.EndpointClient()}, ScheduledDeletion: m == modeServe, GuardMargin: f.guardMargin, OwnersExist: ownersExist(users),
-		ExportLocation: exportLocation, ExportBudget: f.exportBudget, StepHook: hook, LeaseTTL: f.leaseTTL})
+		ExportLocation: exportLocation, ExportBudget: f.exportBudget, StepHook: hook, LeaseTTL: f.leaseTTL, Observer: a.metrics})
 	if err != nil {
 		return err
 	}
+	a.metrics.Domain(a.svc.MetricsSnapshot)
+	names := a.registry.Names()
+	modules := make([]string, 0, len(names))
+	for _, n := range names {
+		if n != "docker" {
+			modules = append(modules, n)
+		}
+	}
+	a.metrics.Init(names, modules)
 	if err := a.provs.EnsureAccounts(ctx, a.svc); err != nil {
 		return err
 	}
@@ -87,6 +107,7 @@ func (a *started) open(ctx context.Context, m mode, f *serverFlags, log *slog.Lo
 		AgentHTTP:      wasm.EndpointClient(),
 		AgentConns:     f.agentConns,
 		AgentMaxBody:   f.agentMaxBody,
+		Metrics:        a.metrics.Handler(),
 	}
 	if a.bridgeCfg.Login, err = f.login.bridgeLogin(ctx, store, users, a.svc, &a.bridgeCfg, log); err != nil {
 		return err

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"sync"
+	"sync/atomic"
 )
 
 // startGate serves HTTP from the moment companion listens, before the
@@ -14,9 +15,21 @@ type startGate struct {
 	once  sync.Once
 	ready chan struct{}
 	h     http.Handler // set before ready closes; nil when starting failed
+	// checks answers /readyz once set (setReady); /healthz and /readyz
+	// never wait for the gate.
+	checks atomic.Pointer[readyChecker]
+	base   string // --base-path
 }
 
-func newStartGate() *startGate { return &startGate{ready: make(chan struct{})} }
+// setReady lets /readyz run c's checks (until then it answers 503,
+// starting).
+func (g *startGate) setReady(c *readyChecker) { g.checks.Store(c) }
+
+// newStartGate returns a gate whose probes are under basePath ("" or
+// "/prefix", as every route).
+func newStartGate(basePath string) *startGate {
+	return &startGate{ready: make(chan struct{}), base: basePath}
+}
 
 // open lets every waiting and later request through to h; a nil h answers
 // 503 (companion failed to start and is stopping).
@@ -28,6 +41,17 @@ func (g *startGate) open(h http.Handler) {
 }
 
 func (g *startGate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var checks *readyChecker
+	select {
+	case <-g.ready:
+		if g.h != nil {
+			checks = g.checks.Load()
+		}
+	default:
+	}
+	if probe(w, r, g.base, checks) {
+		return
+	}
 	select {
 	case <-g.ready:
 	case <-r.Context().Done():

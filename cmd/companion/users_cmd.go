@@ -33,9 +33,11 @@ These work while companion serve runs on the same data dir.
 `
 
 const tokensUsage = `Usage:
-  companion tokens create --user NAME [--label TEXT] [--expires 720h] [--data-dir DIR | --database-file FILE]
+  companion tokens create --user NAME [--label TEXT] [--expires 720h] [--scope metrics] [--data-dir DIR | --database-file FILE]
         make a personal API token, printed once on stdout; scripts send it
         as "Authorization: Bearer TOKEN". --expires 0 means it never expires.
+        --scope metrics makes one that may read GET /metrics and nothing
+        else (for a Prometheus server).
   companion tokens list --user NAME [--data-dir DIR | --database-file FILE]
   companion tokens revoke --user NAME [--data-dir DIR | --database-file FILE] TOKEN_ID
 `
@@ -185,6 +187,7 @@ func runTokens(args []string, stdout, stderr io.Writer) int {
 	user := fs.String("user", "", "the user `NAME` the token belongs to")
 	label := fs.String("label", "", "a `label` to recognise the token by (create)")
 	expires := fs.Duration("expires", 720*time.Hour, "lifetime (create); 0 means never")
+	scope := fs.String("scope", "", "what the token may do (create): empty for everything the user may, or `metrics` for GET /metrics only (a Prometheus server's)")
 	ids, code, ok := parseFlags(fs, rest)
 	if !ok {
 		return code
@@ -208,7 +211,7 @@ func runTokens(args []string, stdout, stderr io.Writer) int {
 		}
 		switch sub {
 		case "create":
-			secret, t, err := svc.CreateToken(ctx, u.ID, *label, *expires)
+			secret, t, err := svc.CreateScopedToken(ctx, u.ID, *label, *scope, *expires)
 			if err != nil {
 				return err
 			}
@@ -224,13 +227,17 @@ func runTokens(args []string, stdout, stderr io.Writer) int {
 				return err
 			}
 			tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tLABEL\tCREATED\tEXPIRES")
+			fmt.Fprintln(tw, "ID\tLABEL\tSCOPE\tCREATED\tEXPIRES")
 			for _, t := range ts {
 				exp := "never"
 				if !t.ExpiresAt.IsZero() {
 					exp = t.ExpiresAt.UTC().Format(time.RFC3339)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.ID, t.Label, t.CreatedAt.UTC().Format(time.RFC3339), exp)
+				sc := t.Scope
+				if sc == "" {
+					sc = "all"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.ID, t.Label, sc, t.CreatedAt.UTC().Format(time.RFC3339), exp)
 			}
 			return tw.Flush()
 		case "revoke":

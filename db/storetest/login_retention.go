@@ -228,7 +228,7 @@ func usersSessionsTokens(t *testing.T, e Engine) {
 	must(0, a.DeleteSession(ctx, "never"))
 	wantKind(t, "SetPassword unknown", a.SetPassword(ctx, "nope", "x"), core.KindNotFound)
 
-	tk := auth.Token{ID: "tok_1", Hash: "th1", UserID: "u_bob", Label: "ci", CreatedAt: epoch, ExpiresAt: epoch.Add(720 * time.Hour)}
+	tk := auth.Token{ID: "tok_1", Hash: "th1", UserID: "u_bob", Label: "ci", Scope: auth.ScopeMetrics, CreatedAt: epoch, ExpiresAt: epoch.Add(720 * time.Hour)}
 	must(0, a.PutToken(ctx, tk))
 	wantKind(t, "token of an unknown user", a.PutToken(ctx, auth.Token{ID: "tok_x", Hash: "thx", UserID: "nope", CreatedAt: epoch}), core.KindNotFound)
 	gotT, gotU := must2(b.TokenUser(ctx, "th1"))
@@ -237,7 +237,7 @@ func usersSessionsTokens(t *testing.T, e Engine) {
 	}
 	must(0, b.TouchToken(ctx, "tok_1", epoch.Add(time.Minute)))
 	list := must(a.ListTokens(ctx, "u_bob"))
-	if len(list) != 1 || !list[0].LastUsedAt.Equal(epoch.Add(time.Minute)) || list[0].Hash != "" {
+	if len(list) != 1 || !list[0].LastUsedAt.Equal(epoch.Add(time.Minute)) || list[0].Hash != "" || list[0].Scope != auth.ScopeMetrics {
 		t.Errorf("ListTokens = %+v", list)
 	}
 	if list := must(a.ListTokens(ctx, "u_alice")); list == nil || len(list) != 0 {

@@ -21,6 +21,7 @@ func groups(startupRuns, rounds int) []group {
 		{"login", benchLogin},
 		{"replicas", benchReplicas},
 		{"agentproxy", benchAgentProxy},
+		{"metrics", benchMetrics},
 	}
 }
 

@@ -497,7 +497,14 @@ var inputBufs = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &
 // credentials at hand, to apply the credential rule to what the module
 // returned (see checkBox). Every error comes back named (moduleFault).
 func (a *Adapter) invoke(ctx context.Context, op string, acct *core.Account, boxID string, spec *core.CreateSpec, decode func([]byte) (*wire.ErrorBody, error), check func(*hostcall.Call) error) error {
-	return moduleFault(a.name, op, a.invoke1(ctx, op, acct, boxID, spec, decode, check))
+	obs := a.h.cfg.Observe
+	if obs == nil {
+		return moduleFault(a.name, op, a.invoke1(ctx, op, acct, boxID, spec, decode, check))
+	}
+	start := time.Now()
+	err := moduleFault(a.name, op, a.invoke1(ctx, op, acct, boxID, spec, decode, check))
+	obs(a.name, op, time.Since(start), err)
+	return err
 }
 
 func (a *Adapter) invoke1(ctx context.Context, op string, acct *core.Account, boxID string, spec *core.CreateSpec, decode func([]byte) (*wire.ErrorBody, error), check func(*hostcall.Call) error) error {

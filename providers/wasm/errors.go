@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/canvasapp/companion/core"
+	"github.com/canvasapp/companion/providers/wasm/internal/sandbox"
 )
 
 // ModuleError marks an error a module caused. It travels as the Err of a
@@ -34,6 +35,27 @@ func (e *ModuleError) ModuleFault() (module, op, field string) { return e.Module
 // moduleFault returns err, a failure of op on module, marked as a
 // ModuleError unless it already is one or is not the module's doing (a
 // provider's own answer, such as not_found or unauthorized, is left as is).
+// CallOutcome classifies a call's error for metrics: "ok"; "error", an
+// answer of the provider (or of the module about it); "time_budget" or
+// "memory_budget", the module exceeded its call timeout or its memory
+// and was stopped; "fault", any other internal or unavailable failure
+// (the module's, or the provider's unavailability).
+func CallOutcome(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, sandbox.ErrTimeBudget):
+		return "time_budget"
+	case errors.Is(err, sandbox.ErrMemoryBudget):
+		return "memory_budget"
+	}
+	var me *ModuleError
+	if errors.As(err, &me) {
+		return "fault"
+	}
+	return "error"
+}
+
 func moduleFault(module, op string, err error) error {
 	var ce *core.Error
 	if err == nil || !errors.As(err, &ce) {

@@ -24,6 +24,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/tetratelabs/wazero"
 
@@ -127,6 +128,10 @@ type Config struct {
 	// from the manifest; the module's own describe is checked against it
 	// when it compiles.
 	CompileOnUse bool
+	// Observe, when set, is told about every call into a module once it
+	// returned: the module, the operation, how long it took and its
+	// error (CallOutcome classifies it). It must be quick (metrics).
+	Observe func(module, op string, d time.Duration, err error)
 	// InterpretFirst runs a first-party module that was never compiled
 	// into CacheDir in wazero's interpreter while the compiler works in the
 	// background, and switches its calls to the compiled code when that

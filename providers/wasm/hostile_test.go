@@ -143,6 +143,12 @@ func TestHostileGoModule(t *testing.T) {
 			reqs := api.requests.Load()
 			_, err := hm.List(context.Background(), hostileAcct(api, c.behavior))
 			mustKind(t, err, c.kind, c.contains...)
+			// Metrics tell the budgets from other faults.
+			if want, ok := map[string]string{"loop": "time_budget", "block": "time_budget", "memory": "memory_budget", "exit": "fault", "deadlock": "fault"}[c.behavior]; ok {
+				if got := CallOutcome(err); got != want {
+					t.Errorf("CallOutcome = %q, want %q", got, want)
+				}
+			}
 			after := hm.Stats()
 			if c.discard && (after.Discarded != before.Discarded+1 || after.Idle != 0) {
 				t.Fatalf("bad instance not discarded: before %+v after %+v", before, after)

@@ -17,9 +17,9 @@ import (
 	"github.com/canvasapp/companion/providers/builtin/docker/internal/engine"
 )
 
-// List returns every box of this provider's scope, with state, URL, key,
+// doList returns every box of this provider's scope, with state, URL, key,
 // size and (for running boxes) last activity.
-func (p *Provider) List(ctx context.Context, acct core.Account) ([]core.Box, error) {
+func (p *Provider) doList(ctx context.Context, acct core.Account) ([]core.Box, error) {
 	if p.setup != nil {
 		return nil, p.setup
 	}
@@ -73,9 +73,9 @@ func (p *Provider) List(ctx context.Context, acct core.Account) ([]core.Box, err
 	return out, nil
 }
 
-// Get returns one box of this scope; KindNotFound when the container is
+// doGet returns one box of this scope; KindNotFound when the container is
 // gone or is not one of this scope's boxes.
-func (p *Provider) Get(ctx context.Context, acct core.Account, boxID string) (core.Box, error) {
+func (p *Provider) doGet(ctx context.Context, acct core.Account, boxID string) (core.Box, error) {
 	if p.setup != nil {
 		return core.Box{}, p.setup
 	}
@@ -283,10 +283,10 @@ func parseTime(s string) time.Time {
 // workspaceIDRE is compiled on first use, not during start-up.
 var workspaceIDRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}$`) })
 
-// Create makes and starts the box of spec.WorkspaceID. If that workspace's
+// doCreate makes and starts the box of spec.WorkspaceID. If that workspace's
 // container already exists (a retried create), it is returned, and started
 // if it never was.
-func (p *Provider) Create(ctx context.Context, acct core.Account, spec core.CreateSpec) (core.Box, error) {
+func (p *Provider) doCreate(ctx context.Context, acct core.Account, spec core.CreateSpec) (core.Box, error) {
 	if p.setup != nil {
 		return core.Box{}, p.setup
 	}
@@ -405,9 +405,9 @@ func (p *Provider) start(ctx context.Context, id string) error {
 	return nil
 }
 
-// Suspend stops the box: its files stay, its processes end. The agent-server
+// doSuspend stops the box: its files stay, its processes end. The agent-server
 // gets SIGTERM and Config.StopTimeout to exit. A stopped box stays stopped.
-func (p *Provider) Suspend(ctx context.Context, acct core.Account, boxID string) (core.Box, error) {
+func (p *Provider) doSuspend(ctx context.Context, acct core.Account, boxID string) (core.Box, error) {
 	if p.setup != nil {
 		return core.Box{}, p.setup
 	}
@@ -443,10 +443,10 @@ func (p *Provider) stop(ctx context.Context, ins engine.Inspect) error {
 	return nil
 }
 
-// Resume starts a stopped box (same id, same files; a new agent-server
+// doResume starts a stopped box (same id, same files; a new agent-server
 // process, possibly on a new host port) or unfreezes a paused one. A
 // running box is returned as it is.
-func (p *Provider) Resume(ctx context.Context, acct core.Account, boxID string) (core.Box, error) {
+func (p *Provider) doResume(ctx context.Context, acct core.Account, boxID string) (core.Box, error) {
 	if p.setup != nil {
 		return core.Box{}, p.setup
 	}
@@ -477,10 +477,10 @@ func (p *Provider) Resume(ctx context.Context, acct core.Account, boxID string) 
 	return p.get(ctx, ins.ID, true)
 }
 
-// Delete stops the box gracefully (so the agent-server can finish writing)
+// doDelete stops the box gracefully (so the agent-server can finish writing)
 // and removes it with its volume. A box that is already gone gives
 // KindNotFound, which core counts as deleted.
-func (p *Provider) Delete(ctx context.Context, acct core.Account, boxID string) error {
+func (p *Provider) doDelete(ctx context.Context, acct core.Account, boxID string) error {
 	if p.setup != nil {
 		return p.setup
 	}

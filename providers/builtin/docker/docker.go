@@ -77,6 +77,11 @@ const (
 
 // Config configures a Provider.
 type Config struct {
+	// Observe, when set, is told about every call of the six box methods
+	// once it returned: the operation ("list", "get", "create",
+	// "suspend", "resume", "delete"), how long it took and its error
+	// (metrics). It must be quick.
+	Observe func(op string, d time.Duration, err error)
 	// Image is the default agent-server image of new boxes; DefaultImage
 	// when empty. Missing at the engine, it is pulled.
 	Image string

@@ -261,7 +261,7 @@ func (m *Module) callError(parent context.Context, op string, err error, stderr 
 	var exit *sys.ExitError
 	if errors.As(err, &exit) || errors.Is(err, context.DeadlineExceeded) {
 		if exit == nil || exit.ExitCode() == sys.ExitCodeDeadlineExceeded || exit.ExitCode() == sys.ExitCodeContextCanceled {
-			return &core.Error{Kind: core.KindUnavailable, Message: fmt.Sprintf("provider module %s did not finish %s within %s and was stopped", m.opts.Name, op, m.opts.Limits.CallTimeout()), Err: err}
+			return &core.Error{Kind: core.KindUnavailable, Message: fmt.Sprintf("provider module %s did not finish %s within %s and was stopped", m.opts.Name, op, m.opts.Limits.CallTimeout()), Err: fmt.Errorf("%w: %w", ErrTimeBudget, err)}
 		}
 		return &core.Error{Kind: core.KindInternal, Message: fmt.Sprintf("provider module %s exited (code %d) during %s", m.opts.Name, exit.ExitCode(), op), Err: err}
 	}
@@ -269,7 +269,7 @@ func (m *Module) callError(parent context.Context, op string, err error, stderr 
 		return &core.Error{Kind: core.KindInternal, Message: fmt.Sprintf("provider module %s blocked forever (deadlock) during %s and was stopped", m.opts.Name, op), Err: err}
 	}
 	if strings.Contains(string(stderr), "out of memory") {
-		return &core.Error{Kind: core.KindInternal, Message: fmt.Sprintf("provider module %s ran out of memory during %s (limit %d MiB) and was stopped", m.opts.Name, op, m.opts.Limits.MemoryMiB), Err: err}
+		return &core.Error{Kind: core.KindInternal, Message: fmt.Sprintf("provider module %s ran out of memory during %s (limit %d MiB) and was stopped", m.opts.Name, op, m.opts.Limits.MemoryMiB), Err: fmt.Errorf("%w: %w", ErrMemoryBudget, err)}
 	}
 	return &core.Error{Kind: core.KindInternal, Message: fmt.Sprintf("provider module %s failed during %s and was stopped: %s", m.opts.Name, op, firstLine(err.Error())), Err: err}
 }
@@ -280,6 +280,13 @@ func firstLine(s string) string {
 	}
 	return wire.CleanMessage(s)
 }
+
+// ErrTimeBudget and ErrMemoryBudget are in the error of a call the module
+// was stopped in for running past its call timeout or its memory.
+var (
+	ErrTimeBudget   = errors.New("the module exceeded its time budget")
+	ErrMemoryBudget = errors.New("the module exceeded its memory budget")
+)
 
 // ErrClosed is in the error of a call that found its module closed before
 // it reached an instance: nothing of the call ran.

@@ -1,4 +1,4 @@
--- The schema and rows that migrations 0001 to 0013 leave in a new
+-- The schema and rows that migrations 0001 to 0014 leave in a new
 -- database, as one script (see schema.go). Generated: do not edit; run
 -- go test ./db -run TestSchemaSnapshot -update
 
@@ -181,7 +181,7 @@ CREATE TABLE api_tokens (
 	created_at   INTEGER NOT NULL,
 	expires_at   INTEGER,            -- NULL: never
 	last_used_at INTEGER
-) STRICT;
+, scope TEXT NOT NULL DEFAULT '') STRICT;
 
 CREATE INDEX api_tokens_user ON api_tokens (user_id);
 
