@@ -73,6 +73,9 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request) {
 		WorkingDir: req.WorkingDir, Environment: req.Environment, SessionAPIKey: newKey(),
 		CreatedAt: now, ReadyAt: now.Add(s.opts.StartDelay), LastActivity: now, Status: StatusStarting,
 	}
+	if k := req.Environment["OH_SESSION_API_KEYS_0"]; s.opts.EnvKey && k != "" {
+		rt.SessionAPIKey = k
+	}
 	s.runtimes[rt.RuntimeID] = rt
 	s.settleLocked()
 	emulator.WriteJSON(w, http.StatusCreated, s.viewLocked(rt, false))

@@ -50,6 +50,11 @@ type Options struct {
 	// StartDelay keeps a new or resumed runtime "starting" (pod pending)
 	// that long on the emulated clock; 0 is instant.
 	StartDelay time.Duration
+	// EnvKey makes a start take its session_api_key from the environment's
+	// OH_SESSION_API_KEYS_0 when given. Whether the runtime-api does so or
+	// always injects its own key is [uncertain] (§1.1); the default is its
+	// own. A resume rotates the key either way.
+	EnvKey bool
 	// AgentServer, when set, serves authenticated requests to a running
 	// runtime's url (the path after /{runtime_id}); nil answers them 200
 	// with {"runtime_id": …}.

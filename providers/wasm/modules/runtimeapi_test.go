@@ -176,8 +176,27 @@ func TestRuntimeAPIListOnlyOwnRuntimes(t *testing.T) {
 			t.Fatalf("%s %s touched a runtime that is not this account's", r.Method, r.Path)
 		}
 	}
-	if d.rt.Runtimes()[0].Status != runtimeapi.StatusRunning {
-		t.Fatal("another user's runtime changed")
+	for _, sid := range []string{other.SessionID, otherAcct.SessionID} {
+		if r, _ := d.rt.Session(sid); r.Status != runtimeapi.StatusRunning || r.SessionAPIKey == "" || r.RestartCount != 0 {
+			t.Fatalf("runtime %s that is not this account's changed: %+v", sid, r)
+		}
+	}
+}
+
+// TestRuntimeAPIKeyFromEnvironment: under the other reading of §1.1 (the
+// runtime-api keeps the key given in the environment) the box reports
+// companion's key until the first resume, which replaces it.
+func TestRuntimeAPIKeyFromEnvironment(t *testing.T) {
+	for _, envKey := range []bool{false, true} {
+		d := newRuntimeAPI(t, runtimeapi.Options{EnvKey: envKey})
+		b := d.create(d.acct, core.CreateSpec{WorkspaceID: core.NewID("ws"), AgentKey: "agent-key-from-companion"})
+		if got := b.Key == "agent-key-from-companion"; got != envKey || b.Key == "" {
+			t.Fatalf("env key honoured %v: box key is companion's: %v", envKey, got)
+		}
+		d.suspend(d.acct, b.ID)
+		if r := d.resume(d.acct, b.ID); r.Key == "" || r.Key == b.Key || r.Key == "agent-key-from-companion" {
+			t.Fatalf("env key honoured %v: resume kept the key", envKey)
+		}
 	}
 }
 
