@@ -59,6 +59,9 @@ func TestRuntimeAPIDescribe(t *testing.T) {
 		List: true, Suspend: true, SuspendKeepsFiles: true, ResumeSameIdentity: true, Delete: true, NativeIdlePause: true,
 	}, "X-API-Key: {token}", "api_url", "image", "command", "working_dir", "runtime_hosts")
 	info, _ := d.prov.Describe(context.Background())
+	if !info.ProviderSessionKey {
+		t.Fatal("the runtime-api issues the session keys, but the provider does not say so")
+	}
 	for _, c := range info.Config {
 		if c.Description == "" {
 			t.Errorf("config field %s has no description", c.Name)
