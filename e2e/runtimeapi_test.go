@@ -1,0 +1,135 @@
+package e2e
+
+import (
+	"bytes"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/canvasapp/companion/e2e/emulators/emulator"
+	"github.com/canvasapp/companion/e2e/emulators/runtimeapi"
+	"github.com/canvasapp/companion/internal/testsupport"
+)
+
+// TestRuntimeAPIThroughWasmModule drives the runtimeapi module, run in
+// the companion binary, against the OpenHands runtime-api emulator: add an
+// account, create, reach the runtime's agent-server through companion
+// with the key the runtime-api issued, pause (the runtime url answers 503,
+// companion says paused), resume (a new key: companion uses it, the old
+// one is refused, the workspace keeps its box), another user's runtime on
+// the same key is never adopted, and delete removes the runtime.
+func TestRuntimeAPIThroughWasmModule(t *testing.T) {
+	rt := runtimeapi.New(runtimeapi.Options{Token: cloudToken, Clock: emulator.NewWallClock()})
+	srv := httptest.NewServer(rt.Handler())
+	t.Cleanup(func() { rt.Close(); srv.Close() })
+	rt.SetBaseURL(srv.URL)
+	other := rt.Seed(runtimeapi.Runtime{SessionID: "9b7c2e4a-another-user", User: "someone-else"})
+
+	// A short export budget: the emulated runtimes run no agent-server
+	// with files, so a best-effort delete gives up on the export.
+	p := start(t, options{dataDir: t.TempDir(), args: []string{"--docker-scope", "unused", "--export-budget", "3s"}})
+	config := map[string]string{"api_url": srv.URL, "image": "ghcr.io/openhands/agent-server:e2e", "runtime_hosts": "127.0.0.1"}
+	var e apiError
+	p.must(502, "POST", "/v1/accounts", map[string]any{"provider": "runtimeapi", "label": "wrong", "config": config,
+		"credentials": map[string]string{"token": "not-the-token"}}, &e)
+	if e.Error.Code != "provider_unauthorized" {
+		t.Fatalf("wrong token: %+v", e)
+	}
+	var acct struct {
+		Account struct {
+			ID string `json:"id"`
+		} `json:"account"`
+	}
+	raw := p.must(201, "POST", "/v1/accounts", map[string]any{"provider": "runtimeapi", "label": "openhands", "config": config,
+		"credentials": map[string]string{"token": cloudToken}}, &acct)
+	if bytes.Contains(raw, []byte(cloudToken)) {
+		t.Fatalf("add account answered %s", raw)
+	}
+	p.must(200, "PATCH", "/v1/accounts/"+acct.Account.ID, map[string]string{"delete_export": "best_effort"}, nil)
+
+	var created struct{ Workspace workspace }
+	p.must(202, "POST", "/v1/workspaces", map[string]any{"account_id": acct.Account.ID, "name": "runtime"}, &created)
+	id := created.Workspace.ID
+	box := p.waitState(id, "running", 60*time.Second).BoxID
+	first, ok := rt.Session(box)
+	if !ok || !strings.HasSuffix(box, id) {
+		t.Fatalf("box %s is no session of the emulator, or does not name workspace %s", box, id)
+	}
+	agentOK := func(what string) {
+		t.Helper()
+		testsupport.Poll(t, 30*time.Second, func() error {
+			code, raw := p.call("GET", "/v1/workspaces/"+id+"/agent/api/conversations/search", nil, nil)
+			if code != 200 {
+				return &agentErr{what, code, string(raw)}
+			}
+			return nil
+		})
+	}
+	agentOK("before the pause")
+	direct := func(key string) int {
+		req, _ := http.NewRequest("GET", srv.URL+"/"+first.RuntimeID+"/api/conversations/search", nil)
+		req.Header.Set("X-Session-API-Key", key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+
+	p.must(202, "POST", "/v1/workspaces/"+id+"/pause", nil, nil)
+	p.waitState(id, "paused", 60*time.Second)
+	p.must(409, "GET", "/v1/workspaces/"+id+"/agent", nil, nil)
+	if code := direct(first.SessionAPIKey); code != 503 {
+		t.Fatalf("the paused runtime's url answered %d, want 503", code)
+	}
+
+	p.must(202, "POST", "/v1/workspaces/"+id+"/resume", nil, nil)
+	if again := p.waitState(id, "running", 60*time.Second); again.BoxID != box {
+		t.Fatalf("resume moved the workspace from box %s to %s", box, again.BoxID)
+	}
+	second, _ := rt.Session(box)
+	if second.SessionAPIKey == first.SessionAPIKey || second.RuntimeID != first.RuntimeID {
+		t.Fatal("the resume did not rotate the key on the same runtime")
+	}
+	agentOK("after the resume, with the new key")
+	if code := direct(first.SessionAPIKey); code != 401 {
+		t.Fatalf("the key from before the resume answered %d, want 401", code)
+	}
+
+	// Another user's runtime on the same key is never adopted nor touched.
+	var list struct {
+		Workspaces []workspace `json:"workspaces"`
+	}
+	p.must(200, "GET", "/v1/workspaces", nil, &list)
+	if len(list.Workspaces) != 1 {
+		t.Fatalf("%d workspaces, want only the one companion made: %+v", len(list.Workspaces), list.Workspaces)
+	}
+	for _, r := range rt.Requests().All() {
+		if strings.Contains(r.Path, other.SessionID) || strings.Contains(r.Path, other.RuntimeID) {
+			t.Fatalf("%s %s touched another user's runtime", r.Method, r.Path)
+		}
+	}
+
+	p.deleteConfirmed(id)
+	testsupport.Poll(t, 60*time.Second, func() error {
+		if r, _ := rt.Session(box); r.Status != runtimeapi.StatusStopped {
+			return &agentErr{"delete", 0, "runtime is " + r.Status}
+		}
+		return nil
+	})
+	p.stop()
+	if strings.Contains(p.stderr.String(), cloudToken) || strings.Contains(p.stderr.String(), second.SessionAPIKey) {
+		t.Fatal("a token or session key in companion's logs")
+	}
+}
+
+type agentErr struct {
+	what string
+	code int
+	body string
+}
+
+func (e *agentErr) Error() string { return e.what + ": " + http.StatusText(e.code) + " " + e.body }
