@@ -19,7 +19,8 @@ import (
 // with the key the runtime-api issued, pause (the runtime url answers 503,
 // companion says paused), resume (a new key: companion uses it, the old
 // one is refused, the workspace keeps its box), another user's runtime on
-// the same key is never adopted, and delete removes the runtime.
+// the same key is never adopted, the runtime-api's idle reaper pauses it
+// on its own, and delete removes the runtime.
 func TestRuntimeAPIThroughWasmModule(t *testing.T) {
 	rt := runtimeapi.New(runtimeapi.Options{Token: cloudToken, Clock: emulator.NewWallClock()})
 	srv := httptest.NewServer(rt.Handler())
@@ -111,6 +112,16 @@ func TestRuntimeAPIThroughWasmModule(t *testing.T) {
 		if strings.Contains(r.Path, other.SessionID) || strings.Contains(r.Path, other.RuntimeID) {
 			t.Fatalf("%s %s touched another user's runtime", r.Method, r.Path)
 		}
+	}
+
+	// The runtime-api's own reaper pauses the idle runtime; companion sees
+	// it paused on its next list, without acting on it.
+	rt.Clock().Advance(runtimeapi.DefaultIdleAfter + time.Minute)
+	if w := p.waitState(id, "paused", 60*time.Second); w.BoxID != box {
+		t.Fatalf("after the reaper the workspace is on box %s, want %s", w.BoxID, box)
+	}
+	if n := len(rt.Requests().Matching("POST", "/pause")); n != 1 {
+		t.Fatalf("%d pause requests, want 1 (companion's): the reaper paused this one", n)
 	}
 
 	p.deleteConfirmed(id)
