@@ -1,9 +1,15 @@
 package e2e
 
 import (
+	"bufio"
 	"bytes"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -20,17 +26,22 @@ import (
 // companion says paused), resume (a new key: companion uses it, the old
 // one is refused, the workspace keeps its box), another user's runtime on
 // the same key is never adopted, the runtime-api's idle reaper pauses it
-// on its own, and delete removes the runtime.
+// on its own, and a delete exports the workspace through the agent-server
+// first, then stops the runtime.
 func TestRuntimeAPIThroughWasmModule(t *testing.T) {
-	rt := runtimeapi.New(runtimeapi.Options{Token: cloudToken, Clock: emulator.NewWallClock()})
+	// One agent-server process stands behind every runtime url; the
+	// emulator checks X-Session-API-Key in front of it, as the key the
+	// runtime-api injects would have the agent-server do.
+	agent := startAgentServer(t, t.TempDir())
+	rp := httputil.NewSingleHostReverseProxy(agent)
+	rt := runtimeapi.New(runtimeapi.Options{Token: cloudToken, Clock: emulator.NewWallClock(),
+		AgentServer: func(string) http.Handler { return rp }})
 	srv := httptest.NewServer(rt.Handler())
 	t.Cleanup(func() { rt.Close(); srv.Close() })
 	rt.SetBaseURL(srv.URL)
 	other := rt.Seed(runtimeapi.Runtime{SessionID: "9b7c2e4a-another-user", User: "someone-else"})
 
-	// A short export budget: the emulated runtimes run no agent-server
-	// with files, so a best-effort delete gives up on the export.
-	p := start(t, options{dataDir: t.TempDir(), args: []string{"--docker-scope", "unused", "--export-budget", "3s"}})
+	p := start(t, options{dataDir: t.TempDir(), args: []string{"--docker-scope", "unused"}})
 	config := map[string]string{"api_url": srv.URL, "image": "ghcr.io/openhands/agent-server:e2e", "runtime_hosts": "127.0.0.1"}
 	var e apiError
 	p.must(502, "POST", "/v1/accounts", map[string]any{"provider": "runtimeapi", "label": "wrong", "config": config,
@@ -48,7 +59,6 @@ func TestRuntimeAPIThroughWasmModule(t *testing.T) {
 	if bytes.Contains(raw, []byte(cloudToken)) {
 		t.Fatalf("add account answered %s", raw)
 	}
-	p.must(200, "PATCH", "/v1/accounts/"+acct.Account.ID, map[string]string{"delete_export": "best_effort"}, nil)
 
 	var created struct{ Workspace workspace }
 	p.must(202, "POST", "/v1/workspaces", map[string]any{"account_id": acct.Account.ID, "name": "runtime"}, &created)
@@ -124,13 +134,30 @@ func TestRuntimeAPIThroughWasmModule(t *testing.T) {
 		t.Fatalf("%d pause requests, want 1 (companion's): the reaper paused this one", n)
 	}
 
+	// Delete exports first (required: the account's default), through
+	// the agent-server with the key of the moment, then stops the runtime.
 	p.deleteConfirmed(id)
-	testsupport.Poll(t, 60*time.Second, func() error {
-		if r, _ := rt.Session(box); r.Status != runtimeapi.StatusStopped {
-			return &agentErr{"delete", 0, "runtime is " + r.Status}
-		}
-		return nil
-	})
+	p.waitRemoved(id, 2*time.Minute)
+	if r, _ := rt.Session(box); r.Status != runtimeapi.StatusStopped {
+		t.Fatalf("the runtime is %s after the delete, want stopped", r.Status)
+	}
+	exps := p.verifiedExports(id)
+	if len(exps) == 0 || exps[0].ArchiveSHA256 == nil {
+		t.Fatalf("verified exports of the deleted workspace: %+v", exps)
+	}
+	// The pause exported first (the paused_reaper clock), and the delete
+	// woke the reaper-paused runtime for its export: a second rotation,
+	// whose key companion used too.
+	a := p.auditOf(id)
+	if !auditHas(a, "", "export", "before a pause") || !auditHas(a, "", "resume", "woken for the export before its delete") {
+		t.Errorf("audit lacks the export before the pause or the wake before the delete: %+v", a)
+	}
+	if n := len(rt.Requests().Matching("POST", "/resume")); n != 2 {
+		t.Errorf("%d resumes, want 2 (companion's, and the wake for the delete's export)", n)
+	}
+	if e := p.deleteAudit(id); e.Outcome != "ok" || e.ExportSHA256 == nil {
+		t.Fatalf("delete audit entry %+v, want ok with the export's SHA-256", e)
+	}
 	p.stop()
 	if strings.Contains(p.stderr.String(), cloudToken) || strings.Contains(p.stderr.String(), second.SessionAPIKey) {
 		t.Fatal("a token or session key in companion's logs")
@@ -144,3 +171,46 @@ type agentErr struct {
 }
 
 func (e *agentErr) Error() string { return e.what + ": " + http.StatusText(e.code) + " " + e.body }
+
+// startAgentServer runs the agent-server emulator with dir as the box's
+// "/" (and /workspace in it), taking any session key.
+func startAgentServer(t *testing.T, dir string) *url.URL {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Join(dir, "workspace"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "workspace", "notes.txt"), []byte("kept by the export\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(agentServerBin(t))
+	cmd.Dir = dir
+	cmd.Env = []string{"EMULATOR_LISTEN=127.0.0.1:0", "EMULATOR_PURE_GIT=1", "EMULATOR_FS_ROOT=" + dir, "EMULATOR_SEED_REPO=/workspace/repo"}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if m := agentAddrRE.FindStringSubmatch(sc.Text()); m != nil && strings.Contains(sc.Text(), "listening") {
+				select {
+				case addr <- m[1]:
+				default:
+				}
+			}
+		}
+	}()
+	select {
+	case a := <-addr:
+		u, _ := url.Parse("http://" + a)
+		return u
+	case <-time.After(20 * time.Second):
+		t.Fatal("the agent-server emulator did not start")
+	}
+	return nil
+}
