@@ -67,8 +67,9 @@ type AgentAccess struct {
 }
 
 // agentAccess asks p where ws's box's agent-server is and finds the key:
-// the one companion keeps in the secrets store, else (a box created before
-// companion kept keys) the one the adapter reads back from the box.
+// the one the provider issued when it issues them (ProviderSessionKey),
+// else the one companion keeps in the secrets store, else (a box created
+// before companion kept keys) the one the adapter reads back from the box.
 func (s *Service) agentAccess(ctx context.Context, ws Workspace, acct Account, p Provider, info ProviderInfo) (AgentAccess, error) {
 	er, ok := p.(EndpointReporter)
 	if !ok {
@@ -79,6 +80,18 @@ func (s *Service) agentAccess(ctx context.Context, ws Workspace, acct Account, p
 	ep, err := er.Endpoint(cctx, acct, ws.BoxID)
 	if err != nil {
 		return AgentAccess{}, err
+	}
+	if info.ProviderSessionKey {
+		// The provider's key is the box's; companion's may never have
+		// reached it, and a resume replaces it.
+		box, err := p.Get(cctx, acct, ws.BoxID)
+		if err != nil {
+			return AgentAccess{}, err
+		}
+		if box.Key == "" {
+			return AgentAccess{}, Errorf(KindUnavailable, "provider %s reported no agent-server key for box %s", info.Name, ws.BoxID)
+		}
+		return AgentAccess{Endpoint: ep, Key: box.Key}, nil
 	}
 	key := ""
 	if s.cfg.Secrets != nil {

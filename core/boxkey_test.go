@@ -161,3 +161,75 @@ func TestAgentKeyFollowsTheWorkspace(t *testing.T) {
 		return nil
 	})
 }
+
+// rotator issues its own agent-server keys (ProviderSessionKey) and makes
+// a new one at every resume, keeping the box: the OpenHands runtime-api.
+type rotator struct {
+	restorer
+}
+
+func (p *rotator) Describe(context.Context) (core.ProviderInfo, error) {
+	return core.ProviderInfo{Name: p.name, Version: "1", Kind: "wasm", ProviderSessionKey: true,
+		Capabilities: core.Capabilities{List: true, Suspend: true, SuspendKeepsFiles: true, ResumeSameIdentity: true, Delete: true}}, nil
+}
+
+func (p *rotator) Create(ctx context.Context, acct core.Account, spec core.CreateSpec) (core.Box, error) {
+	b, err := p.restorer.Create(ctx, acct, spec)
+	b.Key = "provider-key-1"
+	return p.put(acct.ID, b), err
+}
+
+func (p *rotator) Resume(_ context.Context, acct core.Account, id string) (core.Box, error) {
+	b, err := p.Get(context.Background(), acct, id)
+	if err != nil {
+		return b, err
+	}
+	p.kmu.Lock()
+	p.n++
+	b.Key = fmt.Sprintf("provider-key-%d", p.n)
+	p.kmu.Unlock()
+	b.State = core.StateRunning
+	return p.put(acct.ID, b), nil
+}
+
+// TestProviderIssuedKeyFollowsTheBox: for a provider that issues its own
+// keys, AgentAccess hands out the key the box reports, not the one
+// companion generated, and the new one after a resume that rotated it.
+func TestProviderIssuedKeyFollowsTheBox(t *testing.T) {
+	ctx := context.Background()
+	e := newClockEnv(t)
+	p := &rotator{restorer{emuProvider: newEmu("rotate")}}
+	e.reg.Register("rotate", p)
+	acct := e.account("acc-rotate", "rotate")
+	wait := func(id string, st core.State) {
+		testsupport.Poll(t, 30*time.Second, func() error {
+			ws, err := e.svc.Workspace("", id)
+			if err == nil && ws.State != st {
+				err = fmt.Errorf("workspace is %s, want %s", ws.State, st)
+			}
+			return err
+		})
+	}
+	ws, err := e.svc.Create(ctx, "", core.CreateRequest{AccountID: acct.ID, Name: "rotating"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait(ws.ID, core.StateRunning)
+	acc, err := e.svc.AgentTarget(ctx, "", ws.ID, false)
+	if err != nil || acc.Key != "provider-key-1" {
+		t.Fatalf("agent access: key %q, %v; want the provider's", acc.Key, err)
+	}
+	if _, err := e.svc.Pause(ctx, "", ws.ID); err != nil {
+		t.Fatal(err)
+	}
+	wait(ws.ID, core.StatePaused)
+	if _, err := e.svc.Resume(ctx, "", ws.ID); err != nil {
+		t.Fatal(err)
+	}
+	wait(ws.ID, core.StateRunning)
+	after, _ := e.svc.Workspace("", ws.ID)
+	acc, err = e.svc.AgentTarget(ctx, "", ws.ID, false)
+	if err != nil || acc.Key == "provider-key-1" || !strings.HasPrefix(acc.Key, "provider-key-") || after.BoxID != ws.BoxID && ws.BoxID != "" {
+		t.Fatalf("after resume: key %q, %v, box %s (was %s); want a new provider key on the same box", acc.Key, err, after.BoxID, ws.BoxID)
+	}
+}

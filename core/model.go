@@ -49,6 +49,11 @@ type ProviderInfo struct {
 	Options []ConfigField `json:"options"`
 	// Clocks are the provider's own deletion clocks (clocks.go).
 	Clocks []DeletionClock `json:"clocks"`
+	// ProviderSessionKey marks a provider that issues its boxes'
+	// agent-server keys itself and may replace them (the OpenHands
+	// runtime-api, at every resume): the key is the one Get reports, not
+	// the one companion generated.
+	ProviderSessionKey bool `json:"provider_session_key,omitempty"`
 }
 
 // Account is one set of credentials for one provider. Its secrets are kept

@@ -613,6 +613,9 @@ func providerInfo(m *manifest.Manifest) core.ProviderInfo {
 		Config:       []core.ConfigField{},
 		Clocks:       wire.Clocks(m.Clocks),
 	}
+	if m.Endpoint != nil && m.Endpoint.SessionKey == manifest.SessionKeyProvider {
+		info.ProviderSessionKey = true
+	}
 	for _, c := range m.Credentials {
 		info.Credentials = append(info.Credentials, core.CredentialSpec{Name: c.Name, Description: c.Description, Header: c.HeaderLine()})
 	}

@@ -149,6 +149,14 @@ func TestEndpointRuleInSummary(t *testing.T) {
 	if txt := s.String(); !strings.Contains(txt, "Reports agent-server URLs under *.proxy.reach.example only (or the account's own proxy_hosts); sends credential token there") {
 		t.Fatalf("inspect text lacks the endpoint rule:\n%s", txt)
 	}
+	if s.Endpoint.SessionKey != "" || strings.Contains(s.String(), "issues the agent-server keys") {
+		t.Fatalf("a module without endpoint.session_key is summarized as issuing keys: %+v", s.Endpoint)
+	}
+	m.Endpoint.SessionKey = manifest.SessionKeyProvider
+	s = summarize(m, strings.Repeat("0", 64), false)
+	if s.Endpoint.SessionKey != "provider" || !strings.Contains(s.String(), "; the provider issues the agent-server keys (they change on resume)") {
+		t.Fatalf("summary of a provider-issued key: %+v\n%s", s.Endpoint, s.String())
+	}
 }
 
 // A module may not set transport headers or the agent-server key.

@@ -56,6 +56,9 @@ type EndpointSummary struct {
 	Hosts         []string `json:"hosts"`
 	OverrideField string   `json:"override_field,omitempty"`
 	Credentials   []string `json:"credentials"`
+	// SessionKey is "provider" when the provider issues the agent-server
+	// keys itself (manifest endpoint.session_key); empty otherwise.
+	SessionKey string `json:"session_key,omitempty"`
 }
 
 // UpstreamSummary is one API the module calls.
@@ -141,6 +144,9 @@ func summarize(m *manifest.Manifest, sha string, builtin bool) Summary {
 	}
 	if r := m.Endpoint; r != nil {
 		s.Endpoint = &EndpointSummary{Hosts: r.Hosts, OverrideField: r.Override, Credentials: append([]string{}, r.Credentials...)}
+		if r.SessionKey == manifest.SessionKeyProvider {
+			s.Endpoint.SessionKey = r.SessionKey
+		}
 	}
 	return s
 }
@@ -174,6 +180,9 @@ func (s Summary) String() string {
 		}
 		if len(e.Credentials) > 0 {
 			fmt.Fprintf(&b, "; sends credential %s there", strings.Join(e.Credentials, ", "))
+		}
+		if e.SessionKey == manifest.SessionKeyProvider {
+			b.WriteString("; the provider issues the agent-server keys (they change on resume)")
 		}
 		b.WriteString("\n")
 	}

@@ -34,6 +34,10 @@ func TestDeletionClocks(t *testing.T) {
 		// The timeout pauses (autoPause is always sent) and paused
 		// sandboxes have no documented deletion.
 		{"e2b", nil, nil},
+		// The idle reaper pauses (native_idle_pause); deletion of long
+		// paused runtimes is secondhand.
+		{"runtimeapi", []manifest.Clock{{Name: "paused_reaper", Starts: manifest.ClockPaused, AfterSeconds: 86400, Loses: manifest.ClockLosesBox}},
+			[]string{"OpenHands#5083", "providers-wave3.md §1.6", "uncertain"}},
 	} {
 		t.Run(tc.module, func(t *testing.T) {
 			raw, err := manifest.Extract(built[tc.module])

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/canvasapp/companion/e2e/emulators/digitalocean"
+	"github.com/canvasapp/companion/e2e/emulators/runtimeapi"
 	"github.com/canvasapp/companion/internal/testsupport/providercontract"
 )
 
@@ -26,6 +27,14 @@ func TestProviderContract(t *testing.T) {
 		run(t, d.env, providercontract.Subject{
 			Account:   d.acct,
 			MissingID: "inever0existed0000000",
+			Tick:      func() { d.clock.Advance(time.Second) },
+		})
+	})
+	t.Run("runtimeapi", func(t *testing.T) {
+		d := newRuntimeAPI(t, runtimeapi.Options{})
+		run(t, d.env, providercontract.Subject{
+			Account:   d.acct,
+			MissingID: "companion-" + d.acct.ID + "-ws_never0existed",
 			Tick:      func() { d.clock.Advance(time.Second) },
 		})
 	})

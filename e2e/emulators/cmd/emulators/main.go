@@ -1,15 +1,16 @@
-// Command emulators runs the Daytona, E2B and DigitalOcean hosted-agent
-// emulators on local addresses for manual testing, with their admin routes
+// Command emulators runs the Daytona, E2B, DigitalOcean and OpenHands
+// runtime-api hosted-agent emulators on local addresses for manual testing, with their admin routes
 // (/_emulator/…) mounted.
 //
-//	EMULATOR_TOKEN=secret emulators -daytona 127.0.0.1:7001 -e2b 127.0.0.1:7002 -digitalocean 127.0.0.1:7003
+//	EMULATOR_TOKEN=secret emulators -daytona 127.0.0.1:7001 -e2b 127.0.0.1:7002 -digitalocean 127.0.0.1:7003 -runtimeapi 127.0.0.1:7004
 //
 // The token is taken from -token-file or $EMULATOR_TOKEN, not a flag, so it
 // does not show up in process listings.
 //
 // Each emulator's box proxy answers on localhost names of its own port
 // (Daytona 8000-{id}.localhost:7001, E2B 8000-{id}.localhost:7002, DO
-// {label}.localhost:7003); -agent-server URL forwards every box's port
+// {label}.localhost:7003; a runtime-api runtime's url is the path
+// localhost:7004/{runtime_id}); -agent-server URL forwards every box's port
 // 8000 there, to one agent-server shared by all boxes.
 package main
 
@@ -34,6 +35,7 @@ import (
 	"github.com/canvasapp/companion/e2e/emulators/digitalocean"
 	"github.com/canvasapp/companion/e2e/emulators/e2b"
 	"github.com/canvasapp/companion/e2e/emulators/emulator"
+	"github.com/canvasapp/companion/e2e/emulators/runtimeapi"
 )
 
 func main() {
@@ -47,6 +49,9 @@ func run() error {
 	dtAddr := flag.String("daytona", "", "serve the Daytona API (under /api) on this address")
 	e2bAddr := flag.String("e2b", "", "serve the E2B API on this address")
 	doAddr := flag.String("digitalocean", "", "serve the DigitalOcean /v2/agents API on this address")
+	rtAddr := flag.String("runtimeapi", "", "serve the OpenHands runtime-api on this address")
+	rtIdle := flag.Duration("runtimeapi-idle", 0, "how long a runtime-api runtime may be idle before the reaper pauses it (default 20m; negative: never)")
+	rtReap := flag.Duration("runtimeapi-paused-reap", 0, "stop runtime-api runtimes paused this long (default: never)")
 	tokenFile := flag.String("token-file", "", "file holding the accepted token (default: $EMULATOR_TOKEN)")
 	fake := flag.Bool("fake-clock", false, "freeze the clock; it then moves only through POST /_emulator/clock")
 	start := flag.String("start", "", "with -fake-clock, the starting time (RFC 3339; default now)")
@@ -54,9 +59,9 @@ func run() error {
 	listLag := flag.Duration("daytona-list-lag", 0, "how long Daytona's list lags behind creates and deletes (eventual consistency)")
 	agentURL := flag.String("agent-server", "", "forward every box's port 8000 to this agent-server URL (default: the proxies answer /server_info themselves)")
 	flag.Parse()
-	if *dtAddr == "" && *e2bAddr == "" && *doAddr == "" {
+	if *dtAddr == "" && *e2bAddr == "" && *doAddr == "" && *rtAddr == "" {
 		flag.Usage()
-		return errors.New("give at least one of -daytona, -e2b, -digitalocean")
+		return errors.New("give at least one of -daytona, -e2b, -digitalocean, -runtimeapi")
 	}
 	token := os.Getenv("EMULATOR_TOKEN")
 	if *tokenFile != "" {
@@ -135,6 +140,16 @@ func run() error {
 		s := digitalocean.New(o)
 		servers = append(servers, server{"digitalocean", *doAddr, "", s.Handler(), s.Base,
 			func(d string) { s.SetIngressDomain("http", d) }})
+	}
+	if *rtAddr != "" {
+		c, err := newClock()
+		if err != nil {
+			return err
+		}
+		s := runtimeapi.New(runtimeapi.Options{Token: token, Clock: c, Admin: true, AgentServer: agent,
+			IdleAfter: *rtIdle, PausedReapAfter: *rtReap})
+		servers = append(servers, server{"runtimeapi", *rtAddr, "", s.Handler(), s.Base,
+			func(d string) { s.SetBaseURL("http://" + d) }})
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

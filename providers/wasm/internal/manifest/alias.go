@@ -24,8 +24,12 @@ type (
 
 const (
 	ABIVersion = sdkmanifest.ABIVersion
-	MaxSize    = sdkmanifest.MaxSize
-	Section    = sdkmanifest.Section
+
+	SessionKeyCompanion = sdkmanifest.SessionKeyCompanion
+	SessionKeyProvider  = sdkmanifest.SessionKeyProvider
+
+	MaxSize = sdkmanifest.MaxSize
+	Section = sdkmanifest.Section
 
 	MaxModuleBytes = sdkmanifest.MaxModuleBytes
 

@@ -22,7 +22,20 @@ type EndpointRule struct {
 	// Credentials are the account credentials the host adds to requests
 	// toward a matching host, each in its own header and format.
 	Credentials []string `json:"credentials,omitempty"`
+	// SessionKey says who makes the agent-server's session key:
+	// SessionKeyCompanion (the default, "" too) when the box takes the key
+	// companion generates (spec.agent_key), SessionKeyProvider when the
+	// provider issues its own and may replace it (the OpenHands
+	// runtime-api makes a new one at every resume): the key is then the
+	// one get reports for the box (Box.Key), read afresh each time.
+	SessionKey string `json:"session_key,omitempty"`
 }
+
+// Who makes a box's agent-server session key (EndpointRule.SessionKey).
+const (
+	SessionKeyCompanion = "companion"
+	SessionKeyProvider  = "provider"
+)
 
 // ErrEndpointHost is wrapped by CheckEndpointURL when a URL's host is not
 // one the manifest declares.
@@ -83,6 +96,9 @@ func (m *Manifest) validateEndpoint() error {
 	}
 	if r.Override != "" && !m.configField(r.Override) {
 		return fieldErr("endpoint.override", "names config field %q, which is not declared in config", r.Override)
+	}
+	if r.SessionKey != "" && r.SessionKey != SessionKeyCompanion && r.SessionKey != SessionKeyProvider {
+		return fieldErr("endpoint.session_key", "must be %q (the box takes companion's key) or %q (the provider issues it; get reports it) (got %q)", SessionKeyCompanion, SessionKeyProvider, r.SessionKey)
 	}
 	seen := map[string]bool{}
 	for i, c := range r.Credentials {

@@ -32,6 +32,7 @@ func TestEndpointRuleValidation(t *testing.T) {
 		{map[string]any{"hosts": []any{"*.proxy.example"}, "override": "nope"}, "endpoint.override"},
 		{map[string]any{"hosts": []any{"*.proxy.example"}, "credentials": []any{"missing"}}, "endpoint.credentials[0]"},
 		{map[string]any{"hosts": []any{"*.proxy.example"}, "extra": 1}, "extra"},
+		{map[string]any{"hosts": []any{"*.proxy.example"}, "session_key": "box"}, "endpoint.session_key"},
 	} {
 		_, err := withEndpoint(t, tc.ep)
 		var me *Error
@@ -45,6 +46,12 @@ func TestEndpointRuleValidation(t *testing.T) {
 	}
 	if cs := m.EndpointCredentials(); len(cs) != 1 || cs[0].Header != "Authorization" {
 		t.Fatalf("credentials %+v", cs)
+	}
+	for _, k := range []string{"companion", "provider"} {
+		m, err := withEndpoint(t, map[string]any{"hosts": []any{"*.proxy.example"}, "session_key": k})
+		if err != nil || m.Endpoint.SessionKey != k {
+			t.Fatalf("session_key %s: %+v %v", k, m, err)
+		}
 	}
 }
 
