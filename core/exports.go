@@ -188,16 +188,17 @@ func (s *Service) captureExport(ctx context.Context, op *Op, exportID string, ws
 	if err != nil {
 		return ExportResult{}, ws, fmt.Errorf("reach the box's agent-server: %w", err)
 	}
-	op.Step = "capture"
-	op.Attempts++
-	op.UpdatedAt = s.now()
-	if _, err := s.cfg.Store.PutOp(ctx, *op); err != nil {
-		return ExportResult{}, ws, fmt.Errorf("journal step capture: %w", err)
-	}
 	prog := s.newProgress(ctx, ws)
 	defer prog.stop()
-	res, err := s.cfg.Exporter.Export(ctx, exportJob(exportID, ws, acct, p, ep, o.GitDelta),
-		func(pr ExportProgress) { prog.report(fmt.Sprintf("export: %s, %d bytes", pr.Step, pr.Bytes)) })
+	// What the agent-server says is worth retrying is retried, as in the
+	// delete's export: a box just woken may not be listening yet.
+	var res ExportResult
+	err = s.retry(ctx, op, budget{provider: acct.Provider, limit: s.cfg.ExportBudget, own: true}, "capture", func(ctx context.Context) error {
+		var err error
+		res, err = s.cfg.Exporter.Export(ctx, exportJob(exportID, ws, acct, p, ep, o.GitDelta),
+			func(pr ExportProgress) { prog.report(fmt.Sprintf("export: %s, %d bytes", pr.Step, pr.Bytes)) })
+		return err
+	})
 	return res, ws, err
 }
 

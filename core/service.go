@@ -86,7 +86,7 @@ type Config struct {
 	// means they only say "companion's export directory" (serve mode
 	// does not show its paths).
 	ExportLocation string
-	// ExportBudget bounds a delete's export step as a whole, every
+	// ExportBudget bounds an export (a delete's, or a person's) as a whole, every
 	// attempt and wait included; 0 means 30 minutes. Attempts are not cut
 	// by ActionTimeout: a large archive takes long.
 	ExportBudget time.Duration

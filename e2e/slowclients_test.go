@@ -200,8 +200,10 @@ func TestListenOnAnyLoopbackAddress(t *testing.T) {
 					t.Fatalf("GET /healthz at the ready URL: %v %v", resp, err)
 				}
 				resp.Body.Close()
-				// A name that is not this server's is still refused.
-				req, _ := http.NewRequest("GET", p.ready.URL+"/healthz", nil)
+				// A name that is not this server's is still refused (the
+				// probes, /healthz and /readyz, answer any Host: an
+				// orchestrator probes by the pod's address).
+				req, _ := http.NewRequest("GET", p.ready.URL+"/v1/workspaces", nil)
 				req.Host = "rebound.attacker.test:" + p.ready.URL[strings.LastIndex(p.ready.URL, ":")+1:]
 				resp, err = http.DefaultClient.Do(req)
 				if err != nil || resp.StatusCode != http.StatusForbidden {

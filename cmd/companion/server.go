@@ -89,7 +89,7 @@ func parseServerFlags(m mode, args []string, stderr io.Writer) (*serverFlags, er
 	fs.StringVar(&f.dataDir, "data-dir", defaultDataDir(), "`directory` for the database, installed modules and caches")
 	fs.StringVar(&f.exportDir, "export-dir", "", "`directory` for verified exports (default <data-dir>/exports); it must exist")
 	fs.StringVar(&f.exportStore, "export-store", "", "`URL` where verified exports are kept: file:///dir (as --export-dir), s3://bucket/prefix?region=R&endpoint=URL or gs://bucket/prefix;\nobject stores use the platform's credentials (AWS environment, shared config or role; Google application default credentials)")
-	fs.DurationVar(&f.exportBudget, "export-budget", 30*time.Minute, "how long a delete's export may take, retries and their waits included, before the delete is blocked (or, for a best_effort account, goes ahead without it)")
+	fs.DurationVar(&f.exportBudget, "export-budget", 30*time.Minute, "how long an export may take, retries and their waits included: a person's export then fails, a delete is blocked (or, for a best_effort account, goes ahead without it)")
 	fs.StringVar(&f.listen, "listen", defaultListen, "`address` to listen on (port 0 picks a free port)")
 	fs.Var(&f.origins, "allow-origin", "extra browser `origin` allowed to call the API, e.g. the Electron app's (repeatable)")
 	fs.StringVar(&f.dockerImage, "docker-image", docker.DefaultImage, "`image` for new Docker workspaces, pulled when the Docker Engine lacks it; it must serve the agent-server on port 8000")

@@ -635,7 +635,8 @@ function auditAction(a) {
 function auditActor(a) {
   if (!a) return "";
   const [kind, rest] = [a.slice(0, a.indexOf(":")), a.slice(a.indexOf(":") + 1)];
-  if (kind === "user") return rest;
+  // "user:NAME (ID)": the name; the id (names need not be unique) on hover.
+  if (kind === "user") return rest.replace(/ \(u_[^()]*\)$/, "");
   if (kind === "provider") return `${rest} (the provider)`;
   if (kind === "token") return `API token ${rest}`;
   return a;
