@@ -400,7 +400,7 @@ function createFields() {
   $("c-clocks").textContent = p ? clockTrade(p, setting, refused) : "";
   $("c-clocks").hidden = !$("c-clocks").textContent;
   const box = $("c-options");
-  for (const x of box.querySelectorAll("label")) x.remove();
+  for (const x of box.querySelectorAll(".a-field")) x.remove();
   const opts = (p && p.options) || [];
   box.hidden = opts.length === 0;
   for (const o of opts) box.append(el("label", { title: o.description || "" }, o.name, el("input", { name: o.name, autocomplete: "off", "data-option": o.name })));
@@ -490,7 +490,7 @@ function renderAccounts() {
 
 function accountFields() {
   const box = $("a-fields");
-  for (const x of box.querySelectorAll("label")) x.remove();
+  for (const x of box.querySelectorAll(".a-field")) x.remove();
   const p = providers.get($("a-provider").value);
   const docs = p && (p.docs_url ? [`${p.name} documentation`, p.docs_url] : providerDocs[p.name]);
   $("a-docs").hidden = !docs;
@@ -499,13 +499,22 @@ function accountFields() {
     $("a-docs-link").href = docs[1];
   }
   if (!p) return;
+  // Each field shows its help: the description under it, the example as
+  // its placeholder (GET /v1/providers; docs/providers/ has the guides).
+  const field = (name, input, c) => {
+    const help = c.description || "";
+    const id = `a-help-${input.dataset.config ? "c" : "s"}-${c.name}`;
+    if (help) input.setAttribute("aria-describedby", id);
+    return el("div", { class: "a-field" }, el("label", {}, name, input),
+      help ? el("p", { class: "hint", id }, help) : null);
+  };
   for (const c of p.config || []) {
-    box.append(el("label", { title: c.description || "" }, c.name + (c.required ? " (required)" : ""),
-      el("input", { "data-config": c.name, required: !!c.required, autocomplete: "off" })));
+    box.append(field(c.name + (c.required ? " (required)" : ""),
+      el("input", { "data-config": c.name, required: !!c.required, autocomplete: "off", placeholder: c.example ? `e.g. ${c.example}` : "" }), c));
   }
   for (const c of p.credentials || []) {
-    box.append(el("label", { title: c.description || "" }, `${c.name} (secret)`,
-      el("input", { type: "password", "data-credential": c.name, required: true, autocomplete: "off" })));
+    box.append(field(`${c.name} (secret)`,
+      el("input", { type: "password", "data-credential": c.name, required: true, autocomplete: "off" }), c));
   }
   box.hidden = !(p.config || []).length && !(p.credentials || []).length;
 }
