@@ -44,13 +44,15 @@ const agentConns = new Map(); // workspace id → open agent connections (the st
 const accounts = new Map(); // id → account
 const removedNames = new Map(); // workspace id → name, of workspaces removed while this page was open
 
-// Where each provider documents the settings and credentials the account
-// form asks for (until companion has provider guides of its own).
+// Where each provider documents the credentials the account form asks for
+// (companion's own guides, docs/providers/, are in the repository; each
+// field's help comes with GET /v1/providers).
 const providerDocs = {
   docker: ["Docker Engine documentation", "https://docs.docker.com/engine/"],
   daytona: ["Daytona documentation: API keys", "https://www.daytona.io/docs/api-keys/"],
   e2b: ["E2B documentation: API key", "https://e2b.dev/docs/api-key"],
   digitalocean: ["DigitalOcean documentation: API tokens", "https://docs.digitalocean.com/reference/api/create-personal-access-token/"],
+  runtimeapi: ["OpenHands documentation: remote runtime", "https://docs.openhands.dev/openhands/usage/v0/runtimes/V0_remote"],
 };
 
 function showError(e) {
