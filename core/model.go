@@ -31,7 +31,9 @@ type CredentialSpec struct {
 type ConfigField struct {
 	Name        string `json:"name"`
 	Description string `json:"description,omitempty"`
-	Required    bool   `json:"required,omitempty"`
+	// Example is a sample value (a form shows it as the placeholder).
+	Example  string `json:"example,omitempty"`
+	Required bool   `json:"required,omitempty"`
 }
 
 // ProviderInfo describes an adapter.
@@ -211,4 +213,24 @@ type Workspace struct {
 	// Removed marks a tombstone: the workspace is gone and the feed reports
 	// it as a remove event.
 	Removed bool
+}
+
+// UndescribedFields names the account settings and creation options of p
+// that lack a description or an example ("config.api_url: example"), so
+// a first-party adapter can be held to documenting each of them.
+func (p ProviderInfo) UndescribedFields() []string {
+	var out []string
+	check := func(kind string, fields []ConfigField) {
+		for _, f := range fields {
+			if f.Description == "" {
+				out = append(out, kind+"."+f.Name+": description")
+			}
+			if f.Example == "" {
+				out = append(out, kind+"."+f.Name+": example")
+			}
+		}
+	}
+	check("config", p.Config)
+	check("options", p.Options)
+	return out
 }

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -160,6 +161,37 @@ func TestPageLayout(t *testing.T) {
 	tb.choose("#a-provider", "daytona")
 	if href := evalIn[string](tb, `document.querySelector("#a-docs").hidden ? "" : document.querySelector("#a-docs-link").href`); !strings.Contains(href, "daytona.io") {
 		t.Errorf("the account form links %q for Daytona, want its documentation", href)
+	}
+	// Each of Daytona's settings shows its help, as GET /v1/providers
+	// carries it: the description under the field (tied to it by
+	// aria-describedby), the example as its placeholder.
+	var provs struct {
+		Providers []struct {
+			Name   string
+			Config []struct{ Name, Description, Example string }
+		}
+	}
+	p.must(200, "GET", "/v1/providers", nil, &provs)
+	helped := 0
+	for _, pr := range provs.Providers {
+		if pr.Name != "daytona" {
+			continue
+		}
+		for _, c := range pr.Config {
+			if c.Description == "" || c.Example == "" {
+				t.Errorf("GET /v1/providers: daytona's %s has description %q, example %q", c.Name, c.Description, c.Example)
+			}
+			got := evalIn[[]string](tb, fmt.Sprintf(`(() => { const i = document.querySelector('#a-fields input[data-config=%q]');
+			  const h = i && document.getElementById(i.getAttribute("aria-describedby") || "");
+			  return i ? [i.placeholder, h ? h.textContent : "", h && !h.hidden && h.offsetHeight > 0 ? "shown" : "not shown"] : []; })()`, c.Name))
+			if want := []string{"e.g. " + c.Example, c.Description, "shown"}; !slices.Equal(got, want) {
+				t.Errorf("the account form shows daytona's %s as %q, want %q", c.Name, got, want)
+			}
+			helped++
+		}
+	}
+	if helped < 5 {
+		t.Errorf("the account form showed help for %d of Daytona's settings, want all 5", helped)
 	}
 	// Sized: only workspaces with a size above 0 count.
 	var list struct{ Workspaces []map[string]any }

@@ -163,7 +163,10 @@ type Credential struct {
 type ConfigField struct {
 	Name        string `json:"name"`
 	Description string `json:"description"`
-	Required    bool   `json:"required"`
+	// Example is a sample value, the form's placeholder; absent when the
+	// provider gives none.
+	Example  string `json:"example,omitempty"`
+	Required bool   `json:"required"`
 }
 
 // DeletePreview is the answer to POST /v1/workspaces/{id}/delete-preview.
@@ -343,7 +346,7 @@ func toWireProvider(p core.ProviderStatus) Provider {
 		w.Credentials = append(w.Credentials, Credential{Name: cr.Name, Description: cr.Description, Header: cr.Header})
 	}
 	for _, f := range p.Info.Config {
-		w.Config = append(w.Config, ConfigField{Name: f.Name, Description: f.Description, Required: f.Required})
+		w.Config = append(w.Config, ConfigField{Name: f.Name, Description: f.Description, Example: f.Example, Required: f.Required})
 	}
 	for _, c := range p.Info.Clocks {
 		w.Clocks = append(w.Clocks, Clock{Name: c.Name, Starts: c.Starts, AfterSeconds: int64(c.After / time.Second),
@@ -352,7 +355,7 @@ func toWireProvider(p core.ProviderStatus) Provider {
 	if p.Info.Options != nil {
 		w.Options = make([]ConfigField, 0, len(p.Info.Options))
 		for _, f := range p.Info.Options {
-			w.Options = append(w.Options, ConfigField{Name: f.Name, Description: f.Description})
+			w.Options = append(w.Options, ConfigField{Name: f.Name, Description: f.Description, Example: f.Example})
 		}
 	}
 	return w

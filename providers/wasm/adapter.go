@@ -620,12 +620,12 @@ func providerInfo(m *manifest.Manifest) core.ProviderInfo {
 		info.Credentials = append(info.Credentials, core.CredentialSpec{Name: c.Name, Description: c.Description, Header: c.HeaderLine()})
 	}
 	for _, f := range m.Config {
-		info.Config = append(info.Config, core.ConfigField{Name: f.Name, Description: f.Description, Required: f.Required})
+		info.Config = append(info.Config, core.ConfigField{Name: f.Name, Description: f.Description, Example: f.Example, Required: f.Required})
 	}
 	if m.Options != nil {
 		info.Options = make([]core.ConfigField, 0, len(m.Options))
 		for _, f := range m.Options {
-			info.Options = append(info.Options, core.ConfigField{Name: f.Name, Description: f.Description})
+			info.Options = append(info.Options, core.ConfigField{Name: f.Name, Description: f.Description, Example: f.Example})
 		}
 	}
 	return info

@@ -173,6 +173,19 @@ func (s Summary) String() string {
 		}
 		b.WriteString("\n")
 	}
+	if len(s.Config) > 0 {
+		b.WriteString("  Account settings:\n")
+	}
+	for _, f := range s.Config {
+		fmt.Fprintf(&b, "    %s: %s", f.Name, f.Description)
+		if f.Example != "" {
+			fmt.Fprintf(&b, " (example: %s)", f.Example)
+		}
+		if f.Required {
+			b.WriteString(" [required]")
+		}
+		b.WriteString("\n")
+	}
 	if e := s.Endpoint; e != nil {
 		fmt.Fprintf(&b, "  Reports agent-server URLs under %s only", strings.Join(e.Hosts, ", "))
 		if e.OverrideField != "" {

@@ -69,8 +69,8 @@
  * @property {string} kind
  * @property {Record<string, boolean>} capabilities
  * @property {{name: string, description: string, header?: string}[]} credentials
- * @property {{name: string, description: string, required?: boolean}[]} config
- * @property {{name: string, description: string}[]|null} options
+ * @property {{name: string, description: string, example?: string, required?: boolean}[]} config
+ * @property {{name: string, description: string, example?: string}[]|null} options
  * @property {{name: string, starts: "paused"|"idle", after_seconds: number, loses: "box"|"files", setting: boolean, note: string}[]} clocks
  *   the provider's deletion clocks ([] when none; API.md "GET /v1/providers")
  * @property {boolean} available

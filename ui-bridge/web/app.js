@@ -44,13 +44,15 @@ const agentConns = new Map(); // workspace id → open agent connections (the st
 const accounts = new Map(); // id → account
 const removedNames = new Map(); // workspace id → name, of workspaces removed while this page was open
 
-// Where each provider documents the settings and credentials the account
-// form asks for (until companion has provider guides of its own).
+// Where each provider documents the credentials the account form asks for
+// (companion's own guides, docs/providers/, are in the repository; each
+// field's help comes with GET /v1/providers).
 const providerDocs = {
   docker: ["Docker Engine documentation", "https://docs.docker.com/engine/"],
   daytona: ["Daytona documentation: API keys", "https://www.daytona.io/docs/api-keys/"],
   e2b: ["E2B documentation: API key", "https://e2b.dev/docs/api-key"],
   digitalocean: ["DigitalOcean documentation: API tokens", "https://docs.digitalocean.com/reference/api/create-personal-access-token/"],
+  runtimeapi: ["OpenHands documentation: remote runtime", "https://docs.openhands.dev/openhands/usage/v0/runtimes/V0_remote"],
 };
 
 function showError(e) {
@@ -400,7 +402,7 @@ function createFields() {
   $("c-clocks").textContent = p ? clockTrade(p, setting, refused) : "";
   $("c-clocks").hidden = !$("c-clocks").textContent;
   const box = $("c-options");
-  for (const x of box.querySelectorAll("label")) x.remove();
+  for (const x of box.querySelectorAll(".a-field")) x.remove();
   const opts = (p && p.options) || [];
   box.hidden = opts.length === 0;
   for (const o of opts) box.append(el("label", { title: o.description || "" }, o.name, el("input", { name: o.name, autocomplete: "off", "data-option": o.name })));
@@ -490,7 +492,7 @@ function renderAccounts() {
 
 function accountFields() {
   const box = $("a-fields");
-  for (const x of box.querySelectorAll("label")) x.remove();
+  for (const x of box.querySelectorAll(".a-field")) x.remove();
   const p = providers.get($("a-provider").value);
   const docs = p && (p.docs_url ? [`${p.name} documentation`, p.docs_url] : providerDocs[p.name]);
   $("a-docs").hidden = !docs;
@@ -499,13 +501,22 @@ function accountFields() {
     $("a-docs-link").href = docs[1];
   }
   if (!p) return;
+  // Each field shows its help: the description under it, the example as
+  // its placeholder (GET /v1/providers; docs/providers/ has the guides).
+  const field = (name, input, c) => {
+    const help = c.description || "";
+    const id = `a-help-${input.dataset.config ? "c" : "s"}-${c.name}`;
+    if (help) input.setAttribute("aria-describedby", id);
+    return el("div", { class: "a-field" }, el("label", {}, name, input),
+      help ? el("p", { class: "hint", id }, help) : null);
+  };
   for (const c of p.config || []) {
-    box.append(el("label", { title: c.description || "" }, c.name + (c.required ? " (required)" : ""),
-      el("input", { "data-config": c.name, required: !!c.required, autocomplete: "off" })));
+    box.append(field(c.name + (c.required ? " (required)" : ""),
+      el("input", { "data-config": c.name, required: !!c.required, autocomplete: "off", placeholder: c.example ? `e.g. ${c.example}` : "" }), c));
   }
   for (const c of p.credentials || []) {
-    box.append(el("label", { title: c.description || "" }, `${c.name} (secret)`,
-      el("input", { type: "password", "data-credential": c.name, required: true, autocomplete: "off" })));
+    box.append(field(`${c.name} (secret)`,
+      el("input", { type: "password", "data-credential": c.name, required: true, autocomplete: "off" }), c));
   }
   box.hidden = !(p.config || []).length && !(p.credentials || []).length;
 }

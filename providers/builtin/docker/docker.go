@@ -235,7 +235,8 @@ func (p *Provider) Describe(ctx context.Context) (core.ProviderInfo, error) {
 		// stopped box and its volume stay until companion deletes them.
 		Clocks: []core.DeletionClock{},
 		Options: []core.ConfigField{{Name: OptionImage,
-			Description: "agent-server image for this box instead of " + p.cfg.Image + "; it must serve the agent-server API on port 8000"}},
+			Description: "agent-server image for this box instead of " + p.cfg.Image + "; it must serve the agent-server API on port 8000",
+			Example:     DefaultImage}},
 	}, nil
 }
 

@@ -539,6 +539,10 @@ func TestDescribe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Every setting and option carries the help the page shows.
+	if missing := info.UndescribedFields(); len(missing) != 0 || len(info.Options) == 0 {
+		t.Errorf("fields without help: %v (options %+v)", missing, info.Options)
+	}
 	want := core.Capabilities{List: true, LastActivity: true, Suspend: true, SuspendKeepsFiles: true, ResumeSameIdentity: true, Delete: true}
 	// Docker deletes nothing on its own: no deletion clocks.
 	if info.Capabilities != want || info.Name != "docker" || info.Kind != "builtin" || len(info.Credentials) != 0 || len(info.Config) != 0 || len(info.Clocks) != 0 {

@@ -100,7 +100,10 @@ func (c Credential) HeaderLine() string { return c.Header + ": " + c.Format }
 type ConfigField struct {
 	Name        string `json:"name"`
 	Description string `json:"description"`
-	Required    bool   `json:"required,omitempty"`
+	// Example is a sample value, shown as a form's placeholder; optional
+	// (added within ABI v1: a manifest without it is valid).
+	Example  string `json:"example,omitempty"`
+	Required bool   `json:"required,omitempty"`
 }
 
 // Limits bound what one module may use. Zero fields take the defaults.
@@ -334,6 +337,9 @@ func validateFields(field string, fields []ConfigField) error {
 		}
 		seen[f.Name] = true
 		if err := text(p+".description", f.Description, true, 300); err != nil {
+			return err
+		}
+		if err := text(p+".example", f.Example, false, 200); err != nil {
 			return err
 		}
 	}

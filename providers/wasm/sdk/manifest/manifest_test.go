@@ -56,6 +56,20 @@ func TestValidManifest(t *testing.T) {
 	}
 }
 
+// An example is optional (added within ABI v1): a manifest without one is
+// valid, and one with it carries it through.
+func TestConfigExample(t *testing.T) {
+	m := base()
+	m["config"].([]any)[0].(map[string]any)["example"] = "https://acme.example.com/api"
+	got, err := parse(t, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Config[0].Example != "https://acme.example.com/api" || got.Config[1].Example != "" {
+		t.Fatalf("config %+v", got.Config)
+	}
+}
+
 func TestInvalidManifestNamesField(t *testing.T) {
 	set := func(path string, v any) func(map[string]any) {
 		return func(m map[string]any) {
@@ -112,6 +126,11 @@ func TestInvalidManifestNamesField(t *testing.T) {
 			m["config"] = append(m["config"].([]any), map[string]any{"name": "region", "description": "again"})
 		}, "config[2].name", "twice"},
 		{"config bad name", set("config.name", "API URL"), "config[0].name", "a-z"},
+		{"config example too long", set("config.example", strings.Repeat("x", 201)), "config[0].example", "longer than 200"},
+		{"config example newline", set("config.example", "a\nb"), "config[0].example", "control"},
+		{"option example too long", func(m map[string]any) {
+			m["options"] = []any{map[string]any{"name": "image", "description": "x", "example": strings.Repeat("x", 201)}}
+		}, "options[0].example", "longer than 200"},
 		{"option bad name", func(m map[string]any) {
 			m["options"] = []any{map[string]any{"name": "Image Name", "description": "x"}}
 		}, "options[0].name", "a-z"},
