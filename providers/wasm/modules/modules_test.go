@@ -108,6 +108,13 @@ type env struct {
 
 func newEnv(t *testing.T, module string) *env {
 	t.Helper()
+	return newEnvOf(t, module, built[module])
+}
+
+// newEnvOf is newEnv with the module's packed bytes given (a first-party
+// module repacked with another manifest, say).
+func newEnvOf(t *testing.T, module string, packed []byte) *env {
+	t.Helper()
 	e := &env{t: t, module: module, keyring: newKeyring(t), logs: &logBuf{}}
 	log := slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	host, err := wasm.New(wasm.Config{CacheDir: cacheDir, Credentials: wasm.FromSecrets(e.keyring), Logger: log})
@@ -122,7 +129,7 @@ func newEnv(t *testing.T, module string) *env {
 			}
 		}
 	})
-	a, err := host.LoadEmbedded(built[module])
+	a, err := host.LoadEmbedded(packed)
 	if err != nil {
 		t.Fatal(err)
 	}

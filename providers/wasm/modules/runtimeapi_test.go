@@ -2,6 +2,7 @@ package modules_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/canvasapp/companion/core"
 	"github.com/canvasapp/companion/e2e/emulators/emulator"
 	"github.com/canvasapp/companion/e2e/emulators/runtimeapi"
+	"github.com/canvasapp/companion/providers/wasm"
 )
 
 const runtimeAPIToken = "rtapi_5e1d_module_test_token"
@@ -313,4 +315,102 @@ func TestRuntimeAPIHostileAnswers(t *testing.T) {
 	e.mustKind(err, core.KindUnavailable)
 	_, err = e.prov.Create(ctx, acct, core.CreateSpec{WorkspaceID: "ws_1"})
 	e.mustKind(err, core.KindUnavailable)
+}
+
+// withCallTimeout returns module's packed bytes repacked with its
+// manifest's call budget (limits.call_timeout_ms) set to ms.
+func withCallTimeout(t *testing.T, module string, ms int) []byte {
+	t.Helper()
+	raw, err := wasm.ManifestJSON(built[module])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatal(err)
+	}
+	limits, _ := m["limits"].(map[string]any)
+	if limits == nil {
+		limits = map[string]any{}
+		m["limits"] = limits
+	}
+	limits["call_timeout_ms"] = ms
+	raw, _ = json.Marshal(m)
+	packed, err := wasm.Pack(built[module], raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return packed
+}
+
+// TestRuntimeAPISlowStream: a runtime-api (or something in front of it)
+// that sends its headers, then trickles a body that never ends. Each call
+// ends with a clear error within the module's call budget, the host
+// hangs up on the trickle, and the next call works: never a hang nor a
+// stuck module. The module is repacked with a short budget so the test
+// does not wait the manifest's minute.
+func TestRuntimeAPISlowStream(t *testing.T) {
+	ctx := context.Background()
+	e := newEnvOf(t, "runtimeapi", withCallTimeout(t, "runtimeapi", 1500))
+	var trickle atomic.Bool
+	trickle.Store(true)
+	hungUp := make(chan string, 8)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if !trickle.Load() {
+			w.Write([]byte(`{"runtimes":[],"total":0}`))
+			return
+		}
+		w.Write([]byte(`{"runtimes":[`))
+		w.(http.Flusher).Flush()
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-r.Context().Done():
+				hungUp <- r.Method + " " + r.URL.Path
+				return
+			case <-tick.C:
+				if _, err := w.Write([]byte(" ")); err != nil {
+					hungUp <- r.Method + " " + r.URL.Path
+					return
+				}
+				w.(http.Flusher).Flush()
+			}
+		}
+	}))
+	t.Cleanup(srv.Close)
+	acct := e.account(runtimeAPIToken, srv.URL, map[string]string{"image": "img"})
+	calls := []struct {
+		what string
+		call func() error
+	}{
+		{"list", func() error { _, err := e.prov.List(ctx, acct); return err }},
+		{"get", func() error { _, err := e.prov.Get(ctx, acct, "companion-"+acct.ID+"-ws_1"); return err }},
+		{"create", func() error { _, err := e.prov.Create(ctx, acct, core.CreateSpec{WorkspaceID: "ws_1"}); return err }},
+	}
+	for _, c := range calls {
+		err := c.call()
+		e.check(err)
+		if !core.IsKind(err, core.KindUnavailable) {
+			t.Fatalf("%s against a trickling body: %v (kind %q), want unavailable", c.what, err, core.KindOf(err))
+		}
+		// The host's request ends at the deadline ("the response of
+		// upstream api did not finish before the call's deadline"), or
+		// the sandbox stops the module at it ("did not finish list
+		// within 1.5s"): which one comes first is a race, both say it.
+		t.Logf("%s: %v", c.what, err)
+		if msg := err.Error(); !strings.Contains(msg, "did not finish") {
+			t.Fatalf("%s against a trickling body: %q does not say the call ran out of time", c.what, msg)
+		}
+		select {
+		case <-hungUp:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s: the host did not hang up on the trickling body", c.what)
+		}
+	}
+	trickle.Store(false)
+	if _, err := e.prov.List(ctx, acct); e.check(err) != nil {
+		t.Fatalf("list after the trickles: %v", err)
+	}
 }

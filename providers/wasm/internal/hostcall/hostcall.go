@@ -539,7 +539,7 @@ func (c *Call) send(ctx context.Context, upstream, method string, u *url.URL, gu
 			u = next
 			continue
 		}
-		return c.read(upstream, resp)
+		return c.read(ctx, upstream, resp)
 	}
 }
 
@@ -638,7 +638,7 @@ func (c *Call) transportError(ctx context.Context, upstream string, u *url.URL, 
 	return refuse(string(core.KindUnavailable), "request to upstream %s failed: %v", upstream, err)
 }
 
-func (c *Call) read(upstream string, resp *http.Response) (*Result, error) {
+func (c *Call) read(ctx context.Context, upstream string, resp *http.Response) (*Result, error) {
 	defer resp.Body.Close()
 	limit := c.p.respBytes
 	if resp.ContentLength > limit {
@@ -647,6 +647,10 @@ func (c *Call) read(upstream string, resp *http.Response) (*Result, error) {
 	b, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 	if int64(len(b)) > limit {
 		return nil, c.forbid("upstream %s sent more than %d bytes (limits.response_bytes)", upstream, limit)
+	}
+	if err != nil && ctx.Err() != nil {
+		// A body that trickles (or stalls) past the call's budget.
+		return nil, refuse(string(core.KindUnavailable), "the response of upstream %s did not finish before the call's deadline (HTTP %d, %d bytes received)", upstream, resp.StatusCode, len(b))
 	}
 	if err != nil {
 		return nil, refuse(string(core.KindUnavailable), "reading the response of upstream %s failed: %v", upstream, err)

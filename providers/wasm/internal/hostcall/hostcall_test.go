@@ -465,3 +465,40 @@ func TestHonoursCallContext(t *testing.T) {
 	json.Unmarshal(out, &r)
 	wantErr(t, r, "unavailable", "deadline")
 }
+
+// TestTricklingBodyEndsAtTheDeadline: headers, then a body that trickles
+// and never ends. The request ends at the call's deadline with an error
+// that says so, and the host hangs up on the trickle.
+func TestTricklingBodyEndsAtTheDeadline(t *testing.T) {
+	hungUp := make(chan struct{})
+	api := newRecorder(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{"items":[`))
+		for {
+			w.(http.Flusher).Flush()
+			select {
+			case <-r.Context().Done():
+				close(hungUp)
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			if _, err := w.Write([]byte(" ")); err != nil {
+				close(hungUp)
+				return
+			}
+		}
+	})
+	p := policy(t, nil, keyring(t, map[string]string{"token": apiToken}))
+	c := p.NewCall(acct(map[string]string{"api_url": api.URL}))
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	out := c.Do(ctx, []byte(`{"upstream":"api","path":"/trickle"}`))
+	var r hostcall.Result
+	json.Unmarshal(out, &r)
+	wantErr(t, r, "unavailable", "the response of upstream api did not finish before the call's deadline (HTTP 200")
+	select {
+	case <-hungUp:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the host did not hang up on the trickling body")
+	}
+}
