@@ -84,8 +84,9 @@ func keptBecause(rec ExportRecord, pr exportProtection, ws Workspace, ok bool) s
 }
 
 // expireExports removes the files of p's account's exports older than
-// p.ExportsKeptFor (one batch per tick).
-func (s *Service) expireExports(ctx context.Context, p RetentionPolicy, now time.Time, rep *RetentionTickReport) error {
+// p.ExportsKeptFor (one batch per tick). pr is the tick's protection,
+// read from the journal by the first account that has exports due.
+func (s *Service) expireExports(ctx context.Context, p RetentionPolicy, now time.Time, pr **exportProtection, rep *RetentionTickReport) error {
 	rm, ok := s.cfg.Exporter.(ExportRemover)
 	store := s.exportStore()
 	if !ok || store == nil {
@@ -95,15 +96,18 @@ func (s *Service) expireExports(ctx context.Context, p RetentionPolicy, now time
 	if err != nil || len(list) == 0 {
 		return err
 	}
-	pr, err := s.protectedExports(ctx)
-	if err != nil {
-		return err
+	if *pr == nil {
+		read, err := s.protectedExports(ctx)
+		if err != nil {
+			return err
+		}
+		*pr = &read
 	}
 	for _, rec := range list {
 		if ctx.Err() != nil {
 			return nil
 		}
-		s.expireOne(ctx, rm, rec, p, pr, rep)
+		s.expireOne(ctx, rm, rec, p, **pr, rep)
 	}
 	return nil
 }

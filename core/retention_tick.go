@@ -122,8 +122,9 @@ func (s *Service) RetentionTick(ctx context.Context, cfg RetentionConfig) Retent
 			s.retainOne(ctx, c, now, cfg.Lease, &rep)
 		}
 	}
+	var protected *exportProtection // read once per tick, when first needed
 	for _, p := range r.where(RetentionPolicy.exportsDue) {
-		if err := s.expireExports(ctx, p, now, &rep); err != nil {
+		if err := s.expireExports(ctx, p, now, &protected, &rep); err != nil {
 			rep.Err = err
 			return rep
 		}

@@ -151,10 +151,7 @@ func (s *Store) ListOwnerExports(ctx context.Context, owner, before string, limi
 func (s *Store) ExportsToExpire(ctx context.Context, accountID string, madeBefore time.Time, limit int) ([]core.ExportRecord, error) {
 	out := []core.ExportRecord{}
 	err := s.read(ctx, "list the exports to expire of account "+accountID, func(t txn) error {
-		for _, q := range []struct {
-			sql  string
-			args []any
-		}{{qExportsExpiring, []any{accountID}}, {qExportsToExpire, []any{accountID, nanos(madeBefore)}}} {
+		for _, q := range expiryQueries(accountID, madeBefore) {
 			if len(out) >= limit {
 				return nil
 			}
@@ -171,6 +168,17 @@ func (s *Store) ExportsToExpire(ctx context.Context, accountID string, madeBefor
 		return nil
 	})
 	return out, err
+}
+
+// expiryQuery is one of ExportsToExpire's queries, without its limit.
+type expiryQuery struct {
+	sql  string
+	args []any
+}
+
+// expiryQueries are ExportsToExpire's queries in order (both engines).
+func expiryQueries(accountID string, madeBefore time.Time) []expiryQuery {
+	return []expiryQuery{{qExportsExpiring, []any{accountID}}, {qExportsToExpire, []any{accountID, nanos(madeBefore)}}}
 }
 
 // checkOwnerPage refuses a page size ListOwnerExports cannot serve.

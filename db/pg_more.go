@@ -120,10 +120,7 @@ func (s *PGStore) GetExport(ctx context.Context, id string) (core.ExportRecord, 
 // see Store.ExportsToExpire.
 func (s *PGStore) ExportsToExpire(ctx context.Context, accountID string, madeBefore time.Time, limit int) ([]core.ExportRecord, error) {
 	out := []core.ExportRecord{}
-	for _, q := range []struct {
-		sql  string
-		args []any
-	}{{qExportsExpiring, []any{accountID}}, {qExportsToExpire, []any{accountID, nanos(madeBefore)}}} {
+	for _, q := range expiryQueries(accountID, madeBefore) {
 		if len(out) >= limit {
 			break
 		}

@@ -537,8 +537,18 @@ func (w *Writer) Partials(workspaceID string) ([]Partial, error) {
 // aborted) is no error and counts 0: Remove acts on the staging path only,
 // never on an export's final directory.
 func (p Partial) Remove() (int64, error) {
+	n := filesBytes(p.Dir)
+	if err := os.RemoveAll(p.Dir); err != nil {
+		return n, fmt.Errorf("remove unfinished export %s: %w", p.Dir, err)
+	}
+	return n, nil
+}
+
+// filesBytes sums the sizes of the files under dir (what removing it
+// frees), skipping what cannot be read.
+func filesBytes(dir string) int64 {
 	var n int64
-	filepath.WalkDir(p.Dir, func(_ string, d os.DirEntry, err error) error {
+	filepath.WalkDir(dir, func(_ string, d os.DirEntry, err error) error {
 		if err == nil && !d.IsDir() {
 			if fi, ierr := d.Info(); ierr == nil {
 				n += fi.Size()
@@ -546,8 +556,5 @@ func (p Partial) Remove() (int64, error) {
 		}
 		return nil
 	})
-	if err := os.RemoveAll(p.Dir); err != nil {
-		return n, fmt.Errorf("remove unfinished export %s: %w", p.Dir, err)
-	}
-	return n, nil
+	return n
 }

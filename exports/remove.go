@@ -3,7 +3,6 @@ package exports
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -35,15 +34,7 @@ func (w *Writer) Remove(dir string) (int64, error) {
 	if err := syncDir(dir); err != nil {
 		return 0, fmt.Errorf("export: fsync %s: %w", dir, err)
 	}
-	var n int64
-	filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
-		if err == nil && d.Type().IsRegular() {
-			if fi, ierr := d.Info(); ierr == nil {
-				n += fi.Size()
-			}
-		}
-		return nil
-	})
+	n := filesBytes(dir)
 	if err := os.RemoveAll(dir); err != nil {
 		return n, fmt.Errorf("export: remove %s: %w", dir, err)
 	}
