@@ -67,10 +67,13 @@ func (k *Keyring) Delete(ctx context.Context, key string) error {
 	return err
 }
 
-// Check verifies that the keyring is reachable and unlocked by reading an
-// entry that does not exist.
-func (k *Keyring) Check(ctx context.Context) error {
-	_, err := k.Get(ctx, "companion-keyring-check")
+// Check verifies that the keyring is reachable and unlocked (Answers).
+func (k *Keyring) Check(ctx context.Context) error { return Answers(ctx, k) }
+
+// Answers reports whether a secret store answers, by reading an entry
+// that does not exist: a read that never prompts for an unlock.
+func Answers(ctx context.Context, s core.Secrets) error {
+	_, err := s.Get(ctx, "companion-keyring-check")
 	if core.IsKind(err, core.KindNotFound) {
 		return nil
 	}

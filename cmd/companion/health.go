@@ -11,6 +11,7 @@ import (
 
 	"github.com/canvasapp/companion/core"
 	"github.com/canvasapp/companion/db"
+	"github.com/canvasapp/companion/secrets"
 )
 
 // Probes for orchestrators (Kubernetes liveness and readiness), answered
@@ -30,10 +31,6 @@ type readyChecker struct {
 	secrets core.Secrets
 	log     *slog.Logger
 }
-
-// readyProbeKey is a secret that never exists: reading it tells whether
-// the secret store answers.
-const readyProbeKey = "companion-readiness-probe"
 
 // readyTimeout bounds each check: a probe must answer, whatever hangs.
 const readyTimeout = 3 * time.Second
@@ -59,9 +56,9 @@ func (c *readyChecker) check(ctx context.Context) (checks map[string]string, fai
 		fail("migrations", "unknown", nil)
 	}
 	kctx, cancel := context.WithTimeout(ctx, readyTimeout)
-	_, err = c.secrets.Get(kctx, readyProbeKey)
+	err = secrets.Answers(kctx, c.secrets)
 	cancel()
-	if err != nil && !core.IsKind(err, core.KindNotFound) {
+	if err != nil {
 		fail("secrets", "failing", err)
 	}
 	return checks, failing
