@@ -27,8 +27,11 @@ type Store interface {
 	// revision in the same transaction, and returns it with Rev set. The
 	// revision counter survives restarts and never goes back.
 	SaveWorkspace(ctx context.Context, ws Workspace) (Workspace, error)
-	// Changes returns the workspaces (tombstones included) whose Rev is
-	// greater than since, in revision order, and the current revision.
+	// Changes returns the workspaces (tombstones included) saved after
+	// since, in revision order, and the current revision. A store that
+	// logs every revision (PostgreSQL, for its recent ones) returns each
+	// of them, so a workspace saved twice appears twice; otherwise only
+	// the latest revision of each changed workspace is returned.
 	// complete is false when since is older than the oldest revision the
 	// store can still account for (tombstones were pruned past it) or newer
 	// than the current revision; the caller must then start from a snapshot.

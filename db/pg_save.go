@@ -18,15 +18,16 @@ import (
 // It also announces the new revision to every replica's feed (see
 // WatchChanges); PostgreSQL delivers the notification when the statement
 // commits, and not at all if it fails. The notifying CTE is referenced by
-// the upsert, so it is always evaluated.
+// the upsert, so it is always evaluated. The saved row is appended to the
+// feed log (pgLogged) in the same statement.
 //
 // The notification's payload is the revision, followed by the saved
 // workspace's progress line when it has one (feedPayloadSuffix): the last
 // parameter, after workspaceArgs without the revision.
 func pgSaveOne() string {
-	return `WITH r AS (` + qBumpRev + `), rn AS (SELECT value FROM r, pg_notify('` + feedChannel + `', value::text || ` +
-		fmt.Sprintf("$%d::text", pgSaveOneParams) + `)) ` +
-		pgSQLWith(qUpsertWorkspace, revArg, `(SELECT value FROM rn)`)
+	return pgLogged(`r AS (`+qBumpRev+`), rn AS (SELECT value FROM r, pg_notify('`+feedChannel+`', value::text || `+
+		fmt.Sprintf("$%d::text", pgSaveOneParams)+`))`,
+		pgSQLWith(qUpsertWorkspace, revArg, `(SELECT value FROM rn)`))
 }
 
 // pgSQLWith is pgSQL with the placeholder at index i (0-based) replaced

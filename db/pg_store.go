@@ -31,6 +31,7 @@ type pgQueries struct {
 	ownerExports           string // qOwnerExports, ties in byte order
 	ownerExportsBefore     string // qOwnerExportsBefore, ties in byte order
 	saveOne, saveReleasing string // pgSaveOne and pgSaveReleasing
+	upsertLogged           string // qUpsertWorkspace, logged (pgLogged)
 }
 
 var pgq = sync.OnceValue(func() *pgQueries {
@@ -42,6 +43,7 @@ var pgq = sync.OnceValue(func() *pgQueries {
 			"id < ?", `id COLLATE "C" < ?`).Replace(qOwnerExportsBefore)),
 		saveOne:       saveOne,
 		saveReleasing: pgSaveReleasing(saveOne),
+		upsertLogged:  pgLogged("", pgText(qUpsertWorkspace)),
 	}
 })
 
@@ -118,7 +120,7 @@ func pgSaveWorkspace(ctx context.Context, tx pgx.Tx, args []any) (core.Workspace
 		return core.Workspace{}, err
 	}
 	args[revArg] = rev
-	return scanWorkspace(tx.QueryRow(ctx, pgText(qUpsertWorkspace), args...))
+	return scanWorkspace(tx.QueryRow(ctx, pgq().upsertLogged, args...))
 }
 
 // Changes returns the workspaces changed after since and the current
@@ -134,14 +136,21 @@ func (s *PGStore) Changes(ctx context.Context, since int64) (changes []core.Work
 		return nil, rev, true, nil
 	}
 	err = s.read(ctx, "read changes", func(tx pgx.Tx) error {
-		var floor int64
+		var floor, logFloor int64
 		if err := tx.QueryRow(ctx, qFeedHead).Scan(&rev, &floor); err != nil {
 			return err
 		}
 		if since > rev || since < floor {
 			return nil
 		}
-		rows, err := tx.Query(ctx, pgText(qChangesSince), since)
+		if err := tx.QueryRow(ctx, qFeedLogFloor, rev).Scan(&logFloor); err != nil {
+			return err
+		}
+		q := qFeedLogSince // every revision, in order
+		if since < logFloor {
+			q = pgText(qChangesSince) // the latest revision of each workspace
+		}
+		rows, err := tx.Query(ctx, q, since)
 		if err != nil {
 			return err
 		}
@@ -156,10 +165,13 @@ func (s *PGStore) Changes(ctx context.Context, since int64) (changes []core.Work
 }
 
 // PruneTombstones deletes old tombstones and raises the floor, in one
-// statement.
+// statement, and cuts the feed log's revisions older than feedLogKeepFor.
 func (s *PGStore) PruneTombstones(ctx context.Context, cutoff time.Time, keep int) error {
 	keep = max(keep, 0)
 	return s.write(ctx, "prune tombstones", func(tx pgx.Tx) error {
+		if err := pruneFeedLog(ctx, tx, s.now().Add(-feedLogKeepFor)); err != nil {
+			return err
+		}
 		_, err := tx.Exec(ctx, `WITH gone AS (
 			DELETE FROM workspaces WHERE removed_at IS NOT NULL AND (removed_at < $1 OR rev NOT IN (
 				SELECT rev FROM workspaces WHERE removed_at IS NOT NULL ORDER BY rev DESC LIMIT $2))

@@ -41,7 +41,7 @@ var pgEngine = storetest.Engine{Open: func(t testing.TB, now func() time.Time) (
 		return s
 	}
 	return open(), open
-}}
+}, LogsRevisions: true}
 
 func TestStoreCasesSQLite(t *testing.T)     { storetest.Run(t, sqliteEngine) }
 func TestStoreCasesPostgreSQL(t *testing.T) { storetest.Run(t, pgEngine) }
