@@ -345,13 +345,18 @@ func (rs *replicaSet) deleteCrashing(p *proc, id string) {
 // journaling that step; the other replica takes the delete over once the
 // dead one's claim and lease lapse, and finishes it. The box is destroyed
 // exactly once, after its export was verified, and the box still existed
-// at every crash before the provider delete.
+// at every crash before the provider delete; replica 1's
+// companion_takeovers_total counts each journal it took over.
 func TestReplicaKilledMidDeleteIsTakenOver(t *testing.T) {
 	rs := startReplicas(t, 2, replicaOpts{Args: []string{"--lease-ttl", replicaLease}})
 	destroys := watchDocker(t, rs.Scope)
 	other := rs.client(rs.Replicas[1].ready.URL)
+	takeovers := func() float64 {
+		return sumOf(scrape(t, rs.Replicas[1].ready.URL+"/metrics", rs.Token), "companion_takeovers_total", nil)
+	}
 	for _, step := range []string{"lock", "recheck", "wake", "export", "verify", "provider_delete", "mark_deleted"} {
 		t.Run(step, func(t *testing.T) {
+			before := takeovers()
 			id, box := rs.createOn(other, "crash-"+step)
 			rs.pauseOn(other, id) // so the delete wakes the box for its export
 			victim := rs.start(0, "COMPANION_TEST_CRASH_AT=delete:"+step)
@@ -403,8 +408,14 @@ func TestReplicaKilledMidDeleteIsTakenOver(t *testing.T) {
 			if destroyed.Before(exportOK.At) {
 				t.Fatalf("the box was destroyed at %s, before its export was verified at %s", destroyed, exportOK.At)
 			}
-			if step != "lock" && step != "recheck" && !strings.Contains(rs.Replicas[1].stderr.String(), "taking over an action another replica left") {
-				t.Errorf("replica 1 did not say it took the delete over")
+			if step != "lock" && step != "recheck" {
+				if !strings.Contains(rs.Replicas[1].stderr.String(), "taking over an action another replica left") {
+					t.Errorf("replica 1 did not say it took the delete over")
+				}
+				// ... and counted it, where an operator looks.
+				if after := takeovers(); after <= before {
+					t.Errorf("companion_takeovers_total on replica 1 went from %v to %v over a takeover", before, after)
+				}
 			}
 		})
 	}
