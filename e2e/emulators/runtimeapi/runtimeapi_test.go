@@ -86,6 +86,9 @@ func TestLifecycleAndKeyRotation(t *testing.T) {
 	if got := f.agent(url, "wrong", "/api/conversations"); got != 401 {
 		t.Fatalf("agent with a wrong key: %d", got)
 	}
+	if got := f.agent(url, "", "/ready"); got != 200 {
+		t.Fatalf("the agent-server's /ready without a key: %d, want 200 (it needs none)", got)
+	}
 	st, sess := f.call("GET", "/sessions/s1", nil, nil)
 	if st != 200 || sess["pod_status"] != "ready" || sess["runtime_id"] != rid {
 		t.Fatalf("sessions: %d %v", st, sess)
@@ -157,6 +160,7 @@ func TestIdleReaperPausesAndPausedReaper(t *testing.T) {
 		t.Fatalf("paused although active 9 min ago: %s", r.Status)
 	}
 	f.agent(url, "", "/server_info") // no auth, no activity
+	f.agent(url, "", "/ready")
 	f.clock.Advance(time.Minute + time.Second)
 	r, _ := f.s.Session("s")
 	if r.Status != StatusPaused || !r.PausedAt.Equal(r.LastActivity.Add(10*time.Minute)) {
