@@ -114,6 +114,13 @@ func (s *Server) AddFault(f *Fault) {
 	s.st.faults = append(s.st.faults, f)
 }
 
+// ClearFaults drops every queued fault.
+func (s *Server) ClearFaults() {
+	s.st.mu.Lock()
+	defer s.st.mu.Unlock()
+	s.st.faults = nil
+}
+
 // Calls is how many calls of method (short name) arrived, faulted or not.
 func (s *Server) Calls(method string) int {
 	s.st.mu.Lock()

@@ -1,0 +1,187 @@
+package modal_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/canvasapp/companion/core"
+	"github.com/canvasapp/companion/e2e/emulators/emulator"
+	modalemu "github.com/canvasapp/companion/e2e/emulators/modal"
+	"github.com/canvasapp/companion/internal/testsupport"
+	"github.com/canvasapp/companion/internal/testsupport/providercontract"
+	"github.com/canvasapp/companion/providers/builtin/modal"
+	"github.com/canvasapp/companion/secrets"
+	"google.golang.org/grpc/codes"
+)
+
+const (
+	tokenID     = "ak-emulatortokenid"
+	tokenSecret = "as-emulator-token-secret-value"
+)
+
+type fixture struct {
+	emu  *modalemu.Server
+	p    *modal.Provider
+	acct core.Account
+}
+
+// newFixture starts the emulator and a provider with an account whose
+// token is in the real keyring (scripts/with-keyring.sh).
+func newFixture(t *testing.T, secret string) *fixture {
+	t.Helper()
+	k := &secrets.Keyring{Namespace: core.NewID("test")}
+	testsupport.NeedKeyring(t, k)
+	emu := modalemu.New(modalemu.Options{TokenID: tokenID, TokenSecret: tokenSecret,
+		Clock: emulator.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))})
+	if err := emu.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(emu.Close)
+	acct := core.Account{ID: core.NewID("acc"), Provider: "modal", Config: map[string]string{modal.ConfigServerURL: emu.URL()}}
+	ctx := context.Background()
+	for name, v := range map[string]string{modal.CredTokenID: tokenID, modal.CredTokenSecret: secret} {
+		if err := k.Set(ctx, core.CredentialKey(acct.ID, name), v); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { k.Delete(context.Background(), core.CredentialKey(acct.ID, name)) })
+	}
+	p := modal.New(modal.Config{Secrets: k})
+	t.Cleanup(func() { p.Close() })
+	return &fixture{emu: emu, p: p, acct: acct}
+}
+
+func noSecret(t *testing.T, err error) {
+	t.Helper()
+	if err != nil && strings.Contains(err.Error(), tokenSecret) {
+		t.Fatalf("error shows the token secret: %v", err)
+	}
+}
+
+// TestProviderContract runs the core.Provider contract against the Modal
+// emulator through the real SDK.
+func TestProviderContract(t *testing.T) {
+	f := newFixture(t, tokenSecret)
+	providercontract.Run(t, providercontract.Subject{
+		Provider:  f.p,
+		Account:   f.acct,
+		MissingID: "sb-AAAAAAAAAAAAAAAAAAAAAA",
+		Check:     noSecret,
+	})
+}
+
+// TestSnapshotResumeIdentity: a pause leaves a terminated sandbox with a
+// snapshot; a resume makes a new sandbox with a new key, a retried resume
+// of the old box finds it, and the old snapshot is gone.
+func TestSnapshotResumeIdentity(t *testing.T) {
+	f := newFixture(t, tokenSecret)
+	ctx := context.Background()
+	b, err := f.p.Create(ctx, f.acct, core.CreateSpec{WorkspaceID: "ws-one", Name: "one"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Key == "" || b.State != core.StateRunning {
+		t.Fatalf("created %+v", b)
+	}
+	ep, err := f.p.Endpoint(ctx, f.acct, b.ID)
+	if err != nil || !strings.HasPrefix(ep.URL, "http://127.0.0.1:") {
+		t.Fatalf("endpoint %+v %v", ep, err)
+	}
+	if n := f.emu.TunnelRequests(b.ID); n != 0 {
+		t.Fatalf("%d requests through the tunnel from create, get and endpoint; want none", n)
+	}
+	paused, err := f.p.Suspend(ctx, f.acct, b.ID)
+	if err != nil || paused.State != core.StatePaused || paused.ID != b.ID {
+		t.Fatalf("suspend: %+v %v", paused, err)
+	}
+	sb, _ := f.emu.Sandbox(b.ID)
+	snap := sb.Tags[modal.TagSnapshot]
+	if sb.State != modalemu.StateTerminated || snap == "" {
+		t.Fatalf("after suspend the sandbox is %s with snapshot %q", sb.State, snap)
+	}
+	r, err := f.p.Resume(ctx, f.acct, b.ID)
+	if err != nil || r.ID == b.ID || r.Key == b.Key || r.Key == "" || r.Labels[core.LabelWorkspace] != "ws-one" {
+		t.Fatalf("resume: %+v %v; want a new id and key for the same workspace", r, err)
+	}
+	again, err := f.p.Resume(ctx, f.acct, b.ID)
+	if err != nil || again.ID != r.ID {
+		t.Fatalf("resume retried on the old box: %+v %v; want %s again", again, err, r.ID)
+	}
+	if im, _ := f.emu.Image(snap); !im.Deleted {
+		t.Fatal("the snapshot resumed from is still there")
+	}
+	if n := len(f.emu.Sandboxes()); n != 2 {
+		t.Fatalf("%d sandboxes, want 2 (the old and the new)", n)
+	}
+	// Modal's own idle timeout terminates the new one; no snapshot: gone.
+	f.emu.Clock().Advance(modal.DefaultIdleTimeout + time.Second)
+	g, err := f.p.Get(ctx, f.acct, r.ID)
+	if err != nil || g.State != core.StateDeleted {
+		t.Fatalf("after the idle timeout: %+v %v; want deleted", g, err)
+	}
+}
+
+// TestSnapshotExpiry: a paused box whose snapshot's TTL ran out is
+// deleted, and resuming it says so.
+func TestSnapshotExpiry(t *testing.T) {
+	f := newFixture(t, tokenSecret)
+	ctx := context.Background()
+	b, err := f.p.Create(ctx, f.acct, core.CreateSpec{WorkspaceID: "ws-exp"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.p.Suspend(ctx, f.acct, b.ID); err != nil {
+		t.Fatal(err)
+	}
+	f.emu.Clock().Advance(modal.SnapshotTTL + time.Minute)
+	g, err := f.p.Get(ctx, f.acct, b.ID)
+	if err != nil || g.State != core.StateDeleted {
+		t.Fatalf("after the snapshot expired: %+v %v", g, err)
+	}
+	_, err = f.p.Resume(ctx, f.acct, b.ID)
+	if !core.IsKind(err, core.KindNotFound) || !strings.Contains(err.Error(), "expired") {
+		t.Fatalf("resume after expiry: %v", err)
+	}
+}
+
+// TestErrors: a wrong token, Unavailable, ResourceExhausted and huge
+// messages become clear kinds; nothing shows the secret.
+func TestErrors(t *testing.T) {
+	ctx := context.Background()
+	t.Run("wrong token", func(t *testing.T) {
+		f := newFixture(t, "as-not-the-secret")
+		_, err := f.p.List(ctx, f.acct)
+		if !core.IsKind(err, core.KindUnauthorized) || strings.Contains(err.Error(), "as-not-the-secret") {
+			t.Fatalf("wrong token: %v (%s)", err, core.KindOf(err))
+		}
+	})
+	f := newFixture(t, tokenSecret)
+	cases := []struct {
+		code codes.Code
+		msg  string
+		kind core.ErrorKind
+	}{
+		{codes.Unavailable, "down for maintenance", core.KindUnavailable},
+		{codes.ResourceExhausted, "slow down", core.KindRateLimited},
+		{codes.PermissionDenied, strings.Repeat("x", 1<<20), core.KindUnauthorized},
+		{codes.Internal, "boom " + tokenSecret, core.KindInternal},
+	}
+	for _, c := range cases {
+		f.emu.AddFault(&modalemu.Fault{Method: "SandboxList", Code: c.code, Message: c.msg, Count: -1})
+		_, err := f.p.List(ctx, f.acct)
+		if !core.IsKind(err, c.kind) {
+			t.Errorf("%s: %v (%s), want %s", c.code, err, core.KindOf(err), c.kind)
+		}
+		if err != nil && (len(err.Error()) > 1000 || strings.Contains(err.Error(), tokenSecret)) {
+			t.Errorf("%s: message of %d bytes, or with the secret", c.code, len(err.Error()))
+		}
+		f.emu.ClearFaults()
+	}
+	if _, err := f.p.List(ctx, f.acct); err != nil {
+		t.Fatalf("after the faults: %v", err)
+	}
+	if _, err := f.p.Get(ctx, f.acct, "not-a-sandbox"); !core.IsKind(err, core.KindNotFound) {
+		t.Fatalf("get of a malformed id: %v", err)
+	}
+}
