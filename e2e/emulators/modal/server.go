@@ -163,6 +163,18 @@ func (s *Server) Sandboxes() []Sandbox {
 	return out
 }
 
+// TunnelAddr is sandbox id's tunnel address (host:port) while it runs.
+func (s *Server) TunnelAddr(id string) (string, bool) {
+	s.st.mu.Lock()
+	defer s.st.mu.Unlock()
+	s.tick()
+	sb, ok := s.st.sandboxes[id]
+	if !ok || sb.tunnel == nil {
+		return "", false
+	}
+	return sb.tunnel.ln.Addr().String(), true
+}
+
 // Image returns a copy of image id, after applying the clock.
 func (s *Server) Image(id string) (Image, bool) {
 	s.st.mu.Lock()
@@ -322,4 +334,3 @@ func (s *Server) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerIn
 func notFound(kind, id string) error {
 	return status.Error(codes.NotFound, fmt.Sprintf("%s '%s' not found", kind, id))
 }
-

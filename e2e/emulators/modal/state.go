@@ -107,6 +107,6 @@ type store struct {
 	order     []string // sandbox ids in creation order
 	faults    []*Fault
 	calls     map[string]int
-	tunnelHit map[string]int // requests through each sandbox's tunnel
+	tunnelHit map[string]int    // requests through each sandbox's tunnel
 	routerJWT map[string]string // issued command router tokens -> task id
 }

@@ -41,7 +41,8 @@ func (s *Server) serveTunnel(id string, w http.ResponseWriter, r *http.Request) 
 	agent := s.opts.AgentServer
 	s.st.mu.Unlock()
 	switch r.URL.Path {
-	case "/alive", "/health", "/server_info":
+	case "/", "/alive", "/health", "/ready", "/server_info":
+		// The agent-server's server_details_router: no key (agent-server.md §1).
 	default:
 		if key != "" && subtle.ConstantTimeCompare([]byte(key), []byte(r.Header.Get("X-Session-API-Key"))) != 1 {
 			w.Header().Set("Content-Type", "application/json")

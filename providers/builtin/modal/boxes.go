@@ -389,4 +389,3 @@ func (p *Provider) Endpoint(ctx context.Context, acct core.Account, id string) (
 	}
 	return core.Endpoint{URL: t.URL()}, nil
 }
-

@@ -163,13 +163,17 @@ func (p *Provider) Describe(ctx context.Context) (core.ProviderInfo, error) {
 			{Name: ConfigServerURL, Description: "Modal control plane URL, for tests against an emulator (http:// only on loopback); default https://api.modal.com:443. The MODAL_SERVER_URL environment variable, when set, overrides it in the SDK", Example: "http://127.0.0.1:50051"},
 		},
 		Options: []core.ConfigField{{Name: OptionImage, Description: "agent-server image for this workspace instead of the account's", Example: DefaultImage}},
+		// Only the snapshot's expiry is a deletion clock here. Modal's idle
+		// timeout and lifetime timeout also end a running sandbox, files
+		// and all, but core starts an idle clock at the box's last
+		// activity or, without one, at its pause; Modal reports no last
+		// activity, and a paused Modal box is already terminated, so
+		// those clocks would be timed from the wrong moment. They are
+		// settings (idle_timeout, timeout) and the guide says what they
+		// cost.
 		Clocks: []core.DeletionClock{
 			{Name: "snapshot_expiry", Starts: core.ClockStartsPaused, After: SnapshotTTL, Loses: core.ClockLosesBox,
 				Note: "a pause's filesystem snapshot is made with a 30-day TTL and Modal deletes it then (providers-wave3.md §3.4, TaskSnapshotFilesystem ttl_seconds)"},
-			{Name: "idle_terminate", Starts: core.ClockStartsIdle, After: DefaultIdleTimeout, Loses: core.ClockLosesBox,
-				Note: "Modal terminates a sandbox after its idle timeout (no exec, stdin or open tunnel connection) and keeps no snapshot; set at create (providers.md §3)"},
-			{Name: "sandbox_timeout", Starts: core.ClockStartsIdle, After: DefaultTimeout, Loses: core.ClockLosesBox,
-				Note: "Modal terminates a sandbox at its timeout, counted from its creation (or resume), at most 24 h (providers.md §3)"},
 		},
 	}, nil
 }
@@ -225,4 +229,3 @@ func (p *Provider) observe(op string, start time.Time, err error) {
 func notFound(id string) error {
 	return core.Errorf(core.KindNotFound, "box %s not found at Modal", id)
 }
-
