@@ -5,7 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httputil"
-	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -31,12 +32,12 @@ type modalFarm struct {
 
 	mu     sync.Mutex
 	agents map[string]*httputil.ReverseProxy // by the lineage's first sandbox
-	urls   map[string]*url.URL
+	dirs   map[string]string                 // each lineage's "/"
 }
 
 func newModalFarm(t *testing.T) *modalFarm {
 	t.Helper()
-	f := &modalFarm{t: t, agents: map[string]*httputil.ReverseProxy{}, urls: map[string]*url.URL{}}
+	f := &modalFarm{t: t, agents: map[string]*httputil.ReverseProxy{}, dirs: map[string]string{}}
 	f.emu = modalemu.New(modalemu.Options{TokenID: modalTokenID, TokenSecret: modalTokenSecret,
 		Clock: emulator.NewFakeClock(time.Now().UTC()), AgentServer: f.agent})
 	if err := f.emu.Start(); err != nil {
@@ -69,10 +70,37 @@ func (f *modalFarm) agent(id string) http.Handler {
 	if rp, ok := f.agents[root]; ok {
 		return rp
 	}
-	u := startAgentServer(f.t, f.t.TempDir())
-	rp := httputil.NewSingleHostReverseProxy(u)
-	f.agents[root], f.urls[root] = rp, u
+	dir := f.t.TempDir()
+	rp := httputil.NewSingleHostReverseProxy(startAgentServer(f.t, dir))
+	f.agents[root], f.dirs[root] = rp, dir
 	return rp
+}
+
+// fileOf reads name under /workspace of box's filesystem ("" if none).
+func (f *modalFarm) fileOf(box, name string) string {
+	f.mu.Lock()
+	dir := f.dirs[f.root(box)]
+	f.mu.Unlock()
+	if dir == "" {
+		return ""
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "workspace", name))
+	return string(b)
+}
+
+// writeFile writes name under /workspace of box's filesystem, which must
+// have been reached already.
+func (f *modalFarm) writeFile(box, name, body string) {
+	f.t.Helper()
+	f.mu.Lock()
+	dir := f.dirs[f.root(box)]
+	f.mu.Unlock()
+	if dir == "" {
+		f.t.Fatalf("box %s was never reached", box)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "workspace", name), []byte(body), 0o644); err != nil {
+		f.t.Fatal(err)
+	}
 }
 
 // account adds a Modal account pointed at the emulator.
@@ -207,6 +235,7 @@ func TestModalThroughBuiltinAdapter(t *testing.T) {
 		})
 	}
 	agentOK("after create")
+	f.writeFile(first.BoxID, "work.txt", "kept by the snapshot\n")
 
 	// Companion's own timers (the reconciler lists every second) never
 	// open a tunnel connection: only the person's requests above did.
@@ -268,7 +297,7 @@ func TestModalThroughBuiltinAdapter(t *testing.T) {
 		resp.Body.Close()
 		t.Fatalf("the old sandbox's tunnel still answers %d", resp.StatusCode)
 	}
-	if f.root(second.BoxID) != first.BoxID {
+	if f.root(second.BoxID) != first.BoxID || f.fileOf(second.BoxID, "work.txt") != "kept by the snapshot\n" {
 		t.Fatal("the resumed sandbox does not come from the paused one's snapshot")
 	}
 	if im, _ := f.emu.Image(snap); !im.Deleted {
@@ -323,7 +352,9 @@ func TestModalSnapshotExpiry(t *testing.T) {
 	var created struct{ Workspace workspace }
 	p.must(202, "POST", "/v1/workspaces", map[string]any{"account_id": acct, "name": "expiring"}, &created)
 	id := created.Workspace.ID
-	p.waitState(id, "running", time.Minute)
+	box := p.waitState(id, "running", time.Minute).BoxID
+	agentThroughCompanion(p, id, "before the pause")
+	f.writeFile(box, "work.txt", "work kept only by the export\n")
 	p.must(202, "POST", "/v1/workspaces/"+id+"/pause", nil, nil)
 	ws := p.waitClock(id, "paused with an export", time.Minute, func(c clockState) bool {
 		return c.State == "paused" && c.LastExportID != ""
@@ -348,5 +379,8 @@ func TestModalSnapshotExpiry(t *testing.T) {
 	restored, pv := p.restoreInto(exportRec{ID: ws.LastExportID}, acct, "files")
 	if pv.Method != "files" || !strings.HasPrefix(restored.BoxID, "sb-") {
 		t.Errorf("restore: %+v %+v", restored, pv)
+	}
+	if got := f.fileOf(restored.BoxID, "work.txt"); got != "work kept only by the export\n" {
+		t.Errorf("the restored sandbox has work.txt %q", got)
 	}
 }
