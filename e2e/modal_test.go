@@ -15,6 +15,7 @@ import (
 	"github.com/canvasapp/companion/e2e/emulators/emulator"
 	modalemu "github.com/canvasapp/companion/e2e/emulators/modal"
 	"github.com/canvasapp/companion/internal/testsupport"
+	"google.golang.org/grpc/codes"
 )
 
 const (
@@ -382,5 +383,47 @@ func TestModalSnapshotExpiry(t *testing.T) {
 	}
 	if got := f.fileOf(restored.BoxID, "work.txt"); got != "work kept only by the export\n" {
 		t.Errorf("the restored sandbox has work.txt %q", got)
+	}
+}
+
+// TestModalHostileAnswers: Modal's errors and odd answers become clear
+// errors and no stuck state. A refusal with a megabyte of message fails
+// the create with a short message; ResourceExhausted twice is retried
+// until the create succeeds; a tunnel with a malformed host is refused
+// when the agent is reached, and the workspace stays running.
+func TestModalHostileAnswers(t *testing.T) {
+	f := newModalFarm(t)
+	p := start(t, options{dataDir: t.TempDir(), args: []string{"--docker-scope", "unused"}})
+	acct := f.account(p)
+	s := p.dial(0)
+
+	f.emu.AddFault(&modalemu.Fault{Method: "SandboxCreate", Code: codes.PermissionDenied, Message: strings.Repeat("no ", 1<<20), Count: 1})
+	var created struct{ Workspace workspace }
+	p.must(202, "POST", "/v1/workspaces", map[string]any{"account_id": acct, "name": "refused"}, &created)
+	failed := s.waitFor("create failed", time.Minute, upsertOf(created.Workspace.ID, "error")).Workspace
+	if failed.BoxID != "" || !strings.Contains(failed.Error, "Modal denied it") || len(failed.Error) > 2000 {
+		t.Fatalf("refused create: box %q, error of %d bytes: %.200s", failed.BoxID, len(failed.Error), failed.Error)
+	}
+
+	f.emu.AddFault(&modalemu.Fault{Method: "SandboxCreate", Code: codes.ResourceExhausted, Message: "too many sandboxes", Count: 2})
+	p.must(202, "POST", "/v1/workspaces", map[string]any{"account_id": acct, "name": "throttled"}, &created)
+	id := created.Workspace.ID
+	box := p.waitState(id, "running", 2*time.Minute).BoxID
+	if n := f.emu.Calls("SandboxCreate"); n != 4 {
+		t.Errorf("%d SandboxCreate calls, want 4 (the refused one, two throttled, one made)", n)
+	}
+	if len(f.running(id)) != 1 {
+		t.Fatalf("running sandboxes of the throttled workspace: %+v", f.running(id))
+	}
+
+	f.emu.SetTunnelHost("evil.example/../x?")
+	code, raw := p.call("GET", "/v1/workspaces/"+id+"/agent/api/conversations/search", nil, nil)
+	if code/100 != 5 || !strings.Contains(string(raw), "no usable tunnel") {
+		t.Fatalf("agent through a malformed tunnel: %d %s", code, raw)
+	}
+	f.emu.SetTunnelHost("")
+	agentThroughCompanion(p, id, "with the tunnel right again")
+	if w := p.waitState(id, "running", time.Minute); w.BoxID != box {
+		t.Fatalf("the workspace moved to %s", w.BoxID)
 	}
 }

@@ -376,6 +376,9 @@ func (s *Server) SandboxGetTunnels(ctx context.Context, req *pb.SandboxGetTunnel
 	var tunnels []*pb.TunnelData
 	if sb.tunnel != nil {
 		host, port := splitAddr(sb.tunnel.ln.Addr().String())
+		if s.st.tunnelHost != "" {
+			host = s.st.tunnelHost
+		}
 		for _, p := range sb.Ports {
 			tunnels = append(tunnels, pb.TunnelData_builder{Host: host, Port: port, ContainerPort: uint32(p)}.Build())
 		}

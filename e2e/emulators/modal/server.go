@@ -163,6 +163,14 @@ func (s *Server) Sandboxes() []Sandbox {
 	return out
 }
 
+// SetTunnelHost makes SandboxGetTunnels report host for every tunnel
+// (a hostile or broken answer); "" restores the real one.
+func (s *Server) SetTunnelHost(host string) {
+	s.st.mu.Lock()
+	defer s.st.mu.Unlock()
+	s.st.tunnelHost = host
+}
+
 // TunnelAddr is sandbox id's tunnel address (host:port) while it runs.
 func (s *Server) TunnelAddr(id string) (string, bool) {
 	s.st.mu.Lock()

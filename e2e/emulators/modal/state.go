@@ -99,14 +99,15 @@ type Fault struct {
 }
 
 type store struct {
-	mu        sync.Mutex
-	apps      map[string]string // name/env -> id
-	images    map[string]*Image
-	secrets   map[string]map[string]string
-	sandboxes map[string]*Sandbox
-	order     []string // sandbox ids in creation order
-	faults    []*Fault
-	calls     map[string]int
-	tunnelHit map[string]int    // requests through each sandbox's tunnel
-	routerJWT map[string]string // issued command router tokens -> task id
+	mu         sync.Mutex
+	apps       map[string]string // name/env -> id
+	images     map[string]*Image
+	secrets    map[string]map[string]string
+	sandboxes  map[string]*Sandbox
+	order      []string // sandbox ids in creation order
+	faults     []*Fault
+	calls      map[string]int
+	tunnelHit  map[string]int    // requests through each sandbox's tunnel
+	routerJWT  map[string]string // issued command router tokens -> task id
+	tunnelHost string            // overrides the tunnels' host when set
 }
