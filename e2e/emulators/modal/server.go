@@ -67,8 +67,11 @@ func New(o Options) *Server {
 // Start listens on 127.0.0.1 at a free port and serves both services
 // there in plaintext HTTP/2 (the command router's URL names the same
 // port).
-func (s *Server) Start() error {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+func (s *Server) Start() error { return s.StartOn("127.0.0.1:0") }
+
+// StartOn is Start on addr (the standalone command's -modal).
+func (s *Server) StartOn(addr string) error {
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
 	}

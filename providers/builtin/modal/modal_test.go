@@ -185,3 +185,51 @@ func TestErrors(t *testing.T) {
 		t.Fatalf("get of a malformed id: %v", err)
 	}
 }
+
+// TestDescribe: the capabilities of a snapshot-and-recreate provider, the
+// two credentials, every field with its help, and the snapshot clock.
+func TestDescribe(t *testing.T) {
+	info, err := modal.New(modal.Config{}).Describe(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := core.Capabilities{List: true, Suspend: true, SuspendKeepsFiles: true, Delete: true, NativePausedTTL: true}
+	if info.Capabilities != want || info.Name != "modal" || info.Kind != "builtin" || !info.ProviderSessionKey {
+		t.Errorf("describe: %+v", info)
+	}
+	if missing := info.UndescribedFields(); len(missing) != 0 || len(info.Config) == 0 || len(info.Options) == 0 {
+		t.Errorf("fields without help: %v", missing)
+	}
+	if len(info.Credentials) != 2 || info.Credentials[0].Name != modal.CredTokenID || info.Credentials[1].Name != modal.CredTokenSecret {
+		t.Errorf("credentials: %+v", info.Credentials)
+	}
+	if len(info.Clocks) != 1 || info.Clocks[0].Name != "snapshot_expiry" || info.Clocks[0].After != modal.SnapshotTTL ||
+		info.Clocks[0].Starts != core.ClockStartsPaused || info.Clocks[0].Loses != core.ClockLosesBox {
+		t.Errorf("clocks: %+v", info.Clocks)
+	}
+}
+
+// TestSettingsRefused: a server URL in plain http off loopback, and
+// timeouts that are no durations or above Modal's 24 h, are refused with
+// the reason, before anything is made.
+func TestSettingsRefused(t *testing.T) {
+	f := newFixture(t, tokenSecret)
+	ctx := context.Background()
+	for name, cfg := range map[string]map[string]string{
+		"remote http":  {modal.ConfigServerURL: "http://api.example.com"},
+		"odd scheme":   {modal.ConfigServerURL: "grpc://127.0.0.1:1"},
+		"idle":         {modal.ConfigServerURL: f.emu.URL(), modal.ConfigIdleTimeout: "soon"},
+		"timeout 48h":  {modal.ConfigServerURL: f.emu.URL(), modal.ConfigTimeout: "48h"},
+		"timeout zero": {modal.ConfigServerURL: f.emu.URL(), modal.ConfigTimeout: "0s"},
+	} {
+		acct := f.acct
+		acct.Config = cfg
+		_, err := f.p.Create(ctx, acct, core.CreateSpec{WorkspaceID: "ws-" + strings.ReplaceAll(name, " ", "-")})
+		if !core.IsKind(err, core.KindInvalid) {
+			t.Errorf("%s: %v, want invalid", name, err)
+		}
+	}
+	if n := len(f.emu.Sandboxes()); n != 0 {
+		t.Fatalf("%d sandboxes made from refused settings", n)
+	}
+}
