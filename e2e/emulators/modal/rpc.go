@@ -189,23 +189,136 @@ func (s *Server) SandboxCreate(ctx context.Context, req *pb.SandboxCreateRequest
 	for _, t := range req.GetTags() {
 		tags[t.GetTagName()] = t.GetTagValue()
 	}
-	now := s.clock.Now()
-	sb := &Sandbox{ID: newID("sb"), AppID: req.GetAppId(), ImageID: im.ID, TaskID: newID("ta"), Env: env, Tags: tags,
+	sb := &Sandbox{AppID: req.GetAppId(), ImageID: im.ID, Env: env, Tags: tags, Name: def.GetName(),
 		Timeout: timeout, IdleTimeout: time.Duration(def.GetIdleTimeoutSecs()) * time.Second,
-		CreatedAt: now, LastActivity: now, State: StateRunning}
+		EnableSnapshot: def.GetEnableSnapshot()}
 	for _, p := range def.GetOpenPorts().GetPorts() {
 		sb.Ports = append(sb.Ports, int(p.GetPort()))
 	}
+	if err := s.launch(sb); err != nil {
+		return nil, err
+	}
+	return pb.SandboxCreateResponse_builder{SandboxId: sb.ID}.Build(), nil
+}
+
+// launch starts sb: an id, a task, a tunnel. Call with mu held.
+func (s *Server) launch(sb *Sandbox) error {
+	if sb.Name != "" {
+		for _, o := range s.st.sandboxes {
+			if o.AppID == sb.AppID && o.Name == sb.Name && o.State == StateRunning {
+				return status.Errorf(codes.AlreadyExists, "Sandbox with name '%s' already exists", sb.Name)
+			}
+		}
+	}
+	now := s.clock.Now()
+	sb.ID, sb.TaskID, sb.CreatedAt, sb.LastActivity, sb.State = newID("sb"), newID("ta"), now, now, StateRunning
 	if len(sb.Ports) > 0 {
 		t, err := s.openTunnel(sb.ID)
 		if err != nil {
-			return nil, status.Errorf(codes.Internal, "tunnel: %v", err)
+			return status.Errorf(codes.Internal, "tunnel: %v", err)
 		}
 		sb.tunnel = t
 	}
 	s.st.sandboxes[sb.ID] = sb
 	s.st.order = append(s.st.order, sb.ID)
-	return pb.SandboxCreateResponse_builder{SandboxId: sb.ID}.Build(), nil
+	return nil
+}
+
+// SandboxSnapshot takes a memory snapshot of a running sandbox created
+// with enable_snapshot; the sandbox keeps running.
+func (s *Server) SandboxSnapshot(ctx context.Context, req *pb.SandboxSnapshotRequest) (*pb.SandboxSnapshotResponse, error) {
+	s.st.mu.Lock()
+	defer s.st.mu.Unlock()
+	sb, err := s.sandbox(req.GetSandboxId())
+	if err != nil {
+		return nil, err
+	}
+	if sb.State != StateRunning {
+		return nil, status.Errorf(codes.FailedPrecondition, "Sandbox %s has already finished", sb.ID)
+	}
+	if !sb.EnableSnapshot {
+		return nil, status.Errorf(codes.FailedPrecondition, "Sandbox %s was not created with snapshots enabled", sb.ID)
+	}
+	now := s.clock.Now()
+	m := &MemorySnapshot{ID: newID("sn"), Sandbox: sb.ID, CreatedAt: now, ExpiresAt: now.Add(MemorySnapshotTTL)}
+	s.st.memory[m.ID] = m
+	return pb.SandboxSnapshotResponse_builder{SnapshotId: m.ID}.Build(), nil
+}
+
+// memorySnapshot returns a live memory snapshot or NotFound. Call with mu.
+func (s *Server) memorySnapshot(id string) (*MemorySnapshot, error) {
+	m, ok := s.st.memory[id]
+	if !ok || !s.clock.Now().Before(m.ExpiresAt) {
+		return nil, notFound("Snapshot", id)
+	}
+	return m, nil
+}
+
+// SandboxSnapshotWait reports a memory snapshot done.
+func (s *Server) SandboxSnapshotWait(ctx context.Context, req *pb.SandboxSnapshotWaitRequest) (*pb.SandboxSnapshotWaitResponse, error) {
+	s.st.mu.Lock()
+	defer s.st.mu.Unlock()
+	if _, err := s.memorySnapshot(req.GetSnapshotId()); err != nil {
+		return nil, err
+	}
+	return pb.SandboxSnapshotWaitResponse_builder{Result: success()}.Build(), nil
+}
+
+// SandboxSnapshotGet validates a memory snapshot id (V1).
+func (s *Server) SandboxSnapshotGet(ctx context.Context, req *pb.SandboxSnapshotGetRequest) (*pb.SandboxSnapshotGetResponse, error) {
+	s.st.mu.Lock()
+	defer s.st.mu.Unlock()
+	m, err := s.memorySnapshot(req.GetSnapshotId())
+	if err != nil {
+		return nil, err
+	}
+	return pb.SandboxSnapshotGetResponse_builder{SnapshotId: m.ID}.Build(), nil
+}
+
+// SandboxRestore starts a new sandbox from a memory snapshot: a new id,
+// the original's image, env (its processes' memory, keys included),
+// ports and timeouts; tags are not carried over.
+func (s *Server) SandboxRestore(ctx context.Context, req *pb.SandboxRestoreRequest) (*pb.SandboxRestoreResponse, error) {
+	s.st.mu.Lock()
+	defer s.st.mu.Unlock()
+	s.tick()
+	m, err := s.memorySnapshot(req.GetSnapshotId())
+	if err != nil {
+		return nil, err
+	}
+	orig := s.st.sandboxes[m.Sandbox]
+	sb := &Sandbox{AppID: orig.AppID, ImageID: orig.ImageID, Env: maps.Clone(orig.Env), Tags: map[string]string{},
+		Ports: orig.Ports, Timeout: orig.Timeout, IdleTimeout: orig.IdleTimeout, EnableSnapshot: true, RestoredFrom: orig.ID}
+	switch req.GetSandboxNameOverrideType() {
+	case pb.SandboxRestoreRequest_SANDBOX_NAME_OVERRIDE_TYPE_STRING:
+		sb.Name = req.GetSandboxNameOverride()
+	case pb.SandboxRestoreRequest_SANDBOX_NAME_OVERRIDE_TYPE_NONE:
+	default:
+		sb.Name = orig.Name
+	}
+	if err := s.launch(sb); err != nil {
+		return nil, err
+	}
+	return pb.SandboxRestoreResponse_builder{SandboxId: sb.ID}.Build(), nil
+}
+
+// SandboxGetFromName finds a running sandbox by app and name.
+func (s *Server) SandboxGetFromName(ctx context.Context, req *pb.SandboxGetFromNameRequest) (*pb.SandboxGetFromNameResponse, error) {
+	s.st.mu.Lock()
+	defer s.st.mu.Unlock()
+	s.tick()
+	var appID string
+	for k, id := range s.st.apps {
+		if strings.HasPrefix(k, req.GetAppName()+"/") && (req.GetEnvironmentName() == "" || k == req.GetAppName()+"/"+req.GetEnvironmentName()) {
+			appID = id
+		}
+	}
+	for _, sb := range s.st.sandboxes {
+		if sb.AppID == appID && appID != "" && sb.Name == req.GetSandboxName() && (sb.State == StateRunning || req.GetIncludeTerminated()) {
+			return pb.SandboxGetFromNameResponse_builder{SandboxId: sb.ID}.Build(), nil
+		}
+	}
+	return nil, notFound("Sandbox", req.GetSandboxName())
 }
 
 func (s *Server) appExists(id string) bool {

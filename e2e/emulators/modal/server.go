@@ -60,7 +60,7 @@ func New(o Options) *Server {
 	}
 	s := &Server{opts: o, clock: c}
 	s.st = store{apps: map[string]string{}, images: map[string]*Image{}, secrets: map[string]map[string]string{},
-		sandboxes: map[string]*Sandbox{}, calls: map[string]int{}, tunnelHit: map[string]int{}, routerJWT: map[string]string{}}
+		sandboxes: map[string]*Sandbox{}, memory: map[string]*MemorySnapshot{}, calls: map[string]int{}, tunnelHit: map[string]int{}, routerJWT: map[string]string{}}
 	return s
 }
 

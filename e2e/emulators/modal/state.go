@@ -41,16 +41,22 @@ const (
 
 // Sandbox is one sandbox as the emulator stores it.
 type Sandbox struct {
-	ID          string
-	AppID       string
-	ImageID     string
-	TaskID      string
-	Env         map[string]string // merged from its secrets
-	Tags        map[string]string
-	Ports       []int
-	Timeout     time.Duration
-	IdleTimeout time.Duration
-	CreatedAt   time.Time
+	ID      string
+	AppID   string
+	ImageID string
+	TaskID  string
+	Env     map[string]string // merged from its secrets
+	Tags    map[string]string
+	Ports   []int
+	Name    string // unique among an app's running sandboxes
+	// EnableSnapshot: created with enable_snapshot (memory snapshots).
+	EnableSnapshot bool
+	// RestoredFrom is the sandbox whose memory snapshot this one was
+	// restored from.
+	RestoredFrom string
+	Timeout      time.Duration
+	IdleTimeout  time.Duration
+	CreatedAt    time.Time
 	// LastActivity is the last request through one of its tunnels (or its
 	// start).
 	LastActivity time.Time
@@ -74,6 +80,18 @@ type Image struct {
 	ExpiresAt time.Time
 	Deleted   bool
 }
+
+// MemorySnapshot is one memory snapshot (SandboxSnapshot): kept 7 days
+// after its creation (providers.md §3).
+type MemorySnapshot struct {
+	ID        string
+	Sandbox   string
+	CreatedAt time.Time
+	ExpiresAt time.Time
+}
+
+// MemorySnapshotTTL is how long Modal keeps a memory snapshot.
+const MemorySnapshotTTL = 7 * 24 * time.Hour
 
 type tunnel struct {
 	ln  net.Listener
@@ -104,6 +122,7 @@ type store struct {
 	images     map[string]*Image
 	secrets    map[string]map[string]string
 	sandboxes  map[string]*Sandbox
+	memory     map[string]*MemorySnapshot
 	order      []string // sandbox ids in creation order
 	faults     []*Fault
 	calls      map[string]int

@@ -11,6 +11,8 @@ import (
 
 	"github.com/canvasapp/companion/core"
 	modalsdk "github.com/modal-labs/modal-client/go"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // found is what the control plane says of one of our sandboxes.
@@ -188,6 +190,9 @@ func (p *Provider) Create(ctx context.Context, acct core.Account, spec core.Crea
 	if spec.Owner != "" {
 		tags[core.LabelOwner] = spec.Owner
 	}
+	if memoryEnabled(acct) {
+		tags[TagMemory] = "1"
+	}
 	if spec.Progress != nil {
 		spec.Progress("creating a Modal sandbox from " + image)
 	}
@@ -227,6 +232,8 @@ func (p *Provider) start(ctx context.Context, c *client, acct core.Account, img 
 		EncryptedPorts: []int{agentPort},
 		Env:            map[string]string{keyEnv: key},
 		Tags:           tags,
+		// Memory snapshots only where the account asked for them.
+		ExperimentalEnableSnapshot: tags[TagMemory] == "1",
 	})
 	if err != nil {
 		return core.Box{}, wrap(err, "create", "", c.secret, key)
@@ -258,11 +265,18 @@ func (p *Provider) Suspend(ctx context.Context, acct core.Account, id string) (b
 		}
 		return p.box(c, f, true), nil
 	}
+	tags := maps.Clone(f.tags)
+	if f.tags[TagMemory] == "1" {
+		mem, err := f.sb.ExperimentalSnapshot(ctx, nil)
+		if err != nil {
+			return core.Box{}, wrap(err, "memory snapshot of", id, c.secret)
+		}
+		tags[TagMemorySnapshot] = mem.SnapshotID
+	}
 	img, err := f.sb.SnapshotFilesystem(ctx, &modalsdk.SandboxSnapshotFilesystemParams{TTL: SnapshotTTL})
 	if err != nil {
 		return core.Box{}, wrap(err, "snapshot", id, c.secret)
 	}
-	tags := maps.Clone(f.tags)
 	tags[TagSnapshot] = img.ImageID
 	tags[TagPausedAt] = time.Now().UTC().Format(time.RFC3339)
 	if err := f.sb.SetTags(ctx, tags, nil); err != nil {
@@ -312,14 +326,19 @@ func (p *Provider) Resume(ctx context.Context, acct core.Account, id string) (b 
 		return core.Box{}, wrap(err, "resume", id, c.secret)
 	}
 	tags := map[string]string{TagResumedFrom: id}
-	for _, k := range []string{TagAccount, core.LabelWorkspace, core.LabelOwner, TagName} {
+	for _, k := range []string{TagAccount, core.LabelWorkspace, core.LabelOwner, TagName, TagMemory} {
 		if v := f.tags[k]; v != "" {
 			tags[k] = v
 		}
 	}
-	nb, err := p.start(ctx, c, acct, img, tags, 0)
+	nb, ok, err := p.restoreMemory(ctx, c, acct, f, tags)
 	if err != nil {
 		return core.Box{}, err
+	}
+	if !ok {
+		if nb, err = p.start(ctx, c, acct, img, tags, 0); err != nil {
+			return core.Box{}, err
+		}
 	}
 	if err := c.sdk.Images.Delete(ctx, snap, nil); err != nil && !errors.As(err, &nf) {
 		p.log.Warn("snapshot left after resume; it expires on its own", "box", id, "new_box", nb.ID, "err", wrap(err, "delete snapshot of", id, c.secret))
@@ -388,4 +407,52 @@ func (p *Provider) Endpoint(ctx context.Context, acct core.Account, id string) (
 		return core.Endpoint{URL: "http://" + net.JoinHostPort(t.Host, strconv.Itoa(t.Port))}, nil
 	}
 	return core.Endpoint{URL: t.URL()}, nil
+}
+
+func memoryEnabled(acct core.Account) bool {
+	v := strings.ToLower(strings.TrimSpace(acct.Config[ConfigMemory]))
+	return v == "true" || v == "1" || v == "yes"
+}
+
+// restoreMemory resumes f from its memory snapshot, when it has a live
+// one: a new sandbox with f's running processes (and so f's agent-server
+// key: the nonce is carried over). The restore is named after the box it
+// replaces, so a retried one meets AlreadyExists and takes the sandbox the
+// first made. ok is false when there is no memory snapshot to use (none,
+// or expired after its 7 days): the caller falls back to the filesystem.
+func (p *Provider) restoreMemory(ctx context.Context, c *client, acct core.Account, f found, tags map[string]string) (core.Box, bool, error) {
+	memID := f.tags[TagMemorySnapshot]
+	if memID == "" {
+		return core.Box{}, false, nil
+	}
+	id := f.sb.SandboxID
+	snap, err := c.sdk.SandboxSnapshots.FromID(ctx, memID, nil)
+	if err != nil {
+		return core.Box{}, false, wrap(err, "resume", id, c.secret)
+	}
+	name := "companion-resume-" + id
+	sb, err := c.sdk.Sandboxes.ExperimentalFromSnapshot(ctx, snap, &modalsdk.SandboxExperimentalFromSnapshotParams{Name: &name})
+	var nf modalsdk.NotFoundError
+	var ae modalsdk.AlreadyExistsError
+	switch {
+	case errors.As(err, &nf) || status.Code(err) == codes.NotFound:
+		p.log.Info("memory snapshot gone; resuming from the filesystem snapshot", "box", id)
+		return core.Box{}, false, nil
+	case errors.As(err, &ae) || status.Code(err) == codes.AlreadyExists:
+		appName := acct.Config[ConfigApp]
+		if appName == "" {
+			appName = DefaultApp
+		}
+		if sb, err = c.sdk.Sandboxes.FromName(ctx, appName, name, &modalsdk.SandboxFromNameParams{Environment: acct.Config[ConfigEnvironment]}); err != nil {
+			return core.Box{}, false, wrap(err, "find the restore of", id, c.secret)
+		}
+	case err != nil:
+		return core.Box{}, false, wrap(err, "restore memory of", id, c.secret)
+	}
+	tags = maps.Clone(tags)
+	tags[TagKeyNonce] = f.tags[TagKeyNonce] // the restored agent-server keeps its key
+	if err := sb.SetTags(ctx, tags, nil); err != nil {
+		return core.Box{}, false, wrap(err, "tag the restore of", id, c.secret)
+	}
+	return p.box(c, found{sb: sb, tags: tags, running: true}, false), true, nil
 }

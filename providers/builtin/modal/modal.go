@@ -12,7 +12,11 @@
 //
 // Modal has no pause. Suspend takes a filesystem snapshot (an image with
 // a TTL), records it in the sandbox's tags, then terminates the sandbox:
-// the terminated sandbox with a live snapshot is the paused box. Resume
+// the terminated sandbox with a live snapshot is the paused box. Where
+// the account enables it (memory_snapshot), the sandbox is created with
+// memory snapshots on and a pause also takes one (kept 7 days); a resume
+// within them restores the running processes too, else it falls back to
+// the filesystem snapshot. Resume
 // creates a new sandbox from the snapshot: a new box id, tunnel URL and
 // agent-server key every time; core's stable workspace id hides the
 // change. The new sandbox is tagged with the one it replaced, so a resume
@@ -54,6 +58,10 @@ const (
 	TagSnapshot    = "companion.snapshot"
 	TagPausedAt    = "companion.paused_at"
 	TagResumedFrom = "companion.resumed_from"
+	// TagMemory marks a sandbox created with memory snapshots enabled;
+	// TagMemorySnapshot holds its pause's memory snapshot.
+	TagMemory         = "companion.memory"
+	TagMemorySnapshot = "companion.memory_snapshot"
 )
 
 // Credentials and settings.
@@ -67,6 +75,7 @@ const (
 	ConfigServerURL   = "server_url"
 	ConfigIdleTimeout = "idle_timeout"
 	ConfigTimeout     = "timeout"
+	ConfigMemory      = "memory_snapshot"
 
 	// OptionImage is the creation option that overrides the image.
 	OptionImage = "image"
@@ -160,6 +169,7 @@ func (p *Provider) Describe(ctx context.Context) (core.ProviderInfo, error) {
 			{Name: ConfigImage, Description: "agent-server image (a registry tag) for new sandboxes; it must serve the agent-server on port 8000; default " + DefaultImage, Example: DefaultImage},
 			{Name: ConfigIdleTimeout, Description: "Modal terminates a sandbox idle this long (no exec, no open tunnel connection); companion pauses nothing on a timer, so files of a sandbox that idles out are lost. Default 30m, or the workspace's idle_pause_after", Example: "30m"},
 			{Name: ConfigTimeout, Description: "a sandbox's longest life before Modal terminates it (at most 24h); default 24h", Example: "24h"},
+			{Name: ConfigMemory, Description: "true: a pause also takes a memory snapshot (Modal alpha; kept 7 days), and a resume within them restores running processes; the filesystem snapshot stays the fallback. Default false", Example: "true"},
 			{Name: ConfigServerURL, Description: "Modal control plane URL, for tests against an emulator (http:// only on loopback); default https://api.modal.com:443. The MODAL_SERVER_URL environment variable, when set, overrides it in the SDK", Example: "http://127.0.0.1:50051"},
 		},
 		Options: []core.ConfigField{{Name: OptionImage, Description: "agent-server image for this workspace instead of the account's", Example: DefaultImage}},

@@ -233,3 +233,65 @@ func TestSettingsRefused(t *testing.T) {
 		t.Fatalf("%d sandboxes made from refused settings", n)
 	}
 }
+
+// TestMemorySnapshot: with memory_snapshot on, a pause also takes a
+// memory snapshot and a resume restores it (the processes, so the same
+// agent-server key, in a new sandbox named after the old one, which a
+// retried resume finds); once the memory snapshot is past its 7 days, a
+// resume falls back to the filesystem snapshot with a new key.
+func TestMemorySnapshot(t *testing.T) {
+	f := newFixture(t, tokenSecret)
+	f.acct.Config[modal.ConfigMemory] = "true"
+	ctx := context.Background()
+	b, err := f.p.Create(ctx, f.acct, core.CreateSpec{WorkspaceID: "ws-mem"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sb, _ := f.emu.Sandbox(b.ID); !sb.EnableSnapshot {
+		t.Fatal("created without memory snapshots")
+	}
+	if _, err := f.p.Suspend(ctx, f.acct, b.ID); err != nil {
+		t.Fatal(err)
+	}
+	if sb, _ := f.emu.Sandbox(b.ID); sb.Tags[modal.TagMemorySnapshot] == "" || sb.Tags[modal.TagSnapshot] == "" {
+		t.Fatalf("tags after a pause: %v", sb.Tags)
+	}
+	// The first resume restores, then fails to tag the new sandbox (as
+	// if companion died there); the retry finds the restore by its name.
+	f.emu.AddFault(&modalemu.Fault{Method: "SandboxTagsSet", Code: codes.FailedPrecondition, Message: "not now", Count: 1})
+	if _, err := f.p.Resume(ctx, f.acct, b.ID); err == nil {
+		t.Fatal("resume with its tagging refused succeeded")
+	}
+	r, err := f.p.Resume(ctx, f.acct, b.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	running := 0
+	for _, x := range f.emu.Sandboxes() {
+		if x.State == modalemu.StateRunning {
+			running++
+		}
+	}
+	if running != 1 {
+		t.Fatalf("%d running sandboxes after a retried memory resume, want 1", running)
+	}
+	sb, _ := f.emu.Sandbox(r.ID)
+	if r.ID == b.ID || sb.RestoredFrom != b.ID || r.Key != b.Key || r.Labels[core.LabelWorkspace] != "ws-mem" {
+		t.Fatalf("memory resume: %+v (restored from %q); want a new sandbox from %s with the same key", r, sb.RestoredFrom, b.ID)
+	}
+	if again, err := f.p.Resume(ctx, f.acct, b.ID); err != nil || again.ID != r.ID {
+		t.Fatalf("retried resume: %+v %v", again, err)
+	}
+
+	if _, err := f.p.Suspend(ctx, f.acct, r.ID); err != nil {
+		t.Fatal(err)
+	}
+	f.emu.Clock().Advance(modalemu.MemorySnapshotTTL + time.Hour)
+	r2, err := f.p.Resume(ctx, f.acct, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sb, _ := f.emu.Sandbox(r2.ID); sb.RestoredFrom != "" || r2.Key == r.Key || r2.State != core.StateRunning {
+		t.Fatalf("resume after the memory snapshot expired: %+v (restored from %q); want a fresh sandbox from the filesystem snapshot", r2, sb.RestoredFrom)
+	}
+}
