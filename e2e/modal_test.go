@@ -55,6 +55,10 @@ func (f *modalFarm) root(id string) string {
 		if !ok {
 			return id
 		}
+		if sb.RestoredFrom != "" {
+			id = sb.RestoredFrom
+			continue
+		}
 		im, ok := f.emu.Image(sb.ImageID)
 		if !ok || im.Snapshot == "" {
 			return id
@@ -425,5 +429,40 @@ func TestModalHostileAnswers(t *testing.T) {
 	agentThroughCompanion(p, id, "with the tunnel right again")
 	if w := p.waitState(id, "running", time.Minute); w.BoxID != box {
 		t.Fatalf("the workspace moved to %s", w.BoxID)
+	}
+}
+
+// TestModalMemorySnapshotResume: an account with memory_snapshot on
+// pauses with a memory snapshot too, and resumes into a sandbox restored
+// from it: a new box under the same workspace, its agent-server (with its
+// files) reachable through companion.
+func TestModalMemorySnapshotResume(t *testing.T) {
+	f := newModalFarm(t)
+	p := start(t, options{dataDir: t.TempDir(), args: []string{"--docker-scope", "unused"}})
+	var acct struct {
+		Account struct {
+			ID string `json:"id"`
+		} `json:"account"`
+	}
+	p.must(201, "POST", "/v1/accounts", map[string]any{"provider": "modal", "label": "modal memory",
+		"config":      map[string]string{"server_url": f.emu.URL(), "memory_snapshot": "true"},
+		"credentials": map[string]string{"token_id": modalTokenID, "token_secret": modalTokenSecret}}, &acct)
+	var created struct{ Workspace workspace }
+	p.must(202, "POST", "/v1/workspaces", map[string]any{"account_id": acct.Account.ID, "name": "memory"}, &created)
+	id := created.Workspace.ID
+	first := p.waitState(id, "running", time.Minute).BoxID
+	agentThroughCompanion(p, id, "after create")
+	f.writeFile(first, "work.txt", "in memory and on disk\n")
+	p.must(202, "POST", "/v1/workspaces/"+id+"/pause", nil, nil)
+	p.waitState(id, "paused", time.Minute)
+	p.must(202, "POST", "/v1/workspaces/"+id+"/resume", nil, nil)
+	w := p.waitState(id, "running", time.Minute)
+	sb, _ := f.emu.Sandbox(w.BoxID)
+	if w.BoxID == first || sb.RestoredFrom != first {
+		t.Fatalf("resumed onto %s restored from %q, want a new sandbox restored from %s", w.BoxID, sb.RestoredFrom, first)
+	}
+	agentThroughCompanion(p, id, "after the memory resume")
+	if got := f.fileOf(w.BoxID, "work.txt"); got != "in memory and on disk\n" {
+		t.Fatalf("the restored sandbox has work.txt %q", got)
 	}
 }
