@@ -296,9 +296,19 @@ func (s *Server) gate(ctx context.Context, full string) (*Fault, error) {
 		return nil, err
 	}
 	if f != nil && f.Hold == nil && f.Code != codes.OK {
-		return nil, status.Error(f.Code, f.Message)
+		return nil, faultErr(f)
 	}
 	return f, nil
+}
+
+func faultErr(f *Fault) error {
+	st := status.New(f.Code, f.Message)
+	if f.RetryAfter > 0 {
+		if d, err := st.WithDetails(pb.RPCRetryPolicy_builder{RetryAfterSecs: float32(f.RetryAfter.Seconds())}.Build()); err == nil {
+			st = d
+		}
+	}
+	return st.Err()
 }
 
 func (s *Server) hold(ctx context.Context, f *Fault) error {
@@ -311,7 +321,7 @@ func (s *Server) hold(ctx context.Context, f *Fault) error {
 		return ctx.Err()
 	}
 	if f.Code != codes.OK {
-		return status.Error(f.Code, f.Message)
+		return faultErr(f)
 	}
 	return nil
 }

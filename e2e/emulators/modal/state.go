@@ -105,6 +105,9 @@ type Fault struct {
 	Code    codes.Code
 	Message string
 	Count   int
+	// RetryAfter, when set, rides on the error as Modal's RPCRetryPolicy
+	// detail (retry_after_secs).
+	RetryAfter time.Duration
 	// Hold, when set, makes the call wait until it is closed before it
 	// is answered (with the fault's error if Code != OK, else normally):
 	// a test kills companion meanwhile.

@@ -178,6 +178,15 @@ func TestErrors(t *testing.T) {
 		}
 		f.emu.ClearFaults()
 	}
+	f.emu.AddFault(&modalemu.Fault{Method: "SandboxList", Code: codes.ResourceExhausted, Message: "slow down", RetryAfter: 7 * time.Second, Count: 1})
+	if _, err := f.p.List(ctx, f.acct); !core.IsKind(err, core.KindRateLimited) || core.RetryAfterOf(err) != 7*time.Second {
+		t.Errorf("throttled with a retry policy: %v (%s), retry after %s; want rate_limited after 7s", err, core.KindOf(err), core.RetryAfterOf(err))
+	}
+	f.emu.AddFault(&modalemu.Fault{Method: "SandboxList", Code: codes.DeadlineExceeded, Message: "too slow", Count: -1})
+	if _, err := f.p.List(ctx, f.acct); !core.IsKind(err, core.KindUnavailable) || !strings.Contains(err.Error(), "in time") {
+		t.Errorf("deadline exceeded: %v (%s)", err, core.KindOf(err))
+	}
+	f.emu.ClearFaults()
 	if _, err := f.p.List(ctx, f.acct); err != nil {
 		t.Fatalf("after the faults: %v", err)
 	}
