@@ -288,8 +288,8 @@ func TestModalThroughBuiltinAdapter(t *testing.T) {
 		t.Fatalf("the new sandbox: key changed %v, tags %v", newKey != oldKey, nsb.Tags)
 	}
 	newTunnel, _ := f.tunnelURL(second.BoxID)
-	if newTunnel == oldTunnel {
-		t.Fatal("the tunnel url did not change")
+	if newTunnel == oldTunnel || first.BoxURL != oldTunnel || second.BoxURL != newTunnel {
+		t.Fatalf("box urls %q then %q, want the tunnels %q then %q", first.BoxURL, second.BoxURL, oldTunnel, newTunnel)
 	}
 	agentOK("after the resume, with the new key")
 	if code, err := f.direct(t, second.BoxID, oldKey); err != nil || code != 401 {

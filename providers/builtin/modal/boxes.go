@@ -113,7 +113,22 @@ func (p *Provider) get(ctx context.Context, c *client, acct core.Account, id str
 			return core.Box{}, err
 		}
 	}
-	return p.box(c, f, live), nil
+	b := p.box(c, f, live)
+	p.withURL(ctx, c, &b, f.sb)
+	return b, nil
+}
+
+// withURL sets a running box's URL from its tunnel: a control-plane call
+// (SandboxGetTunnels), no connection to the box. The URL is what people
+// see; companion reaches the box through Endpoint. A tunnel not known yet
+// leaves it empty.
+func (p *Provider) withURL(ctx context.Context, c *client, b *core.Box, sb *modalsdk.Sandbox) {
+	if b.State != core.StateRunning {
+		return
+	}
+	if u, err := p.tunnelURL(ctx, c, sb, 10*time.Second); err == nil {
+		b.URL = u
+	}
 }
 
 // List implements core.Provider: this account's running sandboxes
@@ -154,7 +169,9 @@ func (p *Provider) list(ctx context.Context, c *client, acct core.Account, extra
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, p.box(c, f, false))
+		b := p.box(c, f, false)
+		p.withURL(ctx, c, &b, f.sb)
+		out = append(out, b)
 	}
 	return out, nil
 }
@@ -238,7 +255,9 @@ func (p *Provider) start(ctx context.Context, c *client, acct core.Account, img 
 	if err != nil {
 		return core.Box{}, wrap(err, "create", "", c.secret, key)
 	}
-	return p.box(c, found{sb: sb, tags: tags, running: true}, false), nil
+	b := p.box(c, found{sb: sb, tags: tags, running: true}, false)
+	p.withURL(ctx, c, &b, sb)
+	return b, nil
 }
 
 // Suspend implements core.Provider: a filesystem snapshot (30-day TTL),
@@ -394,19 +413,30 @@ func (p *Provider) Endpoint(ctx context.Context, acct core.Account, id string) (
 	if !f.running {
 		return core.Endpoint{}, core.Errorf(core.KindConflict, "box %s is not running at Modal (paused or ended): resume it first", id)
 	}
-	tunnels, err := f.sb.Tunnels(ctx, 30*time.Second, nil)
+	u, err := p.tunnelURL(ctx, c, f.sb, 30*time.Second)
 	if err != nil {
-		return core.Endpoint{}, wrap(err, "find the tunnel of", id, c.secret)
+		return core.Endpoint{}, err
+	}
+	return core.Endpoint{URL: u}, nil
+}
+
+// tunnelURL asks the control plane for sb's tunnel to the agent-server's
+// port and checks what it says.
+func (p *Provider) tunnelURL(ctx context.Context, c *client, sb *modalsdk.Sandbox, wait time.Duration) (string, error) {
+	id := sb.SandboxID
+	tunnels, err := sb.Tunnels(ctx, wait, nil)
+	if err != nil {
+		return "", wrap(err, "find the tunnel of", id, c.secret)
 	}
 	t, ok := tunnels[agentPort]
 	if !ok || t.Host == "" || t.Port <= 0 || t.Port > 65535 || strings.ContainsAny(t.Host, "/?#@ ") {
-		return core.Endpoint{}, core.Errorf(core.KindUnavailable, "Modal reported no usable tunnel to port %d of box %s", agentPort, id)
+		return "", core.Errorf(core.KindUnavailable, "Modal reported no usable tunnel to port %d of box %s", agentPort, id)
 	}
 	if c.local {
 		// An emulator's tunnels are plain HTTP on loopback.
-		return core.Endpoint{URL: "http://" + net.JoinHostPort(t.Host, strconv.Itoa(t.Port))}, nil
+		return "http://" + net.JoinHostPort(t.Host, strconv.Itoa(t.Port)), nil
 	}
-	return core.Endpoint{URL: t.URL()}, nil
+	return t.URL(), nil
 }
 
 func memoryEnabled(acct core.Account) bool {
