@@ -162,13 +162,24 @@ func (p *Provider) list(ctx context.Context, c *client, acct core.Account, extra
 			continue // a server that repeats itself must not loop us
 		}
 		seen[sb.SandboxID] = true
-		f, err := p.inspect(ctx, c, acct, sb.SandboxID)
-		if core.IsKind(err, core.KindNotFound) {
+		if !validID(sb.SandboxID) {
+			continue
+		}
+		// Listed means running (the SDK lists unfinished sandboxes only),
+		// so only the tags are read: the list's own tags are not passed on
+		// by the SDK.
+		tags, err := sb.GetTags(ctx, nil)
+		var nf modalsdk.NotFoundError
+		if errors.As(err, &nf) || status.Code(err) == codes.NotFound {
 			continue
 		}
 		if err != nil {
-			return nil, err
+			return nil, wrap(err, "list", sb.SandboxID, c.secret)
 		}
+		if tags[TagAccount] != acct.ID || tags[core.LabelWorkspace] == "" {
+			continue
+		}
+		f := found{sb: sb, tags: tags, running: true}
 		b := p.box(c, f, false)
 		p.withURL(ctx, c, &b, f.sb)
 		out = append(out, b)
@@ -180,7 +191,9 @@ func (p *Provider) list(ctx context.Context, c *client, acct core.Account, extra
 // workspace is returned instead of a second one.
 func (p *Provider) Create(ctx context.Context, acct core.Account, spec core.CreateSpec) (b core.Box, err error) {
 	defer func(t time.Time) { p.observe("create", t, err) }(time.Now())
-	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	// The first create from an image builds it at Modal, which can take
+	// minutes; a create cut short is retried and joins the same build.
+	ctx, cancel := context.WithTimeout(ctx, createTimeout)
 	defer cancel()
 	c, err := p.clientFor(ctx, acct)
 	if err != nil {
@@ -211,7 +224,7 @@ func (p *Provider) Create(ctx context.Context, acct core.Account, spec core.Crea
 		tags[TagMemory] = "1"
 	}
 	if spec.Progress != nil {
-		spec.Progress("creating a Modal sandbox from " + image)
+		spec.Progress("creating a Modal sandbox from " + image + " (Modal builds the image on its first use)")
 	}
 	return p.start(ctx, c, acct, c.sdk.Images.FromRegistry(image, nil), tags, spec.Lifecycle.IdlePauseAfter)
 }

@@ -98,6 +98,8 @@ const (
 	// callTimeout bounds every SDK call: a control plane that accepts the
 	// connection and never answers turns into "unavailable".
 	callTimeout = 60 * time.Second
+	// createTimeout bounds a create, which may wait for an image build.
+	createTimeout = 10 * time.Minute
 )
 
 // Config configures a Provider.
