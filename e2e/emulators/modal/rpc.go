@@ -11,7 +11,6 @@ import (
 
 	"github.com/canvasapp/companion/e2e/emulators/emulator"
 	pb "github.com/modal-labs/modal-client/go/proto/modal_proto"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
@@ -95,64 +94,6 @@ func (s *Server) SecretGetOrCreate(ctx context.Context, req *pb.SecretGetOrCreat
 	return pb.SecretGetOrCreateResponse_builder{SecretId: id}.Build(), nil
 }
 
-// ImageGetOrCreate "builds" a registry image at once: FROM <tag> with no
-// other commands. The same tag gives the same image.
-func (s *Server) ImageGetOrCreate(ctx context.Context, req *pb.ImageGetOrCreateRequest) (*pb.ImageGetOrCreateResponse, error) {
-	cmds := req.GetImage().GetDockerfileCommands()
-	if len(cmds) == 0 || !strings.HasPrefix(cmds[0], "FROM ") {
-		return nil, status.Error(codes.InvalidArgument, "image has no FROM")
-	}
-	tag := strings.TrimPrefix(cmds[0], "FROM ")
-	s.st.mu.Lock()
-	defer s.st.mu.Unlock()
-	for _, im := range s.st.images {
-		if im.Tag == tag && !im.Deleted {
-			return pb.ImageGetOrCreateResponse_builder{ImageId: im.ID, Result: success()}.Build(), nil
-		}
-	}
-	im := &Image{ID: newID("im"), Tag: tag, CreatedAt: s.clock.Now()}
-	s.st.images[im.ID] = im
-	// No result: the client joins the build stream, as for a real build.
-	return pb.ImageGetOrCreateResponse_builder{ImageId: im.ID}.Build(), nil
-}
-
-// ImageJoinStreaming reports a build done.
-func (s *Server) ImageJoinStreaming(req *pb.ImageJoinStreamingRequest, stream grpc.ServerStreamingServer[pb.ImageJoinStreamingResponse]) error {
-	s.st.mu.Lock()
-	_, ok := s.st.images[req.GetImageId()]
-	s.st.mu.Unlock()
-	if !ok {
-		return notFound("Image", req.GetImageId())
-	}
-	return stream.Send(pb.ImageJoinStreamingResponse_builder{Result: success(), EntryId: "1", Eof: true}.Build())
-}
-
-// ImageFromId finds a live image; an expired or deleted snapshot is
-// NotFound.
-func (s *Server) ImageFromId(ctx context.Context, req *pb.ImageFromIdRequest) (*pb.ImageFromIdResponse, error) {
-	s.st.mu.Lock()
-	defer s.st.mu.Unlock()
-	s.tick()
-	im, ok := s.st.images[req.GetImageId()]
-	if !ok || im.Deleted {
-		return nil, notFound("Image", req.GetImageId())
-	}
-	return pb.ImageFromIdResponse_builder{ImageId: im.ID}.Build(), nil
-}
-
-// ImageDelete deletes an image; a gone one is NotFound.
-func (s *Server) ImageDelete(ctx context.Context, req *pb.ImageDeleteRequest) (*emptypb.Empty, error) {
-	s.st.mu.Lock()
-	defer s.st.mu.Unlock()
-	s.tick()
-	im, ok := s.st.images[req.GetImageId()]
-	if !ok || im.Deleted {
-		return nil, notFound("Image", req.GetImageId())
-	}
-	im.Deleted = true
-	return &emptypb.Empty{}, nil
-}
-
 // SandboxCreate starts a sandbox at once (it is scheduled immediately) and
 // opens a tunnel for its first encrypted port.
 func (s *Server) SandboxCreate(ctx context.Context, req *pb.SandboxCreateRequest) (*pb.SandboxCreateResponse, error) {
@@ -222,103 +163,6 @@ func (s *Server) launch(sb *Sandbox) error {
 	s.st.sandboxes[sb.ID] = sb
 	s.st.order = append(s.st.order, sb.ID)
 	return nil
-}
-
-// SandboxSnapshot takes a memory snapshot of a running sandbox created
-// with enable_snapshot; the sandbox keeps running.
-func (s *Server) SandboxSnapshot(ctx context.Context, req *pb.SandboxSnapshotRequest) (*pb.SandboxSnapshotResponse, error) {
-	s.st.mu.Lock()
-	defer s.st.mu.Unlock()
-	sb, err := s.sandbox(req.GetSandboxId())
-	if err != nil {
-		return nil, err
-	}
-	if sb.State != StateRunning {
-		return nil, status.Errorf(codes.FailedPrecondition, "Sandbox %s has already finished", sb.ID)
-	}
-	if !sb.EnableSnapshot {
-		return nil, status.Errorf(codes.FailedPrecondition, "Sandbox %s was not created with snapshots enabled", sb.ID)
-	}
-	now := s.clock.Now()
-	m := &MemorySnapshot{ID: newID("sn"), Sandbox: sb.ID, CreatedAt: now, ExpiresAt: now.Add(MemorySnapshotTTL)}
-	s.st.memory[m.ID] = m
-	return pb.SandboxSnapshotResponse_builder{SnapshotId: m.ID}.Build(), nil
-}
-
-// memorySnapshot returns a live memory snapshot or NotFound. Call with mu.
-func (s *Server) memorySnapshot(id string) (*MemorySnapshot, error) {
-	m, ok := s.st.memory[id]
-	if !ok || !s.clock.Now().Before(m.ExpiresAt) {
-		return nil, notFound("Snapshot", id)
-	}
-	return m, nil
-}
-
-// SandboxSnapshotWait reports a memory snapshot done.
-func (s *Server) SandboxSnapshotWait(ctx context.Context, req *pb.SandboxSnapshotWaitRequest) (*pb.SandboxSnapshotWaitResponse, error) {
-	s.st.mu.Lock()
-	defer s.st.mu.Unlock()
-	if _, err := s.memorySnapshot(req.GetSnapshotId()); err != nil {
-		return nil, err
-	}
-	return pb.SandboxSnapshotWaitResponse_builder{Result: success()}.Build(), nil
-}
-
-// SandboxSnapshotGet validates a memory snapshot id (V1).
-func (s *Server) SandboxSnapshotGet(ctx context.Context, req *pb.SandboxSnapshotGetRequest) (*pb.SandboxSnapshotGetResponse, error) {
-	s.st.mu.Lock()
-	defer s.st.mu.Unlock()
-	m, err := s.memorySnapshot(req.GetSnapshotId())
-	if err != nil {
-		return nil, err
-	}
-	return pb.SandboxSnapshotGetResponse_builder{SnapshotId: m.ID}.Build(), nil
-}
-
-// SandboxRestore starts a new sandbox from a memory snapshot: a new id,
-// the original's image, env (its processes' memory, keys included),
-// ports and timeouts; tags are not carried over.
-func (s *Server) SandboxRestore(ctx context.Context, req *pb.SandboxRestoreRequest) (*pb.SandboxRestoreResponse, error) {
-	s.st.mu.Lock()
-	defer s.st.mu.Unlock()
-	s.tick()
-	m, err := s.memorySnapshot(req.GetSnapshotId())
-	if err != nil {
-		return nil, err
-	}
-	orig := s.st.sandboxes[m.Sandbox]
-	sb := &Sandbox{AppID: orig.AppID, ImageID: orig.ImageID, Env: maps.Clone(orig.Env), Tags: map[string]string{},
-		Ports: orig.Ports, Timeout: orig.Timeout, IdleTimeout: orig.IdleTimeout, EnableSnapshot: true, RestoredFrom: orig.ID}
-	switch req.GetSandboxNameOverrideType() {
-	case pb.SandboxRestoreRequest_SANDBOX_NAME_OVERRIDE_TYPE_STRING:
-		sb.Name = req.GetSandboxNameOverride()
-	case pb.SandboxRestoreRequest_SANDBOX_NAME_OVERRIDE_TYPE_NONE:
-	default:
-		sb.Name = orig.Name
-	}
-	if err := s.launch(sb); err != nil {
-		return nil, err
-	}
-	return pb.SandboxRestoreResponse_builder{SandboxId: sb.ID}.Build(), nil
-}
-
-// SandboxGetFromName finds a running sandbox by app and name.
-func (s *Server) SandboxGetFromName(ctx context.Context, req *pb.SandboxGetFromNameRequest) (*pb.SandboxGetFromNameResponse, error) {
-	s.st.mu.Lock()
-	defer s.st.mu.Unlock()
-	s.tick()
-	var appID string
-	for k, id := range s.st.apps {
-		if strings.HasPrefix(k, req.GetAppName()+"/") && (req.GetEnvironmentName() == "" || k == req.GetAppName()+"/"+req.GetEnvironmentName()) {
-			appID = id
-		}
-	}
-	for _, sb := range s.st.sandboxes {
-		if sb.AppID == appID && appID != "" && sb.Name == req.GetSandboxName() && (sb.State == StateRunning || req.GetIncludeTerminated()) {
-			return pb.SandboxGetFromNameResponse_builder{SandboxId: sb.ID}.Build(), nil
-		}
-	}
-	return nil, notFound("Sandbox", req.GetSandboxName())
 }
 
 func (s *Server) appExists(id string) bool {
@@ -497,56 +341,6 @@ func (s *Server) SandboxGetTunnels(ctx context.Context, req *pb.SandboxGetTunnel
 		}
 	}
 	return pb.SandboxGetTunnelsResponse_builder{Tunnels: tunnels}.Build(), nil
-}
-
-// TaskGetCommandRouterAccess hands out the command router's address (this
-// server, named https as the SDK requires; it dials plaintext because the
-// control plane is on localhost) and a token for it.
-func (s *Server) TaskGetCommandRouterAccess(ctx context.Context, req *pb.TaskGetCommandRouterAccessRequest) (*pb.TaskGetCommandRouterAccessResponse, error) {
-	s.st.mu.Lock()
-	defer s.st.mu.Unlock()
-	s.tick()
-	for _, sb := range s.st.sandboxes {
-		if sb.TaskID == req.GetTaskId() {
-			if sb.State != StateRunning {
-				return nil, status.Errorf(codes.FailedPrecondition, "task %s has finished", sb.TaskID)
-			}
-			tok := jwt(map[string]any{"task_id": sb.TaskID, "exp": time.Now().Add(time.Hour).Unix()})
-			s.st.routerJWT[tok] = sb.TaskID
-			return pb.TaskGetCommandRouterAccessResponse_builder{Jwt: tok, Url: "https://" + s.ln.Addr().String()}.Build(), nil
-		}
-	}
-	return nil, notFound("Task", req.GetTaskId())
-}
-
-// TaskSnapshotFilesystem snapshots a running sandbox's filesystem into a
-// new image that expires after ttl_seconds (30 days when unset, never
-// when negative).
-func (r *router) TaskSnapshotFilesystem(ctx context.Context, req *pb.TaskSnapshotFilesystemRequest) (*pb.TaskSnapshotFilesystemResponse, error) {
-	s := r.s
-	s.st.mu.Lock()
-	defer s.st.mu.Unlock()
-	s.tick()
-	for _, sb := range s.st.sandboxes {
-		if sb.TaskID != req.GetTaskId() {
-			continue
-		}
-		if sb.State != StateRunning {
-			return nil, status.Errorf(codes.FailedPrecondition, "task %s has finished", sb.TaskID)
-		}
-		now := s.clock.Now()
-		im := &Image{ID: newID("im"), Snapshot: sb.ID, CreatedAt: now}
-		ttl := DefaultSnapshotTTL
-		if req.HasTtlSeconds() {
-			ttl = time.Duration(req.GetTtlSeconds()) * time.Second
-		}
-		if ttl > 0 {
-			im.ExpiresAt = now.Add(ttl)
-		}
-		s.st.images[im.ID] = im
-		return pb.TaskSnapshotFilesystemResponse_builder{ImageId: im.ID}.Build(), nil
-	}
-	return nil, notFound("Task", req.GetTaskId())
 }
 
 func splitAddr(a string) (string, uint32) {

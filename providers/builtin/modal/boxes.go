@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"maps"
-	"net"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/canvasapp/companion/core"
@@ -116,19 +113,6 @@ func (p *Provider) get(ctx context.Context, c *client, acct core.Account, id str
 	b := p.box(c, f, live)
 	p.withURL(ctx, c, &b, f.sb)
 	return b, nil
-}
-
-// withURL sets a running box's URL from its tunnel: a control-plane call
-// (SandboxGetTunnels), no connection to the box. The URL is what people
-// see; companion reaches the box through Endpoint. A tunnel not known yet
-// leaves it empty.
-func (p *Provider) withURL(ctx context.Context, c *client, b *core.Box, sb *modalsdk.Sandbox) {
-	if b.State != core.StateRunning {
-		return
-	}
-	if u, err := p.tunnelURL(ctx, c, sb, 10*time.Second); err == nil {
-		b.URL = u
-	}
 }
 
 // List implements core.Provider: this account's running sandboxes
@@ -273,111 +257,6 @@ func (p *Provider) start(ctx context.Context, c *client, acct core.Account, img 
 	return b, nil
 }
 
-// Suspend implements core.Provider: a filesystem snapshot (30-day TTL),
-// recorded on the sandbox's tags, then terminate. Memory is not kept.
-func (p *Provider) Suspend(ctx context.Context, acct core.Account, id string) (b core.Box, err error) {
-	defer func(t time.Time) { p.observe("suspend", t, err) }(time.Now())
-	ctx, cancel := context.WithTimeout(ctx, 2*callTimeout)
-	defer cancel()
-	c, err := p.clientFor(ctx, acct)
-	if err != nil {
-		return core.Box{}, err
-	}
-	f, err := p.inspect(ctx, c, acct, id)
-	if err != nil {
-		return core.Box{}, err
-	}
-	if !f.running {
-		live, err := p.snapshotLive(ctx, c, f)
-		if err != nil {
-			return core.Box{}, err
-		}
-		if !live {
-			return core.Box{}, core.Errorf(core.KindNotFound, "box %s was terminated by Modal (idle timeout or timeout) without a snapshot: its files are gone", id)
-		}
-		return p.box(c, f, true), nil
-	}
-	tags := maps.Clone(f.tags)
-	if f.tags[TagMemory] == "1" {
-		mem, err := f.sb.ExperimentalSnapshot(ctx, nil)
-		if err != nil {
-			return core.Box{}, wrap(err, "memory snapshot of", id, c.secret)
-		}
-		tags[TagMemorySnapshot] = mem.SnapshotID
-	}
-	img, err := f.sb.SnapshotFilesystem(ctx, &modalsdk.SandboxSnapshotFilesystemParams{TTL: SnapshotTTL})
-	if err != nil {
-		return core.Box{}, wrap(err, "snapshot", id, c.secret)
-	}
-	tags[TagSnapshot] = img.ImageID
-	tags[TagPausedAt] = time.Now().UTC().Format(time.RFC3339)
-	if err := f.sb.SetTags(ctx, tags, nil); err != nil {
-		return core.Box{}, wrap(err, "record snapshot of", id, c.secret)
-	}
-	if _, err := f.sb.Terminate(ctx, nil); err != nil {
-		return core.Box{}, wrap(err, "terminate", id, c.secret)
-	}
-	f.tags, f.running = tags, false
-	return p.box(c, f, true), nil
-}
-
-// Resume implements core.Provider: a new sandbox from the paused box's
-// snapshot (a new id, URL and key), tagged with the box it replaced; a
-// retried resume finds that sandbox instead of making another. The
-// snapshot it came from is deleted once the new sandbox runs.
-func (p *Provider) Resume(ctx context.Context, acct core.Account, id string) (b core.Box, err error) {
-	defer func(t time.Time) { p.observe("resume", t, err) }(time.Now())
-	ctx, cancel := context.WithTimeout(ctx, 2*callTimeout)
-	defer cancel()
-	c, err := p.clientFor(ctx, acct)
-	if err != nil {
-		return core.Box{}, err
-	}
-	f, err := p.inspect(ctx, c, acct, id)
-	if err != nil {
-		return core.Box{}, err
-	}
-	if f.running {
-		return p.box(c, f, false), nil
-	}
-	if have, err := p.list(ctx, c, acct, map[string]string{TagResumedFrom: id}); err != nil {
-		return core.Box{}, err
-	} else if len(have) > 0 {
-		return have[0], nil
-	}
-	snap := f.tags[TagSnapshot]
-	if snap == "" {
-		return core.Box{}, core.Errorf(core.KindNotFound, "box %s was terminated by Modal without a snapshot: nothing to resume; restore the workspace from an export", id)
-	}
-	img, err := c.sdk.Images.FromID(ctx, snap, nil)
-	var nf modalsdk.NotFoundError
-	if errors.As(err, &nf) {
-		return core.Box{}, core.Errorf(core.KindNotFound, "the snapshot of box %s expired or was deleted at Modal: restore the workspace from an export", id)
-	}
-	if err != nil {
-		return core.Box{}, wrap(err, "resume", id, c.secret)
-	}
-	tags := map[string]string{TagResumedFrom: id}
-	for _, k := range []string{TagAccount, core.LabelWorkspace, core.LabelOwner, TagName, TagMemory} {
-		if v := f.tags[k]; v != "" {
-			tags[k] = v
-		}
-	}
-	nb, ok, err := p.restoreMemory(ctx, c, acct, f, tags)
-	if err != nil {
-		return core.Box{}, err
-	}
-	if !ok {
-		if nb, err = p.start(ctx, c, acct, img, tags, 0); err != nil {
-			return core.Box{}, err
-		}
-	}
-	if err := c.sdk.Images.Delete(ctx, snap, nil); err != nil && !errors.As(err, &nf) {
-		p.log.Warn("snapshot left after resume; it expires on its own", "box", id, "new_box", nb.ID, "err", wrap(err, "delete snapshot of", id, c.secret))
-	}
-	return nb, nil
-}
-
 // Delete implements core.Provider: terminate, and delete the snapshot.
 func (p *Provider) Delete(ctx context.Context, acct core.Account, id string) (err error) {
 	defer func(t time.Time) { p.observe("delete", t, err) }(time.Now())
@@ -406,96 +285,4 @@ func (p *Provider) Delete(ctx context.Context, acct core.Account, id string) (er
 		}
 	}
 	return nil
-}
-
-// Endpoint implements core.EndpointReporter with one control-plane call
-// (SandboxGetTunnels); it opens no connection through the tunnel. Core
-// connects to the URL only for a person's action: a connection keeps a
-// Modal sandbox awake (DESIGN.md rule 2).
-func (p *Provider) Endpoint(ctx context.Context, acct core.Account, id string) (core.Endpoint, error) {
-	ctx, cancel := context.WithTimeout(ctx, callTimeout)
-	defer cancel()
-	c, err := p.clientFor(ctx, acct)
-	if err != nil {
-		return core.Endpoint{}, err
-	}
-	f, err := p.inspect(ctx, c, acct, id)
-	if err != nil {
-		return core.Endpoint{}, err
-	}
-	if !f.running {
-		return core.Endpoint{}, core.Errorf(core.KindConflict, "box %s is not running at Modal (paused or ended): resume it first", id)
-	}
-	u, err := p.tunnelURL(ctx, c, f.sb, 30*time.Second)
-	if err != nil {
-		return core.Endpoint{}, err
-	}
-	return core.Endpoint{URL: u}, nil
-}
-
-// tunnelURL asks the control plane for sb's tunnel to the agent-server's
-// port and checks what it says.
-func (p *Provider) tunnelURL(ctx context.Context, c *client, sb *modalsdk.Sandbox, wait time.Duration) (string, error) {
-	id := sb.SandboxID
-	tunnels, err := sb.Tunnels(ctx, wait, nil)
-	if err != nil {
-		return "", wrap(err, "find the tunnel of", id, c.secret)
-	}
-	t, ok := tunnels[agentPort]
-	if !ok || t.Host == "" || t.Port <= 0 || t.Port > 65535 || strings.ContainsAny(t.Host, "/?#@ ") {
-		return "", core.Errorf(core.KindUnavailable, "Modal reported no usable tunnel to port %d of box %s", agentPort, id)
-	}
-	if c.local {
-		// An emulator's tunnels are plain HTTP on loopback.
-		return "http://" + net.JoinHostPort(t.Host, strconv.Itoa(t.Port)), nil
-	}
-	return t.URL(), nil
-}
-
-func memoryEnabled(acct core.Account) bool {
-	v := strings.ToLower(strings.TrimSpace(acct.Config[ConfigMemory]))
-	return v == "true" || v == "1" || v == "yes"
-}
-
-// restoreMemory resumes f from its memory snapshot, when it has a live
-// one: a new sandbox with f's running processes (and so f's agent-server
-// key: the nonce is carried over). The restore is named after the box it
-// replaces, so a retried one meets AlreadyExists and takes the sandbox the
-// first made. ok is false when there is no memory snapshot to use (none,
-// or expired after its 7 days): the caller falls back to the filesystem.
-func (p *Provider) restoreMemory(ctx context.Context, c *client, acct core.Account, f found, tags map[string]string) (core.Box, bool, error) {
-	memID := f.tags[TagMemorySnapshot]
-	if memID == "" {
-		return core.Box{}, false, nil
-	}
-	id := f.sb.SandboxID
-	snap, err := c.sdk.SandboxSnapshots.FromID(ctx, memID, nil)
-	if err != nil {
-		return core.Box{}, false, wrap(err, "resume", id, c.secret)
-	}
-	name := "companion-resume-" + id
-	sb, err := c.sdk.Sandboxes.ExperimentalFromSnapshot(ctx, snap, &modalsdk.SandboxExperimentalFromSnapshotParams{Name: &name})
-	var nf modalsdk.NotFoundError
-	var ae modalsdk.AlreadyExistsError
-	switch {
-	case errors.As(err, &nf) || status.Code(err) == codes.NotFound:
-		p.log.Info("memory snapshot gone; resuming from the filesystem snapshot", "box", id)
-		return core.Box{}, false, nil
-	case errors.As(err, &ae) || status.Code(err) == codes.AlreadyExists:
-		appName := acct.Config[ConfigApp]
-		if appName == "" {
-			appName = DefaultApp
-		}
-		if sb, err = c.sdk.Sandboxes.FromName(ctx, appName, name, &modalsdk.SandboxFromNameParams{Environment: acct.Config[ConfigEnvironment]}); err != nil {
-			return core.Box{}, false, wrap(err, "find the restore of", id, c.secret)
-		}
-	case err != nil:
-		return core.Box{}, false, wrap(err, "restore memory of", id, c.secret)
-	}
-	tags = maps.Clone(tags)
-	tags[TagKeyNonce] = f.tags[TagKeyNonce] // the restored agent-server keeps its key
-	if err := sb.SetTags(ctx, tags, nil); err != nil {
-		return core.Box{}, false, wrap(err, "tag the restore of", id, c.secret)
-	}
-	return p.box(c, found{sb: sb, tags: tags, running: true}, false), true, nil
 }
