@@ -466,3 +466,25 @@ func TestModalMemorySnapshotResume(t *testing.T) {
 		t.Fatalf("the restored sandbox has work.txt %q", got)
 	}
 }
+
+// TestModalIdleTimeoutEndsTheBox: Modal terminates an idle sandbox on its
+// own (idle_timeout, set at create) and keeps no snapshot. companion,
+// which opened no tunnel connection meanwhile, sees the workspace deleted
+// by the provider, with its files lost.
+func TestModalIdleTimeoutEndsTheBox(t *testing.T) {
+	f := newModalFarm(t)
+	p := start(t, options{dataDir: t.TempDir(), args: []string{"--docker-scope", "unused"}})
+	acct := f.account(p)
+	var created struct{ Workspace workspace }
+	p.must(202, "POST", "/v1/workspaces", map[string]any{"account_id": acct, "name": "idle"}, &created)
+	id := created.Workspace.ID
+	box := p.waitState(id, "running", time.Minute).BoxID
+	f.emu.Clock().Advance(30*time.Minute + time.Second)
+	gone := p.waitClock(id, "deleted by Modal", time.Minute, func(c clockState) bool { return c.State == "deleted" })
+	if sb, _ := f.emu.Sandbox(box); sb.Result.String() != "GENERIC_STATUS_IDLE_TIMEOUT" || f.emu.TunnelRequests(box) != 0 {
+		t.Fatalf("sandbox ended %s after %d tunnel requests; want an idle timeout and none", sb.Result, f.emu.TunnelRequests(box))
+	}
+	if !strings.Contains(gone.Error, "lost") {
+		t.Errorf("the idled-out workspace says %q; want that its files are lost", gone.Error)
+	}
+}
