@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/canvasapp/companion/core"
 	"github.com/canvasapp/companion/providers/builtin/docker"
+	"github.com/canvasapp/companion/providers/builtin/modal"
 	"github.com/canvasapp/companion/providers/wasm"
 )
 
@@ -20,11 +22,16 @@ import (
 // Docker Engine, which needs no credentials.
 const localDockerAccount = "local-docker"
 
+// builtinNames are the providers built into the binary; no module may
+// take their names.
+var builtinNames = []string{"docker", "modal"}
+
 // providerSet is the adapters companion runs with: the built-in docker
-// adapter and the Wasm modules (first-party ones embedded in the binary,
+// and modal adapters and the Wasm modules (first-party ones embedded in the binary,
 // and third-party ones installed under the data dir).
 type providerSet struct {
 	docker *docker.Provider
+	modal  *modal.Provider
 	host   *wasm.Host
 	store  core.Store
 	reg    *core.Registry
@@ -47,7 +54,7 @@ func newWasmHost(dataDir string, store wasm.PinStore, keys core.Secrets, log *sl
 		Pins:          store,
 		Credentials:   wasm.FromSecrets(keys),
 		Logger:        log.With("component", "wasm"),
-		ReservedNames: []string{"docker"},
+		ReservedNames: builtinNames,
 		Progress:      func(line string) { log.Info(line) },
 		// Manifests are read once companion is serving (see Start); a
 		// module is compiled (about two seconds of a CPU, once per data
@@ -76,11 +83,19 @@ func startProviders(ctx context.Context, f *serverFlags, store serverStore, keys
 		return nil, err
 	}
 	reg.Register("docker", dp)
+	// Modal speaks gRPC, which the Wasm host cannot carry: it is built in.
+	// Its tokens come from the secret store, like a module's.
+	var modalObserve func(op string, d time.Duration, err error)
+	if observe != nil {
+		modalObserve = func(op string, d time.Duration, err error) { observe("modal", op, d, err) }
+	}
+	mp := modal.New(modal.Config{Secrets: keys, Logger: log, Observe: modalObserve})
+	reg.Register("modal", mp)
 	host, err := newWasmHost(f.dataDir, store, keys, log, wasmObserve)
 	if err != nil {
 		return nil, err
 	}
-	ps := &providerSet{docker: dp, host: host, store: store, reg: reg, log: log, scope: f.dockerScope}
+	ps := &providerSet{docker: dp, modal: mp, host: host, store: store, reg: reg, log: log, scope: f.dockerScope}
 	loadFirstParty(host, reg, log)
 	adapters, err := host.LoadInstalled(ctx)
 	for _, a := range adapters {
@@ -115,7 +130,7 @@ func (p *providerSet) EnsureAccounts(ctx context.Context, svc *core.Service) err
 // Close releases the adapters.
 func (p *providerSet) Close() error {
 	ctx := context.Background()
-	return errors.Join(p.host.Close(ctx), p.docker.Close())
+	return errors.Join(p.host.Close(ctx), p.docker.Close(), p.modal.Close())
 }
 
 // Inspect implements uibridge.ModuleAdmin.
@@ -200,8 +215,8 @@ func (p *providerSet) RunSync(ctx context.Context, interval time.Duration) {
 // used by an account of any owner: removing it would strand the account's
 // workspaces.
 func checkRemovable(ctx context.Context, host *wasm.Host, store core.Store, name string) error {
-	if name == "docker" {
-		return core.Errorf(core.KindInvalid, "docker is built into companion and cannot be removed")
+	if slices.Contains(builtinNames, name) {
+		return core.Errorf(core.KindInvalid, "%s is built into companion and cannot be removed", name)
 	}
 	if a, ok := host.Adapter(name); ok && a.Builtin() {
 		return core.Errorf(core.KindInvalid, "provider module %s is built into companion and cannot be removed", name)

@@ -109,7 +109,7 @@ func openHost(ctx context.Context, where storeAt, progressOut io.Writer) (*wasm.
 		ModulesDir:    filepath.Join(dataDir, "modules"),
 		Pins:          store,
 		Logger:        slog.New(slog.DiscardHandler),
-		ReservedNames: []string{"docker"},
+		ReservedNames: builtinNames,
 		Progress:      func(line string) { fmt.Fprintln(progressOut, "companion: "+line) },
 		// list reads manifests only; install compiles what it admits.
 		CompileOnUse: true,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net"
+	"slices"
 	"time"
 
 	"github.com/canvasapp/companion/agentproxy"
@@ -84,7 +85,7 @@ func (a *started) open(ctx context.Context, m mode, f *serverFlags, log *slog.Lo
 	names := a.registry.Names()
 	modules := make([]string, 0, len(names))
 	for _, n := range names {
-		if n != "docker" {
+		if !slices.Contains(builtinNames, n) {
 			modules = append(modules, n)
 		}
 	}

@@ -53,6 +53,7 @@ const providerDocs = {
   e2b: ["E2B documentation: API key", "https://e2b.dev/docs/api-key"],
   digitalocean: ["DigitalOcean documentation: API tokens", "https://docs.digitalocean.com/reference/api/create-personal-access-token/"],
   runtimeapi: ["OpenHands documentation: remote runtime", "https://docs.openhands.dev/openhands/usage/v0/runtimes/V0_remote"],
+  modal: ["Modal documentation: Sandboxes", "https://modal.com/docs/guide/sandbox"],
 };
 
 function showError(e) {

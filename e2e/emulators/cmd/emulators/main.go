@@ -1,6 +1,7 @@
 // Command emulators runs the Daytona, E2B, DigitalOcean and OpenHands
 // runtime-api hosted-agent emulators on local addresses for manual testing, with their admin routes
-// (/_emulator/…) mounted.
+// (/_emulator/…) mounted, and the Modal gRPC emulator (-modal; no admin
+// routes: it speaks gRPC only).
 //
 //	EMULATOR_TOKEN=secret emulators -daytona 127.0.0.1:7001 -e2b 127.0.0.1:7002 -digitalocean 127.0.0.1:7003 -runtimeapi 127.0.0.1:7004
 //
@@ -35,6 +36,7 @@ import (
 	"github.com/canvasapp/companion/e2e/emulators/digitalocean"
 	"github.com/canvasapp/companion/e2e/emulators/e2b"
 	"github.com/canvasapp/companion/e2e/emulators/emulator"
+	modalemu "github.com/canvasapp/companion/e2e/emulators/modal"
 	"github.com/canvasapp/companion/e2e/emulators/runtimeapi"
 )
 
@@ -51,6 +53,8 @@ func run() error {
 	doAddr := flag.String("digitalocean", "", "serve the DigitalOcean /v2/agents API on this address")
 	rtAddr := flag.String("runtimeapi", "", "serve the OpenHands runtime-api on this address")
 	rtIdle := flag.Duration("runtimeapi-idle", 0, "how long a runtime-api runtime may be idle before the reaper pauses it (default 20m; negative: never)")
+	modalAddr := flag.String("modal", "", "serve the Modal gRPC control plane and command router (plaintext HTTP/2) on this address; the SDK reaches it with MODAL_SERVER_URL=http://ADDR, the token secret is the token")
+	modalTokenID := flag.String("modal-token-id", "ak-emulator", "the Modal token id accepted with the token (as the secret)")
 	rtReap := flag.Duration("runtimeapi-paused-reap", 0, "stop runtime-api runtimes paused this long (default: never)")
 	tokenFile := flag.String("token-file", "", "file holding the accepted token (default: $EMULATOR_TOKEN)")
 	fake := flag.Bool("fake-clock", false, "freeze the clock; it then moves only through POST /_emulator/clock")
@@ -59,9 +63,9 @@ func run() error {
 	listLag := flag.Duration("daytona-list-lag", 0, "how long Daytona's list lags behind creates and deletes (eventual consistency)")
 	agentURL := flag.String("agent-server", "", "forward every box's port 8000 to this agent-server URL (default: the proxies answer /server_info themselves)")
 	flag.Parse()
-	if *dtAddr == "" && *e2bAddr == "" && *doAddr == "" && *rtAddr == "" {
+	if *dtAddr == "" && *e2bAddr == "" && *doAddr == "" && *rtAddr == "" && *modalAddr == "" {
 		flag.Usage()
-		return errors.New("give at least one of -daytona, -e2b, -digitalocean, -runtimeapi")
+		return errors.New("give at least one of -daytona, -e2b, -digitalocean, -runtimeapi, -modal")
 	}
 	token := os.Getenv("EMULATOR_TOKEN")
 	if *tokenFile != "" {
@@ -150,6 +154,19 @@ func run() error {
 			IdleAfter: *rtIdle, PausedReapAfter: *rtReap})
 		servers = append(servers, server{"runtimeapi", *rtAddr, "", s.Handler(), s.Base,
 			func(d string) { s.SetBaseURL("http://" + d) }})
+	}
+
+	if *modalAddr != "" {
+		c, err := newClock()
+		if err != nil {
+			return err
+		}
+		m := modalemu.New(modalemu.Options{TokenID: *modalTokenID, TokenSecret: token, Clock: c, AgentServer: agent})
+		if err := m.StartOn(*modalAddr); err != nil {
+			return fmt.Errorf("modal: %w", err)
+		}
+		defer m.Close()
+		log.Info("serving", "emulator", "modal", "api", m.URL(), "tunnels", "one 127.0.0.1 port per sandbox")
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
