@@ -25,7 +25,7 @@ var agentKeyRE = regexp.MustCompile(`OH_SESSION_API_KEYS_0='([^']*)'`)
 // exec runs argv in the container and streams SSE events: stdout/stderr
 // (base64 chunks), then exit {"exit_code":N}. The container's shell knows
 // a few commands: true, echo, and a start script that launches the
-// agent-server in the background (it contains "nohup" and
+// agent-server in the background (sh -c with "nohup", and the key as
 // OH_SESSION_API_KEYS_0='<key>'); a second start finds it running. Any
 // other command is not found (127).
 func (s *Server) exec(w http.ResponseWriter, r *http.Request, c *Container) {
@@ -67,10 +67,14 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, c *Container) {
 func (s *Server) run(c *Container, argv []string) (stdout, stderr string, code int) {
 	if len(argv) == 3 && argv[0] == "sh" && argv[1] == "-c" {
 		script := argv[2]
-		if strings.Contains(script, "nohup ") && strings.Contains(script, "OH_SESSION_API_KEYS_0=") {
-			m := agentKeyRE.FindStringSubmatch(script)
-			if m == nil {
-				return "", "sh: syntax error: unterminated quoted string\n", 2
+		if strings.Contains(script, "nohup ") {
+			key := ""
+			if strings.Contains(script, "OH_SESSION_API_KEYS_0=") {
+				m := agentKeyRE.FindStringSubmatch(script)
+				if m == nil {
+					return "", "sh: syntax error: unterminated quoted string\n", 2
+				}
+				key = m[1]
 			}
 			s.mu.Lock()
 			defer s.mu.Unlock()
@@ -81,7 +85,7 @@ func (s *Server) run(c *Container, argv []string) (stdout, stderr string, code i
 			if cur.Agent {
 				return "agent-server already running\n", "", 0
 			}
-			cur.Agent, cur.AgentKey = true, m[1]
+			cur.Agent, cur.AgentKey = true, key
 			return "agent-server started\n", "", 0
 		}
 		argv = strings.Fields(script)
