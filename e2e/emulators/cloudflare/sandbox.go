@@ -195,3 +195,16 @@ func (s *Server) touchLocked(id string) {
 		c.LastActivity = s.Clock().Now()
 	}
 }
+
+// Containers returns every live container by sandbox id, after settling
+// sleeps; it assigns none and counts as no activity.
+func (s *Server) Containers() map[string]Container {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.settleAllLocked()
+	out := make(map[string]Container, len(s.containers))
+	for id, c := range s.containers {
+		out[id] = *c
+	}
+	return out
+}
