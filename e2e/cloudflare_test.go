@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"crypto/sha256"
+	"encoding/json"
 	"encoding/base32"
 	"os"
 	"path/filepath"
@@ -118,6 +119,17 @@ func TestCloudflareThroughWasmModule(t *testing.T) {
 	p.must(400, "POST", "/v1/workspaces/"+id+"/pause", nil, &e)
 	if !strings.Contains(e.Error.Message, "cannot pause") {
 		t.Errorf("pause: %+v", e)
+	}
+
+	// Retention deletes long-paused workspaces: never one here, and the
+	// preview says what loses the files instead.
+	var rp struct {
+		Workspaces []json.RawMessage `json:"workspaces"`
+		Notes      []string          `json:"notes"`
+	}
+	p.must(200, "POST", "/v1/accounts/"+acct+"/retention/preview", map[string]any{"paused_for_seconds": 60}, &rp)
+	if len(rp.Workspaces) != 0 || len(rp.Notes) != 1 || !strings.Contains(rp.Notes[0], "cannot pause") || !strings.Contains(rp.Notes[0], "sleep_wipe") {
+		t.Errorf("retention preview: %d workspaces, notes %q; want none and a note naming the sleep", len(rp.Workspaces), rp.Notes)
 	}
 
 	pv := p.deleteConfirmed(id)

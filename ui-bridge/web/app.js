@@ -763,6 +763,7 @@ $("r-preview").addEventListener("click", async () => {
     : "This policy would delete nothing now.";
   if (!data.scheduled_deletion) text += " (Not enforced here: this is what companion serve would do.)";
   if (!body.enabled) text += " The policy is saved switched off: nothing is deleted until it is enabled.";
+  for (const n of data.notes || []) text += ` Note: ${n}.`;
   $("r-result").textContent = text;
   const tb = $("r-table").tBodies[0];
   clear(tb);
