@@ -215,6 +215,15 @@ func TestCloudflareSleepLosesFilesAndTheExportRestores(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(f.diskOf(ws.BoxID), "workspace", "lost.txt")); !os.IsNotExist(err) {
 		t.Fatalf("lost.txt came back from nowhere: %v", err)
 	}
+
+	// The slept workspace's delete cannot export it (no agent-server
+	// answers): with the account's default delete_export (required) the
+	// delete is blocked and says why, and nothing is deleted.
+	p.deleteConfirmed(id)
+	blocked := p.waitBlocked(id, 2*time.Minute)
+	if !strings.Contains(blocked.Error, "best_effort") {
+		t.Errorf("blocked delete: %q, want the way out (best_effort)", blocked.Error)
+	}
 	f.noWakingCalls(t)
 }
 
