@@ -2,8 +2,8 @@ package e2e
 
 import (
 	"crypto/sha256"
-	"encoding/json"
 	"encoding/base32"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
