@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/base32"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/canvasapp/companion/e2e/emulators/cloudflare"
+	"github.com/canvasapp/companion/internal/testsupport"
 )
 
 // Cloudflare Sandbox through the bridge Worker (issue 24): the
@@ -46,6 +48,26 @@ func (f *cloudFarm) noWakingCalls(t *testing.T) {
 		if !strings.HasSuffix(c, "/exec") && !strings.HasSuffix(c, "/tunnel/8000") && !strings.HasPrefix(c, "DELETE ") {
 			t.Errorf("companion called %s", c)
 		}
+	}
+}
+
+// passes waits until companion made n more reconcile passes over the
+// account.
+func (f *cloudFarm) passes(p *proc, acct string, n int) {
+	f.t.Helper()
+	var last time.Time
+	if a := p.account(acct); a.Status.LastOKAt != nil {
+		last = *a.Status.LastOKAt
+	}
+	for range n {
+		testsupport.Poll(f.t, 30*time.Second, func() error {
+			a := p.account(acct)
+			if a.Status.LastOKAt == nil || !a.Status.LastOKAt.After(last) {
+				return fmt.Errorf("no further pass over account %s: %+v", acct, a.Status)
+			}
+			last = *a.Status.LastOKAt
+			return nil
+		})
 	}
 }
 
@@ -189,6 +211,14 @@ func TestCloudflareSleepLosesFilesAndTheExportRestores(t *testing.T) {
 		t.Fatalf("export: %+v", e)
 	}
 	f.workFile(t, box, "lost.txt", "written after the export\n")
+
+	// Reconcile passes over the account (last_ok_at moves) reach
+	// neither the bridge nor the tunnel: nothing keeps the sandbox awake.
+	mark := len(f.requests())
+	f.passes(p, acct, 3)
+	if extra := f.requests()[mark:]; len(extra) != 0 {
+		t.Fatalf("companion reached the sandbox on its own: %v", extra)
+	}
 
 	f.cf.Clock().Advance(cloudflare.DefaultSleepAfter + time.Minute)
 	if f.cf.Sleeps() != 1 {
