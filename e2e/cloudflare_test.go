@@ -122,7 +122,29 @@ func TestCloudflareThroughWasmModule(t *testing.T) {
 		testsupportRequireModule(t, "cloudflare")
 	}
 
+	// Bad input: an account without its Worker's URL, and create options
+	// (the module takes none) or an idle pause the provider cannot do,
+	// are refused with the reason, and nothing is made.
+	var bad apiError
+	p.must(400, "POST", "/v1/accounts", map[string]any{"provider": "cloudflare", "label": "no url",
+		"credentials": map[string]string{"token": cloudToken}}, &bad)
+	if !strings.Contains(bad.Error.Message, "api_url") {
+		t.Errorf("account without api_url: %+v", bad)
+	}
 	acct := f.account(p)
+	for _, body := range []map[string]any{
+		{"account_id": acct, "name": "typo", "options": map[string]string{"imgae": "x"}},
+		{"account_id": acct, "name": "idle", "lifecycle": map[string]any{"idle_pause_after_seconds": 600}},
+	} {
+		bad = apiError{}
+		p.must(400, "POST", "/v1/workspaces", body, &bad)
+		if bad.Error.Message == "" {
+			t.Errorf("create %v: no reason given", body)
+		}
+	}
+	if calls := f.bridgeCalls(); len(calls) != 0 {
+		t.Fatalf("refused creates reached the bridge: %v", calls)
+	}
 	var created struct{ Workspace workspace }
 	p.must(202, "POST", "/v1/workspaces", map[string]any{"account_id": acct, "name": "on cloudflare"}, &created)
 	id := created.Workspace.ID
