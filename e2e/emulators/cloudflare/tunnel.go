@@ -1,6 +1,7 @@
 package cloudflare
 
 import (
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -124,6 +125,35 @@ func (s *Server) Endpoint(id string) (emulator.Endpoint, bool) {
 	}
 	t, ok := c.Tunnels[8000]
 	return emulator.Endpoint{URL: t.URL, Headers: map[string]string{}}, ok
+}
+
+// Seed gives sandbox id a running container with its agent-server
+// started (key key) and a tunnel to port 8000, as a create and an
+// endpoint call would; it is not logged and returns the container.
+func (s *Server) Seed(id, key string) (Container, error) {
+	if !idRE.MatchString(id) {
+		return Container{}, fmt.Errorf("cloudflare: sandbox id %q does not match %s", id, idRE)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.assignLocked(id)
+	if !ok {
+		return Container{}, fmt.Errorf("cloudflare: no container capacity")
+	}
+	c.Agent, c.AgentKey = true, key
+	if _, ok := c.Tunnels[8000]; !ok {
+		tid := emulator.RandomString(16, emulator.LowerAlnum)
+		t := Tunnel{ID: tid, Port: 8000, CreatedAt: s.Clock().Now(), Hostname: tid + ".trycloudflare.com"}
+		if s.domain != "" {
+			t.Hostname = tid + "." + s.domain
+			t.URL = "http://" + t.Hostname
+		} else {
+			t.URL = "https://" + t.Hostname
+		}
+		c.Tunnels[8000] = t
+		s.tunnels[strings.ToLower(t.Hostname)] = id
+	}
+	return *c, nil
 }
 
 func (s *Server) adminRoutes() http.Handler {
