@@ -215,7 +215,9 @@ func TestCloudflareErrors(t *testing.T) {
 		t.Fatalf("no Worker URL: %v", err)
 	}
 	_, err = d.prov.Create(ctx, d.acct, core.CreateSpec{WorkspaceID: core.NewID("ws"), Options: map[string]string{"image": "x"}})
-	d.mustKind(err, core.KindInvalid)
+	if ce := d.mustKind(err, core.KindInvalid); !strings.Contains(ce.Message, "no create options") {
+		t.Fatalf("create with an option: %v", err)
+	}
 	_, err = d.prov.Create(ctx, d.acct, core.CreateSpec{WorkspaceID: strings.Repeat("w", 100)})
 	d.mustKind(err, core.KindInvalid)
 	_, err = d.prov.Create(ctx, d.acct, core.CreateSpec{WorkspaceID: core.NewID("ws"), AgentKey: "it's"})

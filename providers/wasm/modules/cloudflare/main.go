@@ -167,8 +167,8 @@ func (provider) Get(ctx context.Context, acct sdk.Account, id string) (sdk.Box, 
 }
 
 func (provider) Create(ctx context.Context, acct sdk.Account, spec sdk.CreateSpec) (sdk.Box, error) {
-	if err := api.CheckOptions(spec.Options); err != nil {
-		return sdk.Box{}, err
+	for k := range spec.Options {
+		return sdk.Box{}, sdk.Errorf(sdk.Invalid, "unknown option %q: Cloudflare sandboxes take no create options (the container image is your bridge Worker's)", k)
 	}
 	if spec.WorkspaceID == "" {
 		return sdk.Box{}, sdk.Errorf(sdk.Invalid, "create needs a workspace id")
