@@ -216,7 +216,17 @@ func testsupportRequireModule(t *testing.T, name string) {
 // sandbox, and never tries); the export taken before restores the work
 // it holds into a new sandbox, and the work after the export is lost.
 func TestCloudflareSleepLosesFilesAndTheExportRestores(t *testing.T) {
+	// The current docs say a sleep loses the files, an older rendition
+	// said they stay [uncertain]: companion must behave the same under
+	// both, since it cannot tell which holds.
+	for _, keep := range []bool{false, true} {
+		t.Run(map[bool]string{false: "files lost", true: "files kept"}[keep], func(t *testing.T) { testCloudflareSleep(t, keep) })
+	}
+}
+
+func testCloudflareSleep(t *testing.T, keep bool) {
 	f := newCloudFarm(t, "cloudflare")
+	f.cf.SetSleepKeepsFiles(keep)
 	p := start(t, options{dataDir: t.TempDir(), args: []string{"--docker-scope", "unused"}})
 	acct := f.account(p)
 	var created struct{ Workspace workspace }
@@ -246,7 +256,7 @@ func TestCloudflareSleepLosesFilesAndTheExportRestores(t *testing.T) {
 	if f.cf.Sleeps() != 1 {
 		t.Fatal("the container did not sleep")
 	}
-	if _, err := os.Stat(filepath.Join(f.boxDir(first.ID), "workspace", "lost.txt")); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(f.boxDir(first.ID), "workspace", "lost.txt")); !keep && !os.IsNotExist(err) {
 		t.Fatalf("the slept container's files are still there: %v", err)
 	}
 	// The agent-server is gone with the container: reaching it starts a
@@ -257,6 +267,10 @@ func TestCloudflareSleepLosesFilesAndTheExportRestores(t *testing.T) {
 	}
 	if c, ok := f.cf.Container(box); !ok || c.ID == first.ID || c.Agent {
 		t.Fatalf("after the sleep: %+v %v, want a fresh container without the agent-server", c, ok)
+	}
+	_, err := os.Stat(filepath.Join(f.diskOf(box), "workspace", "lost.txt"))
+	if kept := err == nil; kept != keep {
+		t.Fatalf("lost.txt in the container after the sleep: %v, want %v", kept, keep)
 	}
 
 	ws, _ := p.restoreInto(exportRec{ID: started.Export.ID}, acct, "files")

@@ -208,3 +208,11 @@ func (s *Server) Containers() map[string]Container {
 	}
 	return out
 }
+
+// SetSleepKeepsFiles switches between the two readings of a sleep
+// (Options.SleepKeepsFiles) for the sleeps still to come.
+func (s *Server) SetSleepKeepsFiles(keep bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.opts.SleepKeepsFiles = keep
+}
