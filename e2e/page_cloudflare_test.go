@@ -8,7 +8,8 @@ import (
 )
 
 // TestPageCloudflareSaysFilesAreLost: a Cloudflare workspace is never
-// shown as if a pause kept its files. The create form says the sleep
+// shown as if a pause kept its files. The account's row and the create
+// form say the sleep
 // wipes them; the workspace's row says it cannot pause and what the
 // sleep does (its Pause button disabled, with the reason); the delete
 // dialog lists what the sleep may already have wiped among the losses.
@@ -19,6 +20,10 @@ func TestPageCloudflareSaysFilesAreLost(t *testing.T) {
 	tb := openTab(t, p.ready.PageURL, 1600, 1000)
 	tb.waitJS("the live stream", `document.querySelector("#conn").dataset.state === "live"`, 30*time.Second)
 	tb.waitJS("the create form knows the account", fmt.Sprintf(`document.querySelector('#c-account option[value=%q]')`, acct), 30*time.Second)
+	tb.waitJS("the account says the files are lost", fmt.Sprintf(`(() => {
+		const tr = document.querySelector('#accounts-table tr[data-account=%q]');
+		return tr && tr.textContent.includes("cloudflare cannot pause: its sleep_wipe wipes the box's files 10 minutes after its last activity");
+	})()`, acct), 30*time.Second)
 	tb.choose("#c-account", acct)
 	tb.waitJS("the sleep in the create form", `(t => t.includes("cloudflare wipes the box's files 10 minutes after its last activity"))(document.querySelector("#c-clocks").textContent)`, 10*time.Second)
 
