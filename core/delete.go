@@ -96,6 +96,14 @@ func consequences(ws Workspace, info ProviderInfo, ex DeleteExportPlan) (lost, s
 		// Stopped is not paused: its processes already ended, nothing
 		// was kept in memory.
 	}
+	for _, c := range info.Clocks {
+		// A provider that wipes a box's files on its own (Cloudflare's
+		// sleep) may have done so already: the export can only hold what
+		// the box has when it runs.
+		if c.Loses == ClockLosesFiles {
+			lost = append(lost, fmt.Sprintf("whatever %s's %s already wiped: an export holds only what the box has when it runs", ws.Provider, describeClock(c)))
+		}
+	}
 	switch {
 	case !ex.Will:
 		lost = append(lost, "the agent's conversation history stored in the box: "+ex.Why+", so it is not saved")

@@ -345,6 +345,10 @@ type RetentionPreview struct {
 	ScheduledDeletion bool
 	// Exports is what the policy's export retention would remove now.
 	Exports ExportsPreview
+	// Notes say, in words, what the policy cannot do on this account:
+	// at a provider that cannot pause (Cloudflare) it never deletes a
+	// workspace, and the provider's own clock wipes the files instead.
+	Notes []string
 }
 
 // RetentionPreviewItem is one workspace a policy would delete.
@@ -376,6 +380,11 @@ func (s *Service) PreviewRetention(ctx context.Context, owner string, p Retentio
 		return RetentionPreview{}, err
 	}
 	out := RetentionPreview{Policy: p, Workspaces: []RetentionPreviewItem{}, ScheduledDeletion: s.cfg.ScheduledDeletion, Exports: xp}
+	if acct, err := s.Account(ctx, owner, p.AccountID); err == nil {
+		if _, info, err := s.provider(ctx, acct); err == nil {
+			out.Notes = retentionNotes(info)
+		}
+	}
 	if !p.Enabled {
 		return out, nil
 	}
@@ -453,4 +462,21 @@ func (s *Service) RetentionStatus() RetentionStatus {
 	r.statMu.Lock()
 	defer r.statMu.Unlock()
 	return RetentionStatus{ScheduledDeletion: s.cfg.ScheduledDeletion, Interval: r.interval, Ticks: r.ticks, LastTickAt: r.lastTick}
+}
+
+// retentionNotes words what a retention policy cannot do at a provider:
+// one that cannot pause never has a paused workspace to delete, and a
+// clock of its own that wipes files is what loses the work there.
+func retentionNotes(info ProviderInfo) []string {
+	if info.Capabilities.Suspend {
+		return nil
+	}
+	note := fmt.Sprintf("%s cannot pause, so this policy (it deletes workspaces paused for too long) never deletes a workspace of this account", info.Name)
+	for _, c := range info.Clocks {
+		if c.Loses == ClockLosesFiles {
+			note += fmt.Sprintf("; %s's own %s does, with nothing kept: export a workspace to keep its work", info.Name, describeClock(c))
+			break
+		}
+	}
+	return []string{note}
 }

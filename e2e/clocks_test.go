@@ -73,7 +73,7 @@ func (f *cloudFarm) outside(t *testing.T, method, path string) {
 // workFile writes a file of work into the box's /workspace.
 func (f *cloudFarm) workFile(t *testing.T, box, name, body string) {
 	t.Helper()
-	dir := filepath.Join(f.boxDir(box), "workspace")
+	dir := filepath.Join(f.diskOf(box), "workspace")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +90,7 @@ func (f *cloudFarm) restoredHas(p *proc, exportID, account, name, body string) {
 	if pv.Method != "files" {
 		p.t.Errorf("restore preview: %+v", pv)
 	}
-	got, err := os.ReadFile(filepath.Join(f.boxDir(ws.BoxID), "workspace", name))
+	got, err := os.ReadFile(filepath.Join(f.diskOf(ws.BoxID), "workspace", name))
 	if err != nil || string(got) != body {
 		p.t.Errorf("the restored box has %s as %q (%v), want %q", name, got, err, body)
 	}

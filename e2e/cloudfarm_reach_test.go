@@ -204,10 +204,22 @@ func TestCloudFarmWebSocket(t *testing.T) {
 				box = f.eb.Seed(e2b.Sandbox{Private: true}).SandboxID
 			case "digitalocean":
 				box = f.do.Seed(digitalocean.Session{Name: "ws"}).SessionID
+			case "cloudflare":
+				box = "wsbox"
 			}
 			stand := emutest.NewAgentStandIn()
 			t.Cleanup(stand.Release) // before the farm closes: it waits for open streams
-			f.box(box).serve = stand.For(box)
+			// What stands behind port 8000 is keyed by the box, and at
+			// Cloudflare by the sandbox's container.
+			behind := box
+			if provider == "cloudflare" {
+				c, err := f.cf.Seed(box, "")
+				if err != nil {
+					t.Fatal(err)
+				}
+				behind = c.ID
+			}
+			f.box(behind).serve = stand.For(box)
 			base, hdr, err := f.endpoint(box)
 			if err != nil {
 				t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/canvasapp/companion/e2e/emulators/cloudflare"
 	"github.com/canvasapp/companion/e2e/emulators/daytona"
 	"github.com/canvasapp/companion/e2e/emulators/digitalocean"
 	"github.com/canvasapp/companion/e2e/emulators/e2b"
@@ -110,6 +111,7 @@ type cloudFarm struct {
 	dt       *daytona.Server
 	eb       *e2b.Server
 	do       *digitalocean.Server
+	cf       *cloudflare.Server
 	srv      *httptest.Server
 	root     string
 	bin      string
@@ -123,12 +125,15 @@ type cloudFarm struct {
 	refuse map[string]int
 	// noSeed is boxSetup.noSeed for every box (set before any starts).
 	noSeed bool
+	// gate holds one armed provider API request (gate.arm), so a test
+	// can kill companion exactly there; unarmed it passes all through.
+	gate *apiGate
 }
 
 var agentAddrRE = regexp.MustCompile(`addr=(\S+)`)
 
 // farmProviders are the providers newCloudFarm serves.
-var farmProviders = []string{"daytona", "e2b", "digitalocean"}
+var farmProviders = []string{"daytona", "e2b", "digitalocean", "cloudflare"}
 
 // newCloudFarm starts provider's emulator on a wall clock with instant
 // transitions, its box proxy on localhost names of the farm's port.
@@ -147,16 +152,24 @@ func newCloudFarm(t *testing.T, provider string) *cloudFarm {
 	case "digitalocean":
 		f.do = digitalocean.New(digitalocean.Options{Token: cloudToken, Clock: clock, Delays: &digitalocean.Delays{}, AgentServer: f.agent})
 		f.emu = f.do
+	case "cloudflare":
+		// Each container's "/" is a directory under the farm's root
+		// named by the container's id, which is what AgentServer and
+		// the farm's boxes are keyed by: a sleep that loses the files
+		// moves the sandbox to a new, empty directory.
+		f.cf = cloudflare.New(cloudflare.Options{Token: cloudToken, Clock: clock, Root: f.root, AgentServer: f.agent})
+		f.emu = f.cf
 	default:
 		t.Fatalf("no farm for provider %q (want one of %v)", provider, farmProviders)
 	}
 	inner := f.emu.Handler()
+	f.gate = &apiGate{next: inner, reached: make(chan string, 1)}
 	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sw := &codeWriter{ResponseWriter: w, code: 200}
 		if code := f.refused(r.URL.Path); code != 0 {
 			http.Error(sw, `{"message":"refused by the test"}`, code)
 		} else {
-			inner.ServeHTTP(sw, r)
+			f.gate.ServeHTTP(sw, r)
 		}
 		f.mu.Lock()
 		f.log = append(f.log, fmt.Sprintf("%s %s %s -> %d", r.Method, r.Host, r.URL.RequestURI(), sw.code))
@@ -171,6 +184,8 @@ func newCloudFarm(t *testing.T, provider string) *cloudFarm {
 		f.eb.SetDomain(domain)
 	case "digitalocean":
 		f.do.SetIngressDomain("http", domain)
+	case "cloudflare":
+		f.cf.SetDomain(domain)
 	}
 	return f
 }
@@ -216,6 +231,8 @@ func (f *cloudFarm) account(p *proc) string {
 		cfg["sandbox_hosts"] = "*.localhost"
 	case "digitalocean":
 		cfg["ingress_hosts"] = "*.localhost"
+	case "cloudflare":
+		cfg["tunnel_hosts"] = "*.localhost"
 	}
 	var acct struct{ Account struct{ ID string } }
 	p.must(201, "POST", "/v1/accounts", map[string]any{
@@ -244,6 +261,15 @@ func (f *cloudFarm) boxKey(id string) (string, error) {
 		if _, ok := f.do.Session(id); ok {
 			return "", nil
 		}
+	case "cloudflare":
+		// Boxes are containers here; the key is the one the start
+		// script gave the agent-server.
+		if c, ok := f.cf.ContainerByID(id); ok {
+			return c.AgentKey, nil
+		}
+		if c, ok := f.cf.Container(id); ok {
+			return c.AgentKey, nil
+		}
 	}
 	return "", fmt.Errorf("no %s box %s", f.provider, id)
 }
@@ -256,6 +282,9 @@ func (f *cloudFarm) gone(box string) bool {
 		return !ok || sb.State == daytona.StateDestroyed
 	case "e2b":
 		_, ok := f.eb.Sandbox(box)
+		return !ok
+	case "cloudflare":
+		_, ok := f.cf.Container(box)
 		return !ok
 	default:
 		s, ok := f.do.Session(box)
@@ -274,6 +303,11 @@ func (f *cloudFarm) endpoint(box string) (string, http.Header, error) {
 		ep, err = f.dt.Endpoint(box, 8000)
 	case "e2b":
 		ep, err = f.eb.Endpoint(box, 8000)
+	case "cloudflare":
+		var ok bool
+		if ep, ok = f.cf.Endpoint(box); !ok {
+			err = fmt.Errorf("cloudflare: sandbox %s has no tunnel to port 8000", box)
+		}
 	default:
 		ep, err = f.do.Endpoint(box)
 		ep.Headers = map[string]string{"Authorization": "Bearer " + cloudToken}
@@ -366,6 +400,19 @@ func (f *cloudFarm) box(id string) *boxSetup {
 
 // boxDir is the directory standing for the box's "/".
 func (f *cloudFarm) boxDir(id string) string { return filepath.Join(f.root, id) }
+
+// diskOf is the directory standing for box's "/" now: the box's own, or
+// at Cloudflare its sandbox's current container's (none: a path that
+// does not exist).
+func (f *cloudFarm) diskOf(box string) string {
+	if f.cf == nil {
+		return f.boxDir(box)
+	}
+	if c, ok := f.cf.Container(box); ok {
+		return f.boxDir(c.ID)
+	}
+	return f.boxDir("no-container-" + box)
+}
 
 // agent is the handler behind a box's port 8000 (the emulators'
 // AgentServer): faults, the archiveAt redirection, then the box's own

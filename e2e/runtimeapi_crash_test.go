@@ -40,7 +40,9 @@ func (g *apiGate) arm(method, path string, after bool) {
 
 func (g *apiGate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.mu.Lock()
-	hold := g.path != "" && r.Method == g.method && r.URL.Path == g.path
+	// A path starting with "*" matches by suffix (an id not known yet).
+	hold := g.path != "" && r.Method == g.method && (r.URL.Path == g.path ||
+		strings.HasPrefix(g.path, "*") && strings.HasSuffix(r.URL.Path, g.path[1:]))
 	after := g.after
 	if hold {
 		g.method, g.path = "", ""

@@ -17,7 +17,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 
 GO="${GO:-go}"
-modules=(daytona e2b digitalocean runtimeapi)
+modules=(daytona e2b digitalocean runtimeapi cloudflare)
 src=providers/wasm/modules
 sdk=providers/wasm/sdk
 dist="$src/dist"

@@ -164,6 +164,7 @@ func (s *Server) previewRetention(w http.ResponseWriter, r *http.Request) {
 		"unknown_sizes":      pv.UnknownSizes,
 		"monthly_savings":    pv.MonthlySavings,
 		"scheduled_deletion": pv.ScheduledDeletion,
+		"notes":              nonNilStrings(pv.Notes),
 		"exports": map[string]any{
 			"due":           exports,
 			"removed":       pv.Exports.Removed,
@@ -227,4 +228,12 @@ func noticeFrame(now time.Time, n core.Notice) []byte {
 		panic("uibridge: encoding a notice: " + err.Error())
 	}
 	return b
+}
+
+// nonNilStrings makes an absent list an empty one on the wire.
+func nonNilStrings(v []string) []string {
+	if v == nil {
+		return []string{}
+	}
+	return v
 }

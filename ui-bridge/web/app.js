@@ -6,7 +6,7 @@
 import { $, clear, el } from "./dom.js";
 import { Api, ApiError } from "./api.js";
 import { Stream } from "./stream.js";
-import { WorkspaceTable } from "./table.js";
+import { WorkspaceTable, idleWipe } from "./table.js";
 import { GoneList } from "./gone.js";
 import { RestoreDialog } from "./restore.js";
 import { ConversationsPanel } from "./conversations.js";
@@ -481,7 +481,12 @@ function renderAccounts() {
       });
       actions.prepend(mode, " ");
     }
-    body.append(el("tr", { "data-account": a.id }, el("td", {}, a.label || a.id), el("td", {}, a.provider),
+    // A provider that cannot pause and wipes idle boxes' files says so
+    // on each of its accounts (Cloudflare's sleep).
+    const pv = providers.get(a.provider) || {};
+    const wipe = idleWipe({ provider: a.provider, state: "running" }, pv.capabilities || null, pv.clocks || []);
+    body.append(el("tr", { "data-account": a.id }, el("td", {}, a.label || a.id),
+      el("td", {}, a.provider, wipe ? el("span", { class: "sub", "data-note": "idle-wipe" }, wipe) : null),
       el("td", {}, status), el("td", {}, (a.credentials || []).join(", ") || "—"), actions));
   }
   if (!accounts.size) body.append(el("tr", {}, el("td", { colSpan: 5, class: "empty" }, "No accounts yet: add one with the form below, then create workspaces in it.")));
@@ -564,6 +569,7 @@ async function loadProviders() {
   if (providers.has(was)) sel.value = was;
   accountFields();
   createFields();
+  if (accounts.size) renderAccounts(); // their notes read the providers' capabilities
   table.tick();
 }
 
@@ -764,6 +770,7 @@ $("r-preview").addEventListener("click", async () => {
     : "This policy would delete nothing now.";
   if (!data.scheduled_deletion) text += " (Not enforced here: this is what companion serve would do.)";
   if (!body.enabled) text += " The policy is saved switched off: nothing is deleted until it is enabled.";
+  for (const n of data.notes || []) text += ` Note: ${n}.`;
   $("r-result").textContent = text;
   const tb = $("r-table").tBodies[0];
   clear(tb);

@@ -4,7 +4,7 @@
 // so a focused button survives updates.
 
 import { el } from "./dom.js";
-import { age, bytes, sizeSource, when } from "./format.js";
+import { age, bytes, clockWords, sizeSource, when } from "./format.js";
 
 const overscan = 10;
 
@@ -87,6 +87,7 @@ export class WorkspaceTable {
    * @param {(id: string) => string} o.accountLabel
    * @param {(id: string) => {state?: string, message?: string, last_ok_at?: string}} o.accountStatus the account's status (GET /v1/accounts)
    * @param {(provider: string) => any} o.caps the provider's capabilities, or null
+   * @param {(provider: string) => any[]} [o.clocks] the provider's deletion clocks (GET /v1/providers)
    * @param {Record<string, (w: any) => void>} o.actions pause, resume, keep, exports, conversations, del
    * @param {(id: string) => number} o.agentConns open connections to the workspace's agent through companion
    * @param {() => void} o.onFacets called when a new state, provider or account appears
@@ -446,23 +447,25 @@ export class WorkspaceTable {
     tip(c.activity, w.last_activity_at ? `last activity ${when(w.last_activity_at)}` : "");
     set(c.retText, w.keep ? "kept" : w.delete_after ? `delete after ${when(w.delete_after)}` : "—");
     const risk = clockRisk(w, now);
+    const caps = this.caps(w.provider);
+    const wipe = idleWipe(w, caps, this.clocks ? this.clocks(w.provider) : []);
     c.risk.hidden = !risk.atRisk;
     set(c.risk, risk.atRisk ? "at risk" : ""); // a hidden badge's words would still be the cell's text
-    set(c.retSub, risk.text);
-    c.retention.toggleAttribute("data-empty", c.retText.textContent === "—" && !risk.text);
-    tip(c.retention, [c.retText.textContent, risk.text].filter((x) => x && x !== "—").join("; "));
+    set(c.retSub, risk.text || wipe);
+    c.retention.toggleAttribute("data-empty", c.retText.textContent === "—" && !risk.text && !wipe);
+    tip(c.retention, [c.retText.textContent, risk.text || wipe].filter((x) => x && x !== "—").join("; "));
     c.exportNow.hidden = !risk.atRisk;
     c.exportNow.disabled = !!w.progress;
     c.exportNow.setAttribute("aria-label", `Export ${w.name} now`);
     set(c.progress, w.progress || (w.error ? "error: " + w.error : ""));
     c.progress.classList.toggle("error", !w.progress && !!w.error);
     tip(c.progress, c.progress.textContent);
-    const caps = this.caps(w.provider);
     const canSuspend = !caps || caps.suspend;
     const pr = w.state === "running" ? "Pause" : "Resume";
     set(c.pr, pr);
     c.pr.setAttribute("aria-label", `${pr} ${w.name}`);
     c.pr.disabled = !canSuspend || !(w.state === "running" || w.state === "paused" || w.state === "stopped");
+    tip(c.pr, canSuspend ? "" : wipe || `${w.provider} cannot pause or resume`);
     c.keep.setAttribute("aria-pressed", String(!!w.keep));
     c.keep.setAttribute("aria-label", `Keep ${w.name}`);
     c.exp.setAttribute("aria-label", `Exports of ${w.name}`);
@@ -473,6 +476,19 @@ export class WorkspaceTable {
     c.del.disabled = w.state === "deleting" || w.state === "deleted";
     c.toggle.setAttribute("aria-label", `More actions for ${w.name}`);
   }
+}
+
+/**
+ * idleWipe says, for a workspace at a provider that cannot pause and whose
+ * own clock wipes an idle box's files (Cloudflare's sleep), that nothing
+ * keeps its files; "" otherwise. Such a box is never offered as pausable,
+ * and never shown as if a pause kept its files.
+ */
+export function idleWipe(w, caps, clocks) {
+  if (!caps || caps.suspend || w.state === "deleted" || w.state === "deleting") return "";
+  const c = (clocks || []).find((x) => x.loses === "files" && x.starts === "idle");
+  if (!c) return "";
+  return `${w.provider} cannot pause: its ${c.name} ${clockWords(c)}, and nothing keeps them; export to keep the work`;
 }
 
 /**

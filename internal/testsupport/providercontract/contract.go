@@ -32,6 +32,12 @@ type Subject struct {
 	// Check, when set, runs on every error the adapter returns (to assert
 	// no secret shows in it, say).
 	Check func(t *testing.T, err error)
+	// NoRecords is set for a provider that keeps no record of boxes (no
+	// list, and every id is valid and made on first use: Cloudflare's
+	// bridge), whose adapter's Get therefore cannot tell a deleted box
+	// from a live one: companion's own records say it is deleted. Get
+	// after delete is then not checked.
+	NoRecords bool
 }
 
 // Run checks s.Provider against the contract: describe, create
@@ -149,6 +155,9 @@ func Run(t *testing.T, s Subject) {
 	// Delete, and deleting again: a gone box deletes fine.
 	c.ok("delete", s.Provider.Delete(ctx, s.Account, id))
 	c.poll("the box to be gone after delete", func() error {
+		if s.NoRecords {
+			return nil
+		}
 		b, err := s.Provider.Get(ctx, s.Account, id)
 		switch {
 		case core.IsKind(err, core.KindNotFound):

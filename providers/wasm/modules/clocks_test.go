@@ -38,6 +38,10 @@ func TestDeletionClocks(t *testing.T) {
 		// paused runtimes is secondhand.
 		{"runtimeapi", []manifest.Clock{{Name: "paused_reaper", Starts: manifest.ClockPaused, AfterSeconds: 86400, Loses: manifest.ClockLosesBox}},
 			[]string{"OpenHands#5083", "providers-wave3.md §1.6", "uncertain"}},
+		// A sandbox idle for sleepAfter (10 min by default; the bridge
+		// sets none) sleeps and loses its files, whatever companion does.
+		{"cloudflare", []manifest.Clock{{Name: "sleep_wipe", Starts: manifest.ClockIdle, AfterSeconds: 600, Loses: manifest.ClockLosesFiles}},
+			[]string{"sleepAfter", "10m", "files lost"}},
 	} {
 		t.Run(tc.module, func(t *testing.T) {
 			raw, err := manifest.Extract(built[tc.module])

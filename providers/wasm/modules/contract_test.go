@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/canvasapp/companion/e2e/emulators/cloudflare"
 	"github.com/canvasapp/companion/e2e/emulators/digitalocean"
 	"github.com/canvasapp/companion/e2e/emulators/runtimeapi"
 	"github.com/canvasapp/companion/internal/testsupport/providercontract"
@@ -36,6 +37,16 @@ func TestProviderContract(t *testing.T) {
 			Account:   d.acct,
 			MissingID: "companion-" + d.acct.ID + "-ws_never0existed",
 			Tick:      func() { d.clock.Advance(time.Second) },
+		})
+	})
+	t.Run("cloudflare", func(t *testing.T) {
+		d := newCloudflare(t, cloudflare.Options{})
+		run(t, d.env, providercontract.Subject{
+			Account: d.acct,
+			// Well formed for the bridge, but not an id this account makes.
+			MissingID: "neverexisted",
+			Tick:      func() { d.clock.Advance(time.Second) },
+			NoRecords: true,
 		})
 	})
 	t.Run("digitalocean", func(t *testing.T) {

@@ -50,7 +50,7 @@ func setup(m *testing.M) (int, error) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return 1, fmt.Errorf("scripts/build-modules.sh: %v\n%s", err, out)
 	}
-	for _, name := range []string{"daytona", "e2b", "digitalocean", "runtimeapi"} {
+	for _, name := range []string{"daytona", "e2b", "digitalocean", "runtimeapi", "cloudflare"} {
 		b, err := os.ReadFile(filepath.Join("dist", name+".wasm"))
 		if err != nil {
 			return 1, err
@@ -324,8 +324,8 @@ func TestEmbeddedModulesLoad(t *testing.T) {
 			t.Fatalf("%s describes itself as %+v, %v", m.Name, info, err)
 		}
 	}
-	if got := strings.Join(names, ","); got != "daytona,digitalocean,e2b,runtimeapi" {
-		t.Fatalf("embedded modules %s, want daytona,digitalocean,e2b,runtimeapi", got)
+	if got := strings.Join(names, ","); got != "cloudflare,daytona,digitalocean,e2b,runtimeapi" {
+		t.Fatalf("embedded modules %s, want cloudflare,daytona,digitalocean,e2b,runtimeapi", got)
 	}
 	// What the binary embeds is what the build script makes from today's
 	// source, not a stale copy.

@@ -1,9 +1,9 @@
-// Command emulators runs the Daytona, E2B, DigitalOcean and OpenHands
-// runtime-api hosted-agent emulators on local addresses for manual testing, with their admin routes
+// Command emulators runs the Daytona, E2B, DigitalOcean, OpenHands
+// runtime-api and Cloudflare Sandbox bridge emulators on local addresses for manual testing, with their admin routes
 // (/_emulator/…) mounted, and the Modal gRPC emulator (-modal; no admin
 // routes: it speaks gRPC only).
 //
-//	EMULATOR_TOKEN=secret emulators -daytona 127.0.0.1:7001 -e2b 127.0.0.1:7002 -digitalocean 127.0.0.1:7003 -runtimeapi 127.0.0.1:7004
+//	EMULATOR_TOKEN=secret emulators -daytona 127.0.0.1:7001 -e2b 127.0.0.1:7002 -digitalocean 127.0.0.1:7003 -runtimeapi 127.0.0.1:7004 -cloudflare 127.0.0.1:7005
 //
 // The token is taken from -token-file or $EMULATOR_TOKEN, not a flag, so it
 // does not show up in process listings.
@@ -11,7 +11,8 @@
 // Each emulator's box proxy answers on localhost names of its own port
 // (Daytona 8000-{id}.localhost:7001, E2B 8000-{id}.localhost:7002, DO
 // {label}.localhost:7003; a runtime-api runtime's url is the path
-// localhost:7004/{runtime_id}); -agent-server URL forwards every box's port
+// localhost:7004/{runtime_id}; a Cloudflare tunnel {tunnel id}.localhost:7005);
+// -agent-server URL forwards every box's port
 // 8000 there, to one agent-server shared by all boxes.
 package main
 
@@ -32,6 +33,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/canvasapp/companion/e2e/emulators/cloudflare"
 	"github.com/canvasapp/companion/e2e/emulators/daytona"
 	"github.com/canvasapp/companion/e2e/emulators/digitalocean"
 	"github.com/canvasapp/companion/e2e/emulators/e2b"
@@ -56,6 +58,9 @@ func run() error {
 	modalAddr := flag.String("modal", "", "serve the Modal gRPC control plane and command router (plaintext HTTP/2) on this address; the SDK reaches it with MODAL_SERVER_URL=http://ADDR, the token secret is the token")
 	modalTokenID := flag.String("modal-token-id", "ak-emulator", "the Modal token id accepted with the token (as the secret)")
 	rtReap := flag.Duration("runtimeapi-paused-reap", 0, "stop runtime-api runtimes paused this long (default: never)")
+	cfAddr := flag.String("cloudflare", "", "serve the Cloudflare Sandbox bridge Worker (/v1/sandbox…) on this address")
+	cfSleep := flag.Duration("cloudflare-sleep", 0, "how long a Cloudflare container may be idle before it sleeps and loses its files (default 10m; negative: never)")
+	cfKeep := flag.Bool("cloudflare-sleep-keeps-files", false, "keep /workspace across a Cloudflare sleep (the older docs' reading)")
 	tokenFile := flag.String("token-file", "", "file holding the accepted token (default: $EMULATOR_TOKEN)")
 	fake := flag.Bool("fake-clock", false, "freeze the clock; it then moves only through POST /_emulator/clock")
 	start := flag.String("start", "", "with -fake-clock, the starting time (RFC 3339; default now)")
@@ -63,9 +68,9 @@ func run() error {
 	listLag := flag.Duration("daytona-list-lag", 0, "how long Daytona's list lags behind creates and deletes (eventual consistency)")
 	agentURL := flag.String("agent-server", "", "forward every box's port 8000 to this agent-server URL (default: the proxies answer /server_info themselves)")
 	flag.Parse()
-	if *dtAddr == "" && *e2bAddr == "" && *doAddr == "" && *rtAddr == "" && *modalAddr == "" {
+	if *dtAddr == "" && *e2bAddr == "" && *doAddr == "" && *rtAddr == "" && *cfAddr == "" && *modalAddr == "" {
 		flag.Usage()
-		return errors.New("give at least one of -daytona, -e2b, -digitalocean, -runtimeapi, -modal")
+		return errors.New("give at least one of -daytona, -e2b, -digitalocean, -runtimeapi, -cloudflare, -modal")
 	}
 	token := os.Getenv("EMULATOR_TOKEN")
 	if *tokenFile != "" {
@@ -154,6 +159,15 @@ func run() error {
 			IdleAfter: *rtIdle, PausedReapAfter: *rtReap})
 		servers = append(servers, server{"runtimeapi", *rtAddr, "", s.Handler(), s.Base,
 			func(d string) { s.SetBaseURL("http://" + d) }})
+	}
+	if *cfAddr != "" {
+		c, err := newClock()
+		if err != nil {
+			return err
+		}
+		s := cloudflare.New(cloudflare.Options{Token: token, Clock: c, Admin: true, AgentServer: agent,
+			SleepAfter: *cfSleep, SleepKeepsFiles: *cfKeep})
+		servers = append(servers, server{"cloudflare", *cfAddr, "/v1", s.Handler(), s.Base, s.SetDomain})
 	}
 
 	if *modalAddr != "" {
