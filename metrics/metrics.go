@@ -43,6 +43,8 @@ type Metrics struct {
 	provCalls    *prometheus.CounterVec
 	provDuration *prometheus.HistogramVec
 
+	webhooksOnce sync.Once
+
 	routesMu sync.RWMutex
 	routes   map[routeKey]*routeSeries
 }
