@@ -263,7 +263,9 @@ func (s *Store) Deliveries(ctx context.Context, webhookID string, limit int) ([]
 func (s *Store) OutboxDepth(ctx context.Context) (int, int, error) { return outboxDepth(ctx, s) }
 
 // PutWebhook: see webhooks.Store.
-func (s *PGStore) PutWebhook(ctx context.Context, h webhooks.Hook) error { return putWebhook(ctx, s, h) }
+func (s *PGStore) PutWebhook(ctx context.Context, h webhooks.Hook) error {
+	return putWebhook(ctx, s, h)
+}
 
 // Webhook: see webhooks.Store.
 func (s *PGStore) Webhook(ctx context.Context, id string) (webhooks.Hook, error) {
@@ -276,7 +278,9 @@ func (s *PGStore) Webhooks(ctx context.Context, owner string) ([]webhooks.Hook, 
 }
 
 // DeleteWebhook: see webhooks.Store.
-func (s *PGStore) DeleteWebhook(ctx context.Context, id string) error { return deleteWebhook(ctx, s, id) }
+func (s *PGStore) DeleteWebhook(ctx context.Context, id string) error {
+	return deleteWebhook(ctx, s, id)
+}
 
 // WebhooksFor: see webhooks.Store.
 func (s *PGStore) WebhooksFor(ctx context.Context, owner, accountID string, shared bool) ([]webhooks.Hook, error) {

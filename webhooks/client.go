@@ -32,8 +32,10 @@ var errRedirect = errors.New("the webhook answered with a redirect, which is not
 func NewClient(control Control) *http.Client {
 	d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second, Control: control}
 	tr := &http.Transport{
-		Proxy:                  nil,
-		DialContext:            func(ctx context.Context, network, addr string) (net.Conn, error) { return d.DialContext(ctx, network, addr) },
+		Proxy: nil,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			return d.DialContext(ctx, network, addr)
+		},
 		MaxIdleConnsPerHost:    2,
 		IdleConnTimeout:        90 * time.Second,
 		TLSHandshakeTimeout:    10 * time.Second,

@@ -15,4 +15,6 @@ func BlockedAddr(ip netip.Addr) bool { return hostcall.Blocked(ip) }
 // PublicOnly is a net.Dialer Control that refuses to connect to an address
 // BlockedAddr refuses, after name resolution, so a name that resolves to
 // a private address is stopped too.
-func PublicOnly(network, address string, c syscall.RawConn) error { return publicOnly(network, address, c) }
+func PublicOnly(network, address string, c syscall.RawConn) error {
+	return publicOnly(network, address, c)
+}
