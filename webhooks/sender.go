@@ -79,7 +79,7 @@ func (h *Hooks) attempt(ctx context.Context, d Delivery) {
 	switch {
 	case err == nil:
 		d.State, d.DeliveredAt, d.LastError = StateDelivered, now, ""
-	case errors.Is(err, errGone):
+	case errors.As(err, new(permanent)):
 		d.State, d.LastError, outcome = StateFailed, err.Error(), OutcomeFailed
 	case d.Attempts >= h.cfg.MaxAttempts:
 		d.State, d.LastError, outcome = StateFailed, fmt.Sprintf("%s (gave up after %d attempts)", err, d.Attempts), OutcomeFailed
@@ -101,8 +101,12 @@ func (h *Hooks) attempt(ctx context.Context, d Delivery) {
 	}
 }
 
-// errGone: the webhook was deleted; its delivery is not tried again.
-var errGone = errors.New("the webhook or its secret was removed")
+// permanent is a failure that no retry mends: the delivery is marked
+// failed at once.
+type permanent struct{ error }
+
+// errGone: the webhook was deleted.
+var errGone = permanent{errors.New("the webhook or its secret was removed")}
 
 // send makes one attempt: it signs the payload as it is now and posts it.
 // Only a 2xx answer delivers it.
@@ -115,7 +119,7 @@ func (h *Hooks) send(ctx context.Context, d Delivery) (int, error) {
 		return 0, fmt.Errorf("read the webhook: %w", err)
 	}
 	if _, err := h.CheckURL(hook.URL); err != nil {
-		return 0, fmt.Errorf("%w: %v", errGone, err)
+		return 0, permanent{fmt.Errorf("the webhook's URL is no longer allowed: %v", err)}
 	}
 	secret, err := h.cfg.Secrets.Get(ctx, SecretKey(hook.ID))
 	if core.IsKind(err, core.KindNotFound) {
@@ -128,7 +132,7 @@ func (h *Hooks) send(ctx context.Context, d Delivery) (int, error) {
 	defer cancel()
 	req, err := http.NewRequestWithContext(actx, http.MethodPost, hook.URL, bytes.NewReader(d.Payload))
 	if err != nil {
-		return 0, fmt.Errorf("%w: %v", errGone, err)
+		return 0, permanent{fmt.Errorf("the webhook's URL: %v", err)}
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "companion-webhooks/1")
