@@ -170,7 +170,8 @@ func TestWebhooksServe(t *testing.T) {
 	if code, body := rawCall(t, "POST", tampered); code != 404 {
 		t.Fatalf("tampered keep link: %d %s", code, body)
 	}
-	var got struct{ Workspace workspace }
+	type wsAnswer struct{ Workspace workspace }
+	var got wsAnswer
 	p.must(200, "GET", "/v1/workspaces/"+keep.ID, nil, &got)
 	if got.Workspace.Keep || got.Workspace.DeleteAfter == nil {
 		t.Fatalf("a GET or a bad link changed the workspace: %+v", got.Workspace)
@@ -178,10 +179,12 @@ func TestWebhooksServe(t *testing.T) {
 	if code, body := rawCall(t, "POST", link); code != 200 || !strings.Contains(body, `"kept":true`) {
 		t.Fatalf("POST keep link: %d %s", code, body)
 	}
+	got = wsAnswer{} // a field the answer leaves out must not keep an old value
 	p.must(200, "GET", "/v1/workspaces/"+keep.ID, nil, &got)
 	if !got.Workspace.Keep || got.Workspace.DeleteAfter != nil {
 		t.Fatalf("kept workspace %+v; want keep, no delete_after", got.Workspace)
 	}
+	got = wsAnswer{}
 	p.must(200, "GET", "/v1/workspaces/"+del.ID, nil, &got)
 	if got.Workspace.Keep || got.Workspace.DeleteAfter == nil {
 		t.Fatalf("the link kept another workspace too: %+v", got.Workspace)
@@ -207,18 +210,20 @@ func TestWebhooksServe(t *testing.T) {
 	if len(rcv.Events("delete.done")) != 0 {
 		t.Fatal("a delete.done was accepted while the receiver was down")
 	}
+	got = wsAnswer{}
 	p.must(200, "GET", "/v1/workspaces/"+keep.ID, nil, &got)
-	if !got.Workspace.Keep || got.Workspace.State != "paused" {
+	if !got.Workspace.Keep || got.Workspace.State != "paused" || got.Workspace.DeleteAfter != nil {
 		t.Fatalf("kept workspace after the delete pass: %+v", got.Workspace)
 	}
 
 	// companion restarts; the receiver comes back; the outbox goes out.
-	p.stop()
+	firstURL := p.ready.URL // links name the address of the time (--public-url in production)
+	p.term()
 	rcv.SetDown(false)
 	p = start(t, options{mode: "serve", dataDir: data, args: args})
 	done := waitEvents(t, rcv, "delete.done", del.ID)[del.ID]
 	d := dataOf(t, done)
-	if d.Export == nil || d.Export.ArchiveSHA256 == "" || d.Export.URL != p.ready.URL+"/v1/exports/"+d.Export.ID {
+	if d.Export == nil || d.Export.ArchiveSHA256 == "" || d.Export.URL != firstURL+"/v1/exports/"+d.Export.ID {
 		t.Fatalf("delete.done %s: want the export's location and SHA-256", done.Raw)
 	}
 	var exp struct {

@@ -86,16 +86,16 @@ func (h *Hooks) Emit(ctx context.Context, e core.Event) error {
 }
 
 func (h *Hooks) payload(ctx context.Context, e core.Event) ([]byte, error) {
-	at := e.At.UTC()
-	if at.IsZero() {
-		at = h.cfg.Now().UTC()
+	at := wireTime(e.At)
+	if e.At.IsZero() {
+		at = wireTime(h.cfg.Now())
 	}
 	p := Payload{ID: e.ID, Type: e.Kind, CreatedAt: at, Data: PayloadData{WorkspaceID: e.WorkspaceID, WorkspaceName: e.WorkspaceName,
 		AccountID: e.AccountID, Provider: e.Provider, Reason: e.Reason}}
 	base := strings.TrimRight(h.cfg.BaseURL(), "/")
 	switch e.Kind {
 	case core.EventRetentionWarning:
-		da := e.DeleteAfter.UTC()
+		da := wireTime(e.DeleteAfter)
 		p.Data.DeleteAfter = &da
 		tok, exp, err := h.keepToken(ctx, e.Owner, e.WorkspaceID, e.DeleteAfter)
 		if err != nil {
@@ -108,9 +108,13 @@ func (h *Hooks) payload(ctx context.Context, e core.Event) ([]byte, error) {
 		}
 	case core.EventAccountUnhealthy:
 		if !e.NextAttemptAt.IsZero() {
-			n := e.NextAttemptAt.UTC()
+			n := wireTime(e.NextAttemptAt)
 			p.Data.NextAttemptAt = &n
 		}
 	}
 	return json.Marshal(p)
 }
+
+// wireTime is a time as the API shows it (UTC, milliseconds), so that a
+// payload's times compare equal to the same times read from the API.
+func wireTime(t time.Time) time.Time { return t.UTC().Truncate(time.Millisecond) }
