@@ -264,9 +264,14 @@ func (s *Service) updateStatusLocked(acct Account, f func(st *AccountStatus), sr
 	if src != statusOwn || after.State != AccountFailing || before.State == AccountFailing {
 		return nil
 	}
-	// One event per spell of failing; the spell starts with this pass.
+	// One event per spell of failing. Two processes may each see the
+	// same spell start (the replica that added the account and the one
+	// holding its lease): the id names the account, what failed and the
+	// hour, so those collapse into one, and a new spell an hour on is
+	// news again.
 	at := s.now()
-	return &Event{ID: EventID(EventAccountUnhealthy, acct.ID, at.UTC().Format(time.RFC3339Nano)), Kind: EventAccountUnhealthy, At: at,
+	return &Event{ID: EventID(EventAccountUnhealthy, acct.ID, string(after.Kind), after.Message, at.UTC().Truncate(time.Hour).Format(time.RFC3339)),
+		Kind: EventAccountUnhealthy, At: at,
 		Owner: acct.Owner, AccountID: acct.ID, AccountShared: acct.Shared, Provider: acct.Provider,
 		NextAttemptAt: after.NextAttemptAt, Reason: after.Message}
 }
