@@ -47,6 +47,15 @@ type Receiver struct {
 	refused   int            // bad signature or too old
 	whileDown int
 	onAccept  func(Event)
+	hold      chan Held // armed by HoldNext: the next request is held
+}
+
+// Held is a request the receiver holds without answering.
+type Held struct {
+	// Remote is the sender's address (its local end of the connection).
+	Remote string
+	// Key is the delivery's Idempotency-Key.
+	Key string
 }
 
 // Start starts a receiver on a loopback port; it stops when the test
@@ -68,6 +77,16 @@ func (r *Receiver) SetDown(down bool) { r.mu.Lock(); r.down = down; r.mu.Unlock(
 // OnAccept calls f (on the request's goroutine, before the answer) for
 // each newly accepted event.
 func (r *Receiver) OnAccept(f func(Event)) { r.mu.Lock(); r.onAccept = f; r.mu.Unlock() }
+
+// HoldNext makes the receiver hold the next request without answering
+// until its sender goes away; the returned channel says who sent it.
+func (r *Receiver) HoldNext() <-chan Held {
+	h := make(chan Held, 1)
+	r.mu.Lock()
+	r.hold = h
+	r.mu.Unlock()
+	return h
+}
 
 // Tolerance is how old a signature's timestamp may be.
 const Tolerance = 5 * time.Minute
@@ -110,6 +129,15 @@ func (r *Receiver) serve(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	r.mu.Lock()
+	if h := r.hold; h != nil {
+		// Held until the sender goes away: as a receiver that got the
+		// body but whose answer never reached companion.
+		r.hold = nil
+		r.mu.Unlock()
+		h <- Held{Remote: req.RemoteAddr, Key: req.Header.Get("Idempotency-Key")}
+		<-req.Context().Done()
+		return
+	}
 	if r.down {
 		r.whileDown++
 		r.mu.Unlock()
