@@ -43,7 +43,8 @@ type Metrics struct {
 	provCalls    *prometheus.CounterVec
 	provDuration *prometheus.HistogramVec
 
-	webhooksOnce sync.Once
+	webhooksOnce    sync.Once
+	webhookAttempts *prometheus.CounterVec // webhooks.go
 
 	routesMu sync.RWMutex
 	routes   map[routeKey]*routeSeries

@@ -7,24 +7,30 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// webhookAttempts counts webhook delivery attempts by event kind and
-// outcome; both label sets are fixed lists (core.EventKinds; delivered,
-// retry, failed).
-var webhookAttempts = prometheus.NewCounterVec(prometheus.CounterOpts{
-	Name: "companion_webhook_attempts_total",
-	Help: "Webhook delivery attempts, by event (retention.warning, delete.done, delete.blocked, export.failed, account.unhealthy) and outcome (delivered; retry: not accepted, tried again later; failed: given up).",
-}, []string{"event", "outcome"})
+// webhookMetrics are registered with the first webhook call: a desktop,
+// which has no webhooks, shows none.
+func (m *Metrics) webhookMetrics() *prometheus.CounterVec {
+	m.webhooksOnce.Do(func() {
+		// Both label sets are fixed lists: core.EventKinds, and
+		// delivered, retry, failed.
+		m.webhookAttempts = prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "companion_webhook_attempts_total",
+			Help: "Webhook delivery attempts, by event (retention.warning, delete.done, delete.blocked, export.failed, account.unhealthy) and outcome (delivered; retry: not accepted, tried again later; failed: given up).",
+		}, []string{"event", "outcome"})
+		m.reg.MustRegister(m.webhookAttempts)
+	})
+	return m.webhookAttempts
+}
 
 // WebhookAttempt counts one attempt (webhooks.Observer).
 func (m *Metrics) WebhookAttempt(event, outcome string) {
-	m.webhooksOnce.Do(func() { m.reg.MustRegister(webhookAttempts) })
-	webhookAttempts.WithLabelValues(event, outcome).Inc()
+	m.webhookMetrics().WithLabelValues(event, outcome).Inc()
 }
 
 // WebhookOutbox reports the outbox's depth at scrape time: deliveries
 // pending (waiting for an attempt) and failed (given up).
 func (m *Metrics) WebhookOutbox(depth func(ctx context.Context) (pending, failed int, err error)) {
-	m.webhooksOnce.Do(func() { m.reg.MustRegister(webhookAttempts) })
+	m.webhookMetrics()
 	m.reg.MustRegister(&outbox{depth: depth, desc: prometheus.NewDesc("companion_webhook_outbox_deliveries",
 		"Webhook deliveries in the outbox, by state (pending: waiting for an attempt; failed: given up, kept for GET /v1/webhooks/{id}/deliveries).",
 		[]string{"state"}, nil)})
