@@ -18,8 +18,8 @@ const (
 	// ExportSHA256 name the verified export it left (empty when it was
 	// deleted without one, Reason says why).
 	EventDeleteDone = "delete.done"
-	// EventDeleteBlocked: a delete stopped before the provider delete;
-	// the box stays. Reason says why.
+	// EventDeleteBlocked: a delete stopped before the provider delete,
+	// or the provider's delete failed; the box stays. Reason says why.
 	EventDeleteBlocked = "delete.blocked"
 	// EventExportFailed: an export failed; Reason says why.
 	EventExportFailed = "export.failed"
@@ -105,6 +105,9 @@ func (s *Service) emitDeleteOutcome(ctx context.Context, op Op, ws Workspace, ca
 		}
 	case strings.HasPrefix(outcome, "blocked: "):
 		e.Kind, e.Reason = EventDeleteBlocked, strings.TrimPrefix(outcome, "blocked: ")
+	case cause != nil && !ws.Removed && strings.HasPrefix(outcome, "failed: "):
+		// The provider's delete failed: the box stays, as when blocked.
+		e.Kind, e.Reason = EventDeleteBlocked, strings.TrimPrefix(outcome, "failed: ")
 	default:
 		return
 	}

@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,7 +22,11 @@ import (
 // retention.warning per workspace and delete_after, however many ticks
 // see it, and the scheduled delete stores a delete.done, each as a
 // pending delivery of the owner's webhook.
-func TestEventsReachTheOutbox(t *testing.T) {
+// newEventsEnv is a retention env (serve) whose service's event sink is
+// the webhooks service on the same SQLite file, with one webhook of the
+// owner ("") for every event.
+func newEventsEnv(t *testing.T) (*retEnv, *webhooks.Hooks, webhooks.Hook) {
+	t.Helper()
 	ctx := context.Background()
 	st, err := db.Open(ctx, filepath.Join(t.TempDir(), "companion.db"))
 	if err != nil {
@@ -52,21 +57,29 @@ func TestEventsReachTheOutbox(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &retEnv{t: t, store: st, svc: svc, clock: clock, prov: prov, ctx: ctx}
+	return &retEnv{t: t, store: st, svc: svc, clock: clock, prov: prov, ctx: ctx}, hooks, hook
+}
+
+// outboxOf returns the hook's deliveries by event kind.
+func outboxOf(t *testing.T, hooks *webhooks.Hooks, hook webhooks.Hook) map[string][]webhooks.Delivery {
+	t.Helper()
+	ds, err := hooks.Deliveries(context.Background(), "", hook.ID, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]webhooks.Delivery{}
+	for _, d := range ds {
+		out[d.Event] = append(out[d.Event], d)
+	}
+	return out
+}
+
+func TestEventsReachTheOutbox(t *testing.T) {
+	e, hooks, hook := newEventsEnv(t)
+	clock := e.clock
 	w := e.paused("old", 30*time.Minute, 1)
 	e.setPolicy(core.RetentionPolicy{Enabled: true, PausedFor: time.Hour, WarnBefore: 2 * time.Hour})
-	events := func() map[string][]webhooks.Delivery {
-		t.Helper()
-		ds, err := hooks.Deliveries(ctx, "", hook.ID, 100)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := map[string][]webhooks.Delivery{}
-		for _, d := range ds {
-			out[d.Event] = append(out[d.Event], d)
-		}
-		return out
-	}
+	events := func() map[string][]webhooks.Delivery { return outboxOf(t, hooks, hook) }
 	for range 3 {
 		e.tick()
 	}
@@ -85,5 +98,29 @@ func TestEventsReachTheOutbox(t *testing.T) {
 	}
 	if got := events(); len(got[core.EventRetentionWarning]) != 1 || len(got[core.EventDeleteBlocked]) != 0 {
 		t.Fatalf("outbox %+v", got)
+	}
+}
+
+// TestEventsDeleteBlocked: a scheduled delete whose provider delete fails
+// leaves the box and stores a delete.blocked with the reason, and no
+// delete.done.
+func TestEventsDeleteBlocked(t *testing.T) {
+	e, hooks, hook := newEventsEnv(t)
+	e.prov.deleteErr = core.Errorf(core.KindInvalid, "the provider refuses")
+	w := e.paused("stuck", 2*time.Hour, 1)
+	e.setPolicy(core.RetentionPolicy{Enabled: true, PausedFor: time.Hour, WarnBefore: time.Minute})
+	if rep := e.tick(); rep.Started != 1 {
+		t.Fatalf("tick %+v; want the delete started", rep)
+	}
+	testsupport.Until(t, 10*time.Second, "the delete.blocked event", func() bool { return len(outboxOf(t, hooks, hook)[core.EventDeleteBlocked]) == 1 })
+	if _, ok := e.ws(w.ID); !ok {
+		t.Fatal("the workspace is gone")
+	}
+	got := outboxOf(t, hooks, hook)
+	if len(got[core.EventDeleteDone]) != 0 || len(got[core.EventRetentionWarning]) != 1 {
+		t.Fatalf("outbox %+v", got)
+	}
+	if !strings.Contains(string(got[core.EventDeleteBlocked][0].Payload), "the provider refuses") {
+		t.Fatalf("payload %s; want the reason", got[core.EventDeleteBlocked][0].Payload)
 	}
 }
