@@ -17,11 +17,6 @@ import (
 	"github.com/canvasapp/companion/webhooks"
 )
 
-// TestEventsReachTheOutbox: with the webhooks service as its event sink
-// (on the same real SQLite file), a retention tick stores one
-// retention.warning per workspace and delete_after, however many ticks
-// see it, and the scheduled delete stores a delete.done, each as a
-// pending delivery of the owner's webhook.
 // newEventsEnv is a retention env (serve) whose service's event sink is
 // the webhooks service on the same SQLite file, with one webhook of the
 // owner ("") for every event.
@@ -74,6 +69,11 @@ func outboxOf(t *testing.T, hooks *webhooks.Hooks, hook webhooks.Hook) map[strin
 	return out
 }
 
+// TestEventsReachTheOutbox: with the webhooks service as its event sink
+// (on the same real SQLite file), a retention tick stores one
+// retention.warning per workspace and delete_after, however many ticks
+// see it, and the scheduled delete stores a delete.done, each as a
+// pending delivery of the owner's webhook.
 func TestEventsReachTheOutbox(t *testing.T) {
 	e, hooks, hook := newEventsEnv(t)
 	clock := e.clock
