@@ -61,6 +61,15 @@ func (h *Hooks) Pass(ctx context.Context) int {
 		if ctx.Err() != nil {
 			break
 		}
+		if h.cfg.Now().Add(h.cfg.Timeout).After(d.LeaseUntil) {
+			// Slow answers before it used up the lease: an attempt now
+			// could outlive it while another sender takes the delivery.
+			// Give it back untried instead.
+			if err := h.cfg.Store.FinishDelivery(context.WithoutCancel(ctx), h.holder, d); err != nil {
+				h.log.Warn("could not give back a webhook delivery", "delivery", d.ID, "err", err)
+			}
+			continue
+		}
 		h.attempt(ctx, d)
 	}
 	return len(ds)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -341,5 +342,42 @@ func TestKeepLinkToken(t *testing.T) {
 	e.advance(24 * time.Hour)
 	if _, err := e.hooks.CheckKeepLink(e.ctx, tok); !core.IsKind(err, core.KindNotFound) {
 		t.Errorf("expired token: %v", err)
+	}
+}
+
+// TestLeaseOutlivesEveryAttempt: a delivery whose lease would end before
+// an attempt's timeout (earlier ones in its batch were slow) is given back
+// untried, so no attempt runs past its lease.
+func TestLeaseOutlivesEveryAttempt(t *testing.T) {
+	var e *env
+	rcv := &receiver{status: 204}
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		e.advance(56 * time.Second) // this answer took 56 s of the 60 s lease; an attempt has 5 s
+		rcv.ServeHTTP(w, r)
+	}))
+	defer slow.Close()
+	e = newEnv(t, true, nil)
+	hook, _, err := e.hooks.Create(e.ctx, "alice", webhooks.CreateRequest{URL: slow.URL, Events: []string{core.EventDeleteDone}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"evt_1", "evt_2"} {
+		if err := e.hooks.Emit(e.ctx, core.Event{ID: id, Kind: core.EventDeleteDone, Owner: "alice"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := e.hooks.Pass(e.ctx); n != 2 {
+		t.Fatalf("claimed %d; want both in one batch", n)
+	}
+	ds, _ := e.hooks.Deliveries(e.ctx, "alice", hook.ID, 10)
+	states := map[string]int{}
+	for _, d := range ds {
+		states[fmt.Sprintf("%s/%d", d.State, d.Attempts)]++
+	}
+	if states["delivered/1"] != 1 || states["pending/0"] != 1 {
+		t.Fatalf("after the slow answer: %v; want one delivered, one given back untried", states)
+	}
+	if n := e.hooks.Pass(e.ctx); n != 1 {
+		t.Fatalf("the given-back delivery was not claimable at once: %d", n)
 	}
 }
