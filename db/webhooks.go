@@ -38,7 +38,9 @@ const (
 		delivered_at = ?, holder = '', lease_until = 0 WHERE id = ? AND holder = ?`
 	qReleaseDeliveries = `UPDATE webhook_deliveries SET holder = '', lease_until = 0 WHERE holder = ? AND state = 'pending'`
 	qHookDeliveries    = `SELECT ` + deliveryCols + ` FROM webhook_deliveries WHERE webhook_id = ? ORDER BY created_at DESC, id DESC LIMIT ?`
-	qOutboxDepth       = `SELECT
+	qPruneDeliveries   = `DELETE FROM webhook_deliveries WHERE id IN
+		(SELECT id FROM webhook_deliveries WHERE state <> 'pending' AND created_at < ? ORDER BY created_at LIMIT ?)`
+	qOutboxDepth = `SELECT
 		COALESCE(SUM(CASE WHEN state = 'pending' THEN 1 ELSE 0 END), 0),
 		COALESCE(SUM(CASE WHEN state = 'failed' THEN 1 ELSE 0 END), 0) FROM webhook_deliveries WHERE state <> 'delivered'`
 )
@@ -193,6 +195,16 @@ func releaseDeliveries(ctx context.Context, e engine, holder string) error {
 	})
 }
 
+func pruneDeliveries(ctx context.Context, e engine, before time.Time, limit int) (int, error) {
+	var n int64
+	err := e.writeTx(ctx, "prune webhook deliveries", func(t tx) error {
+		var err error
+		n, err = t.exec(qPruneDeliveries, nanos(before), limit)
+		return err
+	})
+	return int(n), err
+}
+
 func hookDeliveries(ctx context.Context, e engine, webhookID string, limit int) ([]webhooks.Delivery, error) {
 	r, err := e.rowsOf(ctx, qHookDeliveries, webhookID, limit)
 	if err != nil {
@@ -259,6 +271,11 @@ func (s *Store) Deliveries(ctx context.Context, webhookID string, limit int) ([]
 	return hookDeliveries(ctx, s, webhookID, limit)
 }
 
+// PruneDeliveries: see webhooks.Store.
+func (s *Store) PruneDeliveries(ctx context.Context, before time.Time, limit int) (int, error) {
+	return pruneDeliveries(ctx, s, before, limit)
+}
+
 // OutboxDepth: see webhooks.Store.
 func (s *Store) OutboxDepth(ctx context.Context) (int, int, error) { return outboxDepth(ctx, s) }
 
@@ -310,6 +327,11 @@ func (s *PGStore) ReleaseDeliveries(ctx context.Context, holder string) error {
 // Deliveries: see webhooks.Store.
 func (s *PGStore) Deliveries(ctx context.Context, webhookID string, limit int) ([]webhooks.Delivery, error) {
 	return hookDeliveries(ctx, s, webhookID, limit)
+}
+
+// PruneDeliveries: see webhooks.Store.
+func (s *PGStore) PruneDeliveries(ctx context.Context, before time.Time, limit int) (int, error) {
+	return pruneDeliveries(ctx, s, before, limit)
 }
 
 // OutboxDepth: see webhooks.Store.

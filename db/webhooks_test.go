@@ -129,6 +129,13 @@ func testWebhookOutbox(t *testing.T, e storetest.Engine) {
 	if !found {
 		t.Errorf("deliveries %+v do not show the retry as recorded", list)
 	}
+	// Pruning forgets old delivered and failed rows only.
+	if n, err := s.PruneDeliveries(ctx, now.Add(time.Second), 10); err != nil || n != 1 {
+		t.Fatalf("pruned %d, %v; want the one delivered row", n, err)
+	}
+	if n, err := s.PruneDeliveries(ctx, now.Add(time.Second), 10); err != nil || n != 0 {
+		t.Fatalf("pruned %d more, %v; pending rows must stay", n, err)
+	}
 	if err := s.DeleteWebhook(ctx, "wh_u_all"); err != nil {
 		t.Fatal(err)
 	}

@@ -32,8 +32,13 @@ const maxAnswer = 4 << 10
 func (h *Hooks) Run(ctx context.Context) {
 	t := time.NewTicker(h.cfg.Poll)
 	defer t.Stop()
+	var pruned time.Time
 	for {
 		for h.Pass(ctx) == claimBatch && ctx.Err() == nil {
+		}
+		if now := h.cfg.Now(); now.Sub(pruned) >= pruneEvery {
+			pruned = now
+			h.Prune(ctx)
 		}
 		select {
 		case <-ctx.Done():
@@ -43,6 +48,35 @@ func (h *Hooks) Run(ctx context.Context) {
 			return
 		case <-t.C:
 		case <-h.kick:
+		}
+	}
+}
+
+// KeepDeliveries is how long delivered and failed deliveries stay
+// visible (GET /v1/webhooks/{id}/deliveries) before they are pruned.
+const KeepDeliveries = 30 * 24 * time.Hour
+
+// pruneEvery is how often the sender prunes; pruneBatch bounds one
+// statement, and a pass goes on until less than a batch was left.
+const (
+	pruneEvery = time.Hour
+	pruneBatch = 500
+)
+
+// Prune forgets delivered and failed deliveries older than
+// KeepDeliveries; pending ones are never pruned.
+func (h *Hooks) Prune(ctx context.Context) {
+	before := h.cfg.Now().Add(-KeepDeliveries)
+	for ctx.Err() == nil {
+		n, err := h.cfg.Store.PruneDeliveries(ctx, before, pruneBatch)
+		if err != nil {
+			if ctx.Err() == nil {
+				h.log.Warn("could not prune old webhook deliveries", "err", err)
+			}
+			return
+		}
+		if n < pruneBatch {
+			return
 		}
 	}
 }

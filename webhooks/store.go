@@ -92,6 +92,9 @@ type Store interface {
 	ReleaseDeliveries(ctx context.Context, holder string) error
 	// Deliveries lists a hook's deliveries, newest first, at most limit.
 	Deliveries(ctx context.Context, webhookID string, limit int) ([]Delivery, error)
+	// PruneDeliveries forgets at most limit delivered or failed
+	// deliveries made before before, oldest first, and returns how many.
+	PruneDeliveries(ctx context.Context, before time.Time, limit int) (int, error)
 	// OutboxDepth counts pending and failed deliveries.
 	OutboxDepth(ctx context.Context) (pending, failed int, err error)
 }

@@ -257,6 +257,16 @@ func TestDeliveryGivesUp(t *testing.T) {
 	if p, f, err := e.store.OutboxDepth(e.ctx); err != nil || p != 0 || f != 1 {
 		t.Fatalf("depth %d, %d, %v", p, f, err)
 	}
+	// Kept for KeepDeliveries, then pruned.
+	e.hooks.Prune(e.ctx)
+	if ds, _ := e.hooks.Deliveries(e.ctx, "alice", hook.ID, 10); len(ds) != 1 {
+		t.Fatalf("pruned too early: %+v", ds)
+	}
+	e.advance(webhooks.KeepDeliveries)
+	e.hooks.Prune(e.ctx)
+	if ds, _ := e.hooks.Deliveries(e.ctx, "alice", hook.ID, 10); len(ds) != 0 {
+		t.Fatalf("not pruned after %s: %+v", webhooks.KeepDeliveries, ds)
+	}
 }
 
 // TestAddressGuard: without the operator's leave, a private or loopback

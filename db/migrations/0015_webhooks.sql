@@ -34,3 +34,5 @@ CREATE TABLE webhook_deliveries (
 ) STRICT;
 CREATE INDEX webhook_deliveries_due ON webhook_deliveries (next_at) WHERE state = 'pending';
 CREATE INDEX webhook_deliveries_hook ON webhook_deliveries (webhook_id, created_at);
+-- Delivered and failed rows are pruned after a while, oldest first.
+CREATE INDEX webhook_deliveries_done ON webhook_deliveries (created_at) WHERE state <> 'pending';

@@ -263,6 +263,8 @@ CREATE INDEX webhook_deliveries_due ON webhook_deliveries (next_at) WHERE state 
 
 CREATE INDEX webhook_deliveries_hook ON webhook_deliveries (webhook_id, created_at);
 
+CREATE INDEX webhook_deliveries_done ON webhook_deliveries (created_at) WHERE state <> 'pending';
+
 INSERT INTO meta (key, value) VALUES ('audit_head', 0);
 INSERT INTO meta (key, value) VALUES ('floor', 0);
 INSERT INTO meta (key, value) VALUES ('rev', 0);
