@@ -45,6 +45,8 @@ type Config struct {
 	// Poll is how often the sender looks for due deliveries written by
 	// other replicas or waiting for their backoff; 0 means 1 s.
 	Poll time.Duration
+	// Parallel is how many attempts one sender makes at once; 0 means 4.
+	Parallel int
 	// Observer is told each attempt's outcome, for metrics; nil: none.
 	Observer Observer
 }
@@ -106,6 +108,9 @@ func New(cfg Config) (*Hooks, error) {
 	}
 	if cfg.Poll <= 0 {
 		cfg.Poll = time.Second
+	}
+	if cfg.Parallel <= 0 {
+		cfg.Parallel = 4
 	}
 	return &Hooks{cfg: cfg, log: cfg.Logger, backoff: Backoff{Min: cfg.RetryMin, Max: cfg.RetryMax},
 		holder: core.NewID("wh"), kick: make(chan struct{}, 1)}, nil

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/canvasapp/companion/core"
@@ -91,21 +92,31 @@ func (h *Hooks) Pass(ctx context.Context) int {
 		}
 		return 0
 	}
+	// A few at a time, so that one receiver that never answers does not
+	// hold back everyone else's deliveries for a whole batch.
+	slots := make(chan struct{}, h.cfg.Parallel)
+	var wg sync.WaitGroup
 	for _, d := range ds {
-		if ctx.Err() != nil {
-			break
-		}
-		if h.cfg.Now().Add(h.cfg.Timeout).After(d.LeaseUntil) {
-			// Slow answers before it used up the lease: an attempt now
-			// could outlive it while another sender takes the delivery.
-			// Give it back untried instead.
-			if err := h.cfg.Store.FinishDelivery(context.WithoutCancel(ctx), h.holder, d); err != nil {
-				h.log.Warn("could not give back a webhook delivery", "delivery", d.ID, "err", err)
+		slots <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-slots; wg.Done() }()
+			if ctx.Err() != nil {
+				return // the lease is released at shutdown
 			}
-			continue
-		}
-		h.attempt(ctx, d)
+			if h.cfg.Now().Add(h.cfg.Timeout).After(d.LeaseUntil) {
+				// Slow answers before it used up the lease: an attempt
+				// now could outlive it while another sender takes the
+				// delivery. Give it back untried instead.
+				if err := h.cfg.Store.FinishDelivery(context.WithoutCancel(ctx), h.holder, d); err != nil {
+					h.log.Warn("could not give back a webhook delivery", "delivery", d.ID, "err", err)
+				}
+				return
+			}
+			h.attempt(ctx, d)
+		}()
 	}
+	wg.Wait()
 	return len(ds)
 }
 

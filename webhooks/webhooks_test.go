@@ -366,7 +366,7 @@ func TestLeaseOutlivesEveryAttempt(t *testing.T) {
 		rcv.ServeHTTP(w, r)
 	}))
 	defer slow.Close()
-	e = newEnv(t, true, nil)
+	e = newEnv(t, true, func(c *webhooks.Config) { c.Parallel = 1 }) // one after the other, as behind a slow receiver
 	hook, _, err := e.hooks.Create(e.ctx, "alice", webhooks.CreateRequest{URL: slow.URL, Events: []string{core.EventDeleteDone}})
 	if err != nil {
 		t.Fatal(err)
@@ -389,5 +389,49 @@ func TestLeaseOutlivesEveryAttempt(t *testing.T) {
 	}
 	if n := e.hooks.Pass(e.ctx); n != 1 {
 		t.Fatalf("the given-back delivery was not claimable at once: %d", n)
+	}
+}
+
+// TestSlowReceiverHoldsBackNobody: while one receiver sits on its
+// request, another's delivery of the same pass goes out.
+func TestSlowReceiverHoldsBackNobody(t *testing.T) {
+	e := newEnv(t, true, nil)
+	stuck, release := make(chan struct{}), make(chan struct{})
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(stuck)
+		<-release
+		w.WriteHeader(204)
+	}))
+	defer slow.Close()
+	fast := &receiver{status: 204}
+	fastSrv := httptest.NewServer(fast)
+	defer fastSrv.Close()
+	for _, who := range []struct{ owner, url string }{{"alice", slow.URL}, {"bob", fastSrv.URL}} {
+		if _, _, err := e.hooks.Create(e.ctx, who.owner, webhooks.CreateRequest{URL: who.url, Events: []string{core.EventDeleteDone}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.hooks.Emit(e.ctx, core.Event{ID: "evt_" + who.owner, Kind: core.EventDeleteDone, Owner: who.owner}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := make(chan int)
+	go func() { done <- e.hooks.Pass(e.ctx) }()
+	<-stuck
+	for {
+		fast.mu.Lock()
+		n := len(fast.got)
+		fast.mu.Unlock()
+		if n == 1 {
+			break
+		}
+		select {
+		case <-done:
+			t.Fatal("the pass ended with the slow receiver still holding its request")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	close(release)
+	if n := <-done; n != 2 {
+		t.Fatalf("pass claimed %d", n)
 	}
 }
