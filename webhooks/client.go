@@ -5,21 +5,14 @@ import (
 	"errors"
 	"net"
 	"net/http"
-	"net/netip"
 	"syscall"
 	"time"
-
-	"github.com/canvasapp/companion/providers/wasm"
 )
 
-// Blocked is the address guard of provider calls (wasm.BlockedAddr).
-func Blocked(ip netip.Addr) bool { return wasm.BlockedAddr(ip) }
-
-// Control is a dialer's check of the address it is about to connect to.
+// Control is a dialer's check of the address it is about to connect to:
+// the provider calls' guard (wasm.PublicOnly), passed in by the caller so
+// that this package does not depend on the Wasm host.
 type Control func(network, address string, c syscall.RawConn) error
-
-// PublicOnly is the guard's Control: only public addresses.
-var PublicOnly Control = wasm.PublicOnly
 
 // errRedirect: a receiver's redirect is an answer, not a place to go; not
 // following it also means no redirect can lead to a private address.

@@ -22,12 +22,17 @@ type Config struct {
 	Logger  *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
-	// HTTP sends deliveries; it must apply the address guard (NewClient).
-	// nil means NewClient(nil).
+	// HTTP sends deliveries; it must apply the address guard
+	// (NewClient(wasm.PublicOnly)). nil means NewClient(nil), for
+	// AllowPrivate only.
 	HTTP *http.Client
 	// AllowPrivate accepts webhook URLs whose host is a loopback or
 	// private address (checked again at dial time by HTTP's guard).
 	AllowPrivate bool
+	// Blocked is the provider calls' address guard (wasm.BlockedAddr):
+	// true for an address webhooks may not reach. Required unless
+	// AllowPrivate.
+	Blocked func(netip.Addr) bool
 	// BaseURL returns the URL people reach companion at, for the links in
 	// payloads (the keep link, an export's location).
 	BaseURL func() string
@@ -74,6 +79,9 @@ type Hooks struct {
 func New(cfg Config) (*Hooks, error) {
 	if cfg.Store == nil || cfg.Secrets == nil {
 		return nil, fmt.Errorf("webhooks: Config.Store and Config.Secrets are required")
+	}
+	if cfg.Blocked == nil && !cfg.AllowPrivate {
+		return nil, fmt.Errorf("webhooks: Config.Blocked (the address guard) is required unless private addresses are allowed")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -276,7 +284,7 @@ func (h *Hooks) CheckURL(raw string) (string, error) {
 		if host == "localhost" || strings.HasSuffix(host, ".localhost") {
 			return "", core.Errorf(core.KindInvalid, "url %q names this machine; webhooks go to public addresses only (an operator may allow private ones with --webhooks-allow-private)", raw)
 		}
-		if ip, err := netip.ParseAddr(host); err == nil && Blocked(ip) {
+		if ip, err := netip.ParseAddr(strings.Trim(host, "[]")); err == nil && h.cfg.Blocked(ip) {
 			return "", core.Errorf(core.KindInvalid, "url %q is a loopback, private or otherwise non-public address; webhooks go to public addresses only (an operator may allow private ones with --webhooks-allow-private)", raw)
 		}
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/canvasapp/companion/core"
 	"github.com/canvasapp/companion/db"
+	"github.com/canvasapp/companion/providers/wasm"
 	"github.com/canvasapp/companion/secrets"
 	"github.com/canvasapp/companion/webhooks"
 )
@@ -101,11 +102,12 @@ func newEnv(t *testing.T, allowPrivate bool, mutate func(*webhooks.Config)) *env
 	if e.keys, err = secrets.OpenSealed(e.ctx, st, inst, k); err != nil {
 		t.Fatal(err)
 	}
-	control := webhooks.PublicOnly
+	control := webhooks.Control(wasm.PublicOnly)
 	if allowPrivate {
 		control = nil
 	}
 	cfg := webhooks.Config{Store: st, Secrets: e.keys, Now: e.clock, HTTP: webhooks.NewClient(control), AllowPrivate: allowPrivate,
+		Blocked: wasm.BlockedAddr,
 		BaseURL: func() string { return "https://companion.example" }, MaxAttempts: 3, RetryMin: time.Minute, RetryMax: time.Hour,
 		Timeout: 5 * time.Second, Lease: time.Minute}
 	if mutate != nil {
@@ -291,7 +293,7 @@ func TestAddressGuard(t *testing.T) {
 	// that reaches loopback is stopped when dialed.
 	srv := httptest.NewServer(&receiver{status: 204})
 	defer srv.Close()
-	g := newEnv(t, true, func(c *webhooks.Config) { c.HTTP = webhooks.NewClient(webhooks.PublicOnly) })
+	g := newEnv(t, true, func(c *webhooks.Config) { c.HTTP = webhooks.NewClient(wasm.PublicOnly) })
 	hook, _, err := g.hooks.Create(g.ctx, "alice", webhooks.CreateRequest{URL: srv.URL, Events: []string{core.EventDeleteDone}})
 	if err != nil {
 		t.Fatal(err)

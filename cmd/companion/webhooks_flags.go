@@ -10,6 +10,7 @@ import (
 
 	"github.com/canvasapp/companion/core"
 	"github.com/canvasapp/companion/metrics"
+	"github.com/canvasapp/companion/providers/wasm"
 	"github.com/canvasapp/companion/webhooks"
 )
 
@@ -49,14 +50,14 @@ func newWebhooks(f *serverFlags, store serverStore, keys core.Secrets, log *slog
 	if f.login.publicURL != "" {
 		base = strings.TrimRight(f.login.publicURL, "/")
 	}
-	control := webhooks.PublicOnly
+	control := webhooks.Control(wasm.PublicOnly)
 	if f.webhooks.allowPrivate {
 		control = nil
 		log.Warn("webhooks may go to loopback and private addresses (--webhooks-allow-private)")
 	}
 	const timeout = 10 * time.Second
 	h, err := webhooks.New(webhooks.Config{Store: ws, Secrets: keys, Logger: log.With("component", "webhooks"),
-		HTTP: webhooks.NewClient(control), AllowPrivate: f.webhooks.allowPrivate, BaseURL: func() string { return base },
+		HTTP: webhooks.NewClient(control), AllowPrivate: f.webhooks.allowPrivate, Blocked: wasm.BlockedAddr, BaseURL: func() string { return base },
 		MaxAttempts: f.webhooks.attempts, RetryMin: f.webhooks.retryMin, RetryMax: f.webhooks.retryMax,
 		Timeout: timeout, Lease: max(f.leaseTTL, timeout+5*time.Second), Observer: m})
 	if err != nil {
