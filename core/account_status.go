@@ -227,6 +227,15 @@ func (s *Service) setStatus(acct Account, f func(st *AccountStatus)) {
 // unless this process already told its subscribers the same, and is not
 // relayed again.
 func (s *Service) updateStatus(acct Account, f func(st *AccountStatus), src statusSource) {
+	if e := s.updateStatusLocked(acct, f, src); e != nil {
+		s.emit(s.bg, *e)
+	}
+}
+
+// updateStatusLocked is updateStatus under the statuses' lock. It returns
+// the account.unhealthy event to emit (outside the lock) when this
+// process's own pass saw the account start failing.
+func (s *Service) updateStatusLocked(acct Account, f func(st *AccountStatus), src statusSource) *Event {
 	a := s.status
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -237,10 +246,10 @@ func (s *Service) updateStatus(acct Account, f func(st *AccountStatus), src stat
 	quiet := !t.told && after.State == AccountOK && sameFlag(before.Flag, after.Flag) && src != statusRelayed
 	t.told = true
 	if quiet {
-		return
+		return nil
 	}
 	if before.State == after.State && before.Kind == after.Kind && before.Message == after.Message && sameFlag(before.Flag, after.Flag) {
-		return
+		return nil
 	}
 	if src == statusOwn {
 		s.relay(Relayed{Kind: RelayAccount, AccountID: acct.ID, Status: after.clone()})
@@ -252,6 +261,19 @@ func (s *Service) updateStatus(acct Account, f func(st *AccountStatus), src stat
 		default:
 		}
 	}
+	if src != statusOwn || after.State != AccountFailing || before.State == AccountFailing {
+		return nil
+	}
+	// One event per spell of failing. Two processes may each see the
+	// same spell start (the replica that added the account and the one
+	// holding its lease): the id names the account, what failed and the
+	// hour, so those collapse into one, and a new spell an hour on is
+	// news again.
+	at := s.now()
+	return &Event{ID: EventID(EventAccountUnhealthy, acct.ID, string(after.Kind), after.Message, at.UTC().Truncate(time.Hour).Format(time.RFC3339)),
+		Kind: EventAccountUnhealthy, At: at,
+		Owner: acct.Owner, AccountID: acct.ID, AccountShared: acct.Shared, Provider: acct.Provider,
+		NextAttemptAt: after.NextAttemptAt, Reason: after.Message}
 }
 
 func sameFlag(a, b *AccountFlag) bool {

@@ -187,6 +187,7 @@ func (s *Service) finishAudited(ctx context.Context, op Op, ws Workspace, cause 
 		s.log.Error("could not record action outcome; it resumes at next start", "workspace", ws.ID, "action", op.Kind, "err", err)
 		return
 	}
+	s.emitDeleteOutcome(sctx, op, ws, cause, outcome)
 	s.dropOp(op)
 	// Providers rotate endpoints on start and stop: resolve again.
 	s.agents.forget(ws.ID)

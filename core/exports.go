@@ -143,6 +143,8 @@ func (s *Service) exportWith(ctx context.Context, op *Op, rec ExportRecord, ws W
 	s.audit(sctx, AuditEntry{Owner: ws.Owner, Actor: actor, Action: AuditExport, WorkspaceID: ws.ID,
 		AccountID: ws.AccountID, Provider: ws.Provider, Outcome: outcomeOf(err), ExportSHA256: rec.ArchiveSHA256})
 	if err != nil {
+		s.emit(sctx, Event{ID: EventID(EventExportFailed, rec.ID), Kind: EventExportFailed, Owner: ws.Owner, AccountID: ws.AccountID,
+			WorkspaceID: ws.ID, WorkspaceName: ws.Name, Provider: ws.Provider, ExportID: rec.ID, Reason: rec.Error})
 		s.log.Warn("workspace export failed", "workspace", ws.ID, "export", rec.ID, "err", messageOf(err))
 		return rec, ws, err
 	}

@@ -151,6 +151,14 @@ func (s *Service) warnSoon(ctx context.Context, p RetentionPolicy, now time.Time
 		if !s.deriveRetention(ws).DeleteAfter.Equal(ws.DeleteAfter) {
 			continue // saved under another policy: the due pass puts it right
 		}
+		// The notification is stored before the warning is marked sent: a
+		// crash in between warns again under the same event id, which
+		// the outbox keeps once, rather than never.
+		if err := s.emit(ctx, Event{ID: EventID(EventRetentionWarning, ws.ID, ws.DeleteAfter.UTC().Format(time.RFC3339Nano)),
+			Kind: EventRetentionWarning, Owner: ws.Owner, AccountID: ws.AccountID, WorkspaceID: ws.ID, WorkspaceName: ws.Name,
+			Provider: ws.Provider, DeleteAfter: ws.DeleteAfter}); err != nil {
+			return err
+		}
 		if first, err := s.markWarned(ctx, ws); err != nil {
 			return err
 		} else if !first {

@@ -106,6 +106,9 @@ type Config struct {
 	// Observer is told what the service does, for metrics; nil observes
 	// nothing.
 	Observer Observer
+	// Events takes the notifications (webhooks) of what the server did
+	// or is about to do; nil sends none.
+	Events EventSink
 }
 
 // Service is the lifecycle service: the one place where workspaces are

@@ -50,6 +50,8 @@ var copyTables = sync.OnceValue(func() []copyTable {
 		{name: "api_tokens", order: "id", cols: []string{"id", "token_hash", "user_id", "label", "scope", "created_at", "expires_at", "last_used_at"}},
 		{name: "login_failures", order: "key", cols: []string{"key", "ends_at", "n"}},
 		{name: "login_known", order: "key", cols: []string{"key", "until"}},
+		{name: "webhooks", order: "id", cols: strings.Split(webhookCols, ", ")},
+		{name: "webhook_deliveries", order: "id", cols: strings.Split(deliveryCols, ", ")},
 	}
 })
 

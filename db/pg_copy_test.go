@@ -13,6 +13,7 @@ import (
 	"github.com/canvasapp/companion/db"
 	"github.com/canvasapp/companion/db/storetest"
 	"github.com/canvasapp/companion/internal/testsupport/pgtest"
+	"github.com/canvasapp/companion/webhooks"
 )
 
 // populate writes a row to every table of s.
@@ -59,6 +60,10 @@ func populate(t *testing.T, s storetest.Store) {
 	check(s.PutToken(ctx, auth.Token{ID: "tok", Hash: "th", UserID: "u", Label: "ci", Scope: auth.ScopeMetrics, CreatedAt: at}))
 	check(s.AddLoginFailure(ctx, at, []auth.FailureKey{{Key: "ua|alice|6.6.6.6", Window: 100 * 365 * 24 * time.Hour}}))
 	check(s.LoginSucceeded(ctx, at, "none", "alice|10.0.0.1", at.Add(100*365*24*time.Hour)))
+	check(s.PutWebhook(ctx, webhooks.Hook{ID: "wh_1", Owner: "u", URL: "https://example.com/h", Events: []string{core.EventDeleteDone}, CreatedAt: at}))
+	_, err = s.Enqueue(ctx, []webhooks.Delivery{{ID: "dlv_1", WebhookID: "wh_1", EventID: "evt_1", Event: core.EventDeleteDone,
+		Payload: []byte(`{"id":"evt_1"}`), CreatedAt: at, NextAt: at}})
+	check(err)
 }
 
 func TestCopySQLiteToPostgres(t *testing.T) {

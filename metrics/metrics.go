@@ -43,6 +43,9 @@ type Metrics struct {
 	provCalls    *prometheus.CounterVec
 	provDuration *prometheus.HistogramVec
 
+	webhooksOnce    sync.Once
+	webhookAttempts *prometheus.CounterVec // webhooks.go
+
 	routesMu sync.RWMutex
 	routes   map[routeKey]*routeSeries
 }

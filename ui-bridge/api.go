@@ -39,6 +39,7 @@ func (s *Server) routes(rt *router) {
 	rt.handle("POST /v1/exports/{id}/restore", s.restoreExport)
 	rt.handle("GET /v1/exports/{id}/restore-preview", s.previewRestore)
 	s.retentionRoutes(rt)
+	s.webhookRoutes(rt)
 	if s.cfg.Modules != nil {
 		rt.handle("POST /v1/providers/inspect", adminOnly(s.inspectModule))
 		rt.handle("POST /v1/providers", adminOnly(s.installModule))

@@ -14,6 +14,7 @@ import (
 
 	"github.com/canvasapp/companion/agentproxy"
 	"github.com/canvasapp/companion/core"
+	"github.com/canvasapp/companion/webhooks"
 )
 
 // Config configures a Server. Service, AllowedHosts and a way to
@@ -93,6 +94,9 @@ type Config struct {
 	// Metrics serves GET /metrics behind the gate (admins, and API
 	// tokens with the metrics scope); nil leaves the route out.
 	Metrics http.Handler
+	// Webhooks enables the webhook routes and the keep links (serve
+	// mode); nil leaves them out.
+	Webhooks *webhooks.Hooks
 }
 
 // Server is the HTTP API and WebSocket stream over a core.Service. It

@@ -63,6 +63,7 @@ type serverFlags struct {
 	login             loginFlags
 	metricsListen     string
 	metricsPublic     bool
+	webhooks          webhookFlags // serve only
 }
 
 type stringList []string
@@ -112,6 +113,7 @@ func parseServerFlags(m mode, args []string, stderr io.Writer) (*serverFlags, er
 		fs.DurationVar(&f.guardMargin, "guard-margin", core.DefaultGuardMargin, "how long before a provider's deletion clock runs out such a workspace is exported (woken, exported, paused again); one shorter than this, or whose time is not published, at once")
 		fs.Var(&f.hosts, "allow-host", "extra `host[:port]` the server answers to, e.g. the name your ingress forwards (repeatable)")
 		f.login.addFlags(fs)
+		f.webhooks.addFlags(fs)
 	}
 	if m == modeDesktop {
 		fs.BoolVar(&f.exitOnStdinClose, "exit-on-stdin-close", true, "exit when stdin closes (the parent app died)")
@@ -179,6 +181,11 @@ Flags:
 	}
 	if f.retentionInterval <= 0 {
 		return nil, fmt.Errorf("--retention-interval %s: want a positive duration, e.g. 1m", f.retentionInterval)
+	}
+	if m == modeServe {
+		if err := f.webhooks.check(); err != nil {
+			return nil, err
+		}
 	}
 	if m == modeServe && f.leaseTTL < time.Second {
 		return nil, fmt.Errorf("--lease-ttl %s: want at least 1s, e.g. 30s", f.leaseTTL)
@@ -519,6 +526,15 @@ func serve(ctx context.Context, m mode, f *serverFlags, log *slog.Logger, stdout
 		provs.RunSync(rctx, f.reconcileInterval)
 	}()
 
+	// Serve sends its webhooks from the outbox; the desktop has none.
+	hooked := make(chan struct{})
+	go func() {
+		defer close(hooked)
+		if app.hooks != nil {
+			app.hooks.Run(rctx)
+		}
+	}()
+
 	var serveErr error
 	select {
 	case <-ctx.Done():
@@ -531,6 +547,7 @@ func serve(ctx context.Context, m mode, f *serverFlags, log *slog.Logger, stdout
 	<-connected
 	<-guarded
 	<-followed
+	<-hooked
 	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
 		return serveErr
 	}

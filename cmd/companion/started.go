@@ -14,6 +14,7 @@ import (
 	"github.com/canvasapp/companion/providers/wasm"
 	"github.com/canvasapp/companion/restorerun"
 	uibridge "github.com/canvasapp/companion/ui-bridge"
+	"github.com/canvasapp/companion/webhooks"
 )
 
 // started is what serve opens before it can answer requests: the stores,
@@ -27,6 +28,7 @@ type started struct {
 	svc       *core.Service
 	keys      core.Secrets
 	metrics   *metrics.Metrics
+	hooks     *webhooks.Hooks // serve only
 	bridgeCfg uibridge.Config
 }
 
@@ -73,13 +75,23 @@ func (a *started) open(ctx context.Context, m mode, f *serverFlags, log *slog.Lo
 			exportLocation = redactedURL(f.exportStore)
 		}
 	}
+	var events core.EventSink
+	if m == modeServe {
+		if a.hooks, err = newWebhooks(f, store, keys, log, a.metrics, addr); err != nil {
+			return err
+		}
+		events = a.hooks
+	}
 	users := f.login.users(store)
 	a.svc, err = core.NewService(ctx, core.Config{Store: store, Providers: &a.registry, Secrets: keys, Logger: log, DeferLoad: true,
 		Exporter: a.exporter, Restorer: &restorerun.Restorer{HTTP: wasm.EndpointClient()},
 		AgentProbe: agentproxy.Probe{HTTP: wasm.EndpointClient()}, ScheduledDeletion: m == modeServe, GuardMargin: f.guardMargin, OwnersExist: ownersExist(users),
-		ExportLocation: exportLocation, ExportBudget: f.exportBudget, StepHook: hook, LeaseTTL: f.leaseTTL, Observer: a.metrics})
+		ExportLocation: exportLocation, ExportBudget: f.exportBudget, StepHook: hook, LeaseTTL: f.leaseTTL, Observer: a.metrics, Events: events})
 	if err != nil {
 		return err
+	}
+	if a.hooks != nil {
+		a.hooks.Attach(a.svc)
 	}
 	a.metrics.Domain(a.svc.MetricsSnapshot)
 	names := a.registry.Names()
@@ -109,6 +121,7 @@ func (a *started) open(ctx context.Context, m mode, f *serverFlags, log *slog.Lo
 		AgentConns:     f.agentConns,
 		AgentMaxBody:   f.agentMaxBody,
 		Metrics:        a.metrics.Handler(),
+		Webhooks:       a.hooks,
 	}
 	if a.bridgeCfg.Login, err = f.login.bridgeLogin(ctx, store, users, a.svc, &a.bridgeCfg, log); err != nil {
 		return err

@@ -18,6 +18,7 @@ import (
 
 	"github.com/canvasapp/companion/auth"
 	"github.com/canvasapp/companion/core"
+	"github.com/canvasapp/companion/webhooks"
 )
 
 // Store is everything both engines implement.
@@ -28,6 +29,7 @@ type Store interface {
 	core.RetentionStore
 	core.RestoreStore
 	auth.Store
+	webhooks.Store
 	SaveWorkspaces(ctx context.Context, list []core.Workspace) error
 	VerifyAudit(ctx context.Context) (int, error)
 	PutModulePin(ctx context.Context, name, sha256 string, manifest []byte) error

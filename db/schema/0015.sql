@@ -1,4 +1,4 @@
--- The schema and rows that migrations 0001 to 0014 leave in a new
+-- The schema and rows that migrations 0001 to 0015 leave in a new
 -- database, as one script (see schema.go). Generated: do not edit; run
 -- go test ./db -run TestSchemaSnapshot -update
 
@@ -227,6 +227,43 @@ CREATE INDEX exports_owner ON exports (owner, created_at);
 CREATE INDEX exports_expiry ON exports (account_id, created_at) WHERE state = 'verified';
 
 CREATE INDEX exports_expiring ON exports (account_id) WHERE state = 'expiring';
+
+CREATE TABLE webhooks (
+	id         TEXT PRIMARY KEY,
+	owner      TEXT NOT NULL,
+	account_id TEXT NOT NULL DEFAULT '',
+	url        TEXT NOT NULL,
+	events     TEXT NOT NULL,
+	created_at INTEGER NOT NULL
+) STRICT;
+
+CREATE INDEX webhooks_owner ON webhooks (owner);
+
+CREATE INDEX webhooks_account ON webhooks (account_id) WHERE account_id <> '';
+
+CREATE TABLE webhook_deliveries (
+	id           TEXT PRIMARY KEY,
+	webhook_id   TEXT NOT NULL,
+	event_id     TEXT NOT NULL,
+	event        TEXT NOT NULL,
+	payload      TEXT NOT NULL,
+	created_at   INTEGER NOT NULL,
+	state        TEXT NOT NULL CHECK (state IN ('pending', 'delivered', 'failed')),
+	attempts     INTEGER NOT NULL DEFAULT 0,
+	next_at      INTEGER NOT NULL,
+	holder       TEXT NOT NULL DEFAULT '',
+	lease_until  INTEGER NOT NULL DEFAULT 0,
+	last_status  INTEGER NOT NULL DEFAULT 0,
+	last_error   TEXT NOT NULL DEFAULT '',
+	delivered_at INTEGER,
+	UNIQUE (webhook_id, event_id)
+) STRICT;
+
+CREATE INDEX webhook_deliveries_due ON webhook_deliveries (next_at) WHERE state = 'pending';
+
+CREATE INDEX webhook_deliveries_hook ON webhook_deliveries (webhook_id, created_at);
+
+CREATE INDEX webhook_deliveries_done ON webhook_deliveries (created_at) WHERE state <> 'pending';
 
 INSERT INTO meta (key, value) VALUES ('audit_head', 0);
 INSERT INTO meta (key, value) VALUES ('floor', 0);
