@@ -40,6 +40,7 @@ type Checker struct {
 	errs   *openapi3.Schema // the error body
 
 	mu       sync.Mutex
+	checked  int               // exchanges and messages checked
 	targets  map[string]string // host:port → base path
 	failures map[string][]string
 }
@@ -152,6 +153,19 @@ func (c *Checker) target(host string) (base string, ok bool) {
 	return base, ok
 }
 
+// Checked is how many exchanges and stream messages were checked.
+func (c *Checker) Checked() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.checked
+}
+
+func (c *Checker) count() {
+	c.mu.Lock()
+	c.checked++
+	c.mu.Unlock()
+}
+
 func (c *Checker) record(host, msg string) {
 	c.mu.Lock()
 	c.failures[host] = append(c.failures[host], msg)
@@ -216,6 +230,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 // bodyRead (only JSON answers are read: files, streams, scripts and the
 // agent-server's passthrough are checked for status and content type).
 func (c *Checker) Check(base string, req *http.Request, reqBody []byte, bodyKnown bool, resp *http.Response, respBody []byte, bodyRead bool) string {
+	c.count()
 	path, under := strings.CutPrefix(req.URL.Path, base)
 	if base != "" && (!under || path == "") {
 		path = "/" + strings.TrimPrefix(req.URL.Path, "/")
@@ -440,6 +455,7 @@ func (c *Checker) CheckMessage(host string, data []byte) {
 	if _, ok := c.target(host); !ok {
 		return
 	}
+	c.count()
 	var v any
 	if err := json.Unmarshal(data, &v); err != nil {
 		c.record(host, fmt.Sprintf("api contract: stream message is not JSON: %v: %s", err, clip(data)))
@@ -465,8 +481,45 @@ func (c *Checker) isErrorBody(b []byte) bool {
 	return c.errs.VisitJSON(v, openapi3.EnableJSONSchema2020(), openapi3.VisitAsResponse()) == nil
 }
 
+// oneLine says err briefly: kin-openapi's schema errors print the whole
+// schema, which buries the one line that matters (where, and why).
 func oneLine(err error) string {
-	return strings.Join(strings.Fields(err.Error()), " ")
+	var parts []string
+	var walk func(error)
+	walk = func(err error) {
+		switch e := err.(type) {
+		case nil:
+		case openapi3.MultiError:
+			for _, x := range e {
+				walk(x)
+			}
+		case *openapi3filter.ResponseError:
+			if e.Err == nil {
+				parts = append(parts, e.Reason)
+				return
+			}
+			parts = append(parts, e.Reason+":")
+			walk(e.Err)
+		case *openapi3filter.RequestError:
+			if e.Err == nil {
+				parts = append(parts, e.Error())
+				return
+			}
+			if e.Parameter != nil {
+				parts = append(parts, "parameter "+e.Parameter.Name+":")
+			} else if e.Reason != "" {
+				parts = append(parts, e.Reason+":")
+			}
+			walk(e.Err)
+		case *openapi3.SchemaError:
+			at := "/" + strings.Join(e.JSONPointer(), "/")
+			parts = append(parts, "at "+at+": "+e.Reason+";")
+		default:
+			parts = append(parts, err.Error())
+		}
+	}
+	walk(err)
+	return strings.Join(strings.Fields(strings.Join(parts, " ")), " ")
 }
 
 func clip(b []byte) string {
