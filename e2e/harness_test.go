@@ -108,6 +108,11 @@ func start(t *testing.T, o options) *proc {
 		o.mode = "desktop"
 	}
 	args := append([]string{o.mode, "--data-dir", o.dataDir, "--log-format", "json", "--reconcile-interval", "1s"}, o.args...)
+	if o.mode == "serve" && !hasListen(o.args) {
+		// serve's default is 127.0.0.1:8080, which a test on a shared
+		// machine must not count on being free.
+		args = append(args, "--listen", "127.0.0.1:0")
+	}
 	cmd := exec.Command(companionBin, args...)
 	cmd.Env = append(os.Environ(), o.env...)
 	stdin, err := cmd.StdinPipe()
@@ -166,6 +171,16 @@ func (p *proc) checkContract() {
 			p.t.Error(f)
 		}
 	})
+}
+
+// hasListen reports whether args choose the listen address.
+func hasListen(args []string) bool {
+	for _, a := range args {
+		if a == "--listen" || strings.HasPrefix(a, "--listen=") {
+			return true
+		}
+	}
+	return false
 }
 
 // stop closes stdin (the parent app went away) and waits for a clean exit.
