@@ -63,6 +63,10 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	os.RemoveAll(dir)
 	fmt.Fprintf(os.Stderr, "e2e: %d exchanges and stream messages were checked against the API contract\n", contract.Checked())
+	if f := os.Getenv("COMPANION_CONTRACT_COVERAGE"); f != "" {
+		// Which operations the run reached, with the statuses they answered.
+		os.WriteFile(f, []byte(strings.Join(contract.Coverage(), "\n")+"\n"), 0o644)
+	}
 	if f := contract.Failures(); len(f) > 0 {
 		fmt.Fprintf(os.Stderr, "e2e: %d exchanges broke the API contract:\n%s\n", len(f), strings.Join(f, "\n"))
 		code = 1

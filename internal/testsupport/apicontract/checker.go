@@ -40,8 +40,9 @@ type Checker struct {
 	errs   *openapi3.Schema // the error body
 
 	mu       sync.Mutex
-	checked  int               // exchanges and messages checked
-	targets  map[string]string // host:port → base path
+	checked  int                     // exchanges and messages checked
+	seen     map[string]map[int]bool // "METHOD template" → statuses answered
+	targets  map[string]string       // host:port → base path
 	failures map[string][]string
 }
 
@@ -65,7 +66,7 @@ func Load(data []byte) (*Checker, error) {
 	if err := doc.Validate(context.Background()); err != nil {
 		return nil, fmt.Errorf("apicontract: the document is not valid OpenAPI: %w", err)
 	}
-	c := &Checker{doc: doc, targets: map[string]string{}, failures: map[string][]string{}}
+	c := &Checker{doc: doc, targets: map[string]string{}, failures: map[string][]string{}, seen: map[string]map[int]bool{}}
 	for tmpl, item := range doc.Paths.Map() {
 		r := route{tmpl: tmpl, item: item, segs: strings.Split(strings.TrimPrefix(tmpl, "/"), "/")}
 		if v, ok := item.Extensions[RestExtension].(string); ok {
@@ -158,6 +159,38 @@ func (c *Checker) Checked() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.checked
+}
+
+// Coverage lists every operation of the document with the statuses the
+// checked exchanges got from it ("-" for none), sorted.
+func (c *Checker) Coverage() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for tmpl, item := range c.doc.Paths.Map() {
+		for method := range item.Operations() {
+			var st []string
+			for code := range c.seen[method+" "+tmpl] {
+				st = append(st, fmt.Sprint(code))
+			}
+			sort.Strings(st)
+			if len(st) == 0 {
+				st = []string{"-"}
+			}
+			out = append(out, method+" "+tmpl+": "+strings.Join(st, " "))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (c *Checker) saw(op string, status int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.seen[op] == nil {
+		c.seen[op] = map[int]bool{}
+	}
+	c.seen[op][status] = true
 }
 
 func (c *Checker) count() {
@@ -273,6 +306,7 @@ func (c *Checker) Check(base string, req *http.Request, reqBody []byte, bodyKnow
 		return fail("the document has no %s on %s", req.Method, r.tmpl)
 	}
 	what = fmt.Sprintf("%s %s (%s %s) → %d", req.Method, req.URL.Path, method, r.tmpl, resp.StatusCode)
+	c.saw(method+" "+r.tmpl, resp.StatusCode)
 
 	vreq := req.Clone(context.Background())
 	vreq.Method = method
