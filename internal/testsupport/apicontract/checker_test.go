@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"strings"
 	"testing"
@@ -134,5 +135,37 @@ func TestCheckMessage(t *testing.T) {
 	c.CheckMessage("127.0.0.1:1", []byte(`{"type":"remove","rev":3,"server_time":"2026-01-01T00:00:00Z","id":"ws_1","why":"x"}`))
 	if f := c.Failures(); len(f) != 1 {
 		t.Fatalf("an undocumented field passed: %q", f)
+	}
+}
+
+// TestBrowserProxyChecks: a browser's plain requests through the proxy are
+// checked like a Go client's, and the browser gets companion's answer.
+func TestBrowserProxyChecks(t *testing.T) {
+	c := load(t)
+	srv := server(t, map[string]struct {
+		status int
+		body   string
+	}{
+		"GET /healthz": {200, `{"status":"ok","version":"1","uptime":3}`},
+	})
+	c.Register(srv.URL)
+	bp, err := c.NewBrowserProxy()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bp.Close()
+	proxy, _ := url.Parse("http://" + bp.Addr)
+	hc := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(proxy)}}
+	resp, err := hc.Get(srv.URL + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(b), `"uptime":3`) {
+		t.Fatalf("through the proxy: %d %s", resp.StatusCode, b)
+	}
+	if f := c.Forget(srv.URL); len(f) != 1 || !strings.Contains(f[0], "uptime") {
+		t.Fatalf("the undocumented field through the proxy: failures %q, want one naming uptime", f)
 	}
 }
