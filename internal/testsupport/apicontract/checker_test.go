@@ -62,6 +62,7 @@ func TestCheckerFailsOnBreaches(t *testing.T) {
 		"PUT /v1/accounts":             {200, `{}`},
 		"PUT /v1/workspaces/ws_1/keep": {200, `{"workspace":{"id":"ws_1","name":"n","provider":"docker","account_id":"a","state":"running","created_at":"2026-01-01T00:00:00Z","updated_at":"2026-01-01T00:00:00Z","rev":1}}`},
 		"POST /v1/workspaces":          {400, `oops`},
+		"POST /v1/accounts":            {429, `{"error":{"code":"rate_limited","message":"slow down"}}`},
 		"GET /v1/workspaces/ws_1":      {200, `{"workspace":{"id":"ws_1","name":"n","provider":"docker","account_id":"a","state":"running","created_at":"2026-01-01T00:00:00Z","updated_at":"2026-01-01T00:00:00Z","rev":1}}`},
 		"GET /v1/workspaces/ws_2":      {200, `{"workspace":{"id":"ws_2","name":"n","provider":"docker","account_id":"a","state":"running","created_at":"2026-01-01T00:00:00Z","updated_at":"2026-01-01T00:00:00Z","rev":1,"box_key":"secret"}}`},
 	})
@@ -102,6 +103,7 @@ func TestCheckerFailsOnBreaches(t *testing.T) {
 		{"PUT", "/v1/workspaces/ws_1/keep", `{"keep":true,"color":"red"}`, "the document refuses this request"},
 		{"POST", "/v1/workspaces", `{"name":"x"}`, "failed to decode response body"},
 		{"POST", "/v1/workspaces", `{"name":"x","colour":"red"}`, "must carry the error body"},
+		{"POST", "/v1/accounts", `{"provider":"docker"}`, "Retry-After"}, // a 429 without it
 	}
 	for _, tc := range cases {
 		do(tc.method, tc.path, tc.body)
