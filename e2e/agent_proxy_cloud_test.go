@@ -25,6 +25,7 @@ func agentSocket(t *testing.T, base, id, path string, hdr http.Header, protocols
 	defer cancel()
 	d := websocket.Dialer{Subprotocols: protocols}
 	c, resp, err := d.DialContext(ctx, url, hdr)
+	contract.CheckHandshake(url, hdr, resp)
 	if err != nil {
 		if resp != nil {
 			return nil, resp.StatusCode

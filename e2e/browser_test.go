@@ -65,6 +65,15 @@ func chromiumOptions(t *testing.T, extra ...chromedp.ExecAllocatorOption) []chro
 		chromedp.Flag("disable-sync", true),
 		chromedp.NoFirstRun,
 	)
+	// The page's requests to companion go through the API contract's
+	// checker, as a Go client's do; loopback is proxied too (Chromium
+	// bypasses the proxy for it unless told).
+	bp, err := contract.NewBrowserProxy()
+	if err != nil {
+		t.Fatalf("the API contract's browser proxy: %v", err)
+	}
+	t.Cleanup(func() { bp.Close() })
+	opts = append(opts, chromedp.ProxyServer("http://"+bp.Addr), chromedp.Flag("proxy-bypass-list", "<-loopback>"))
 	return append(opts, extra...)
 }
 

@@ -163,7 +163,7 @@ func TestServeProxyAdminTakesOverOnArrival(t *testing.T) {
 	as := func(user string) *webClient {
 		c := newWebClient(t, p.ready.URL)
 		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}, Timeout: 10 * time.Second}
-		c.hc.Transport = &http.Transport{DialContext: d.DialContext}
+		c.hc.Transport = contract.Transport(&http.Transport{DialContext: d.DialContext})
 		c.header.Set("X-Forwarded-User", user)
 		return c
 	}

@@ -19,10 +19,16 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/canvasapp/companion/internal/testsupport"
+	"github.com/canvasapp/companion/internal/testsupport/apicontract"
 )
 
 // companionBin is the binary under test, built once by TestMain.
 var companionBin string
+
+// contract checks every exchange with a companion the suite started
+// against ui-bridge/openapi.json: TestMain makes it http.DefaultTransport,
+// start registers each process, and a breach fails the test that made it.
+var contract *apicontract.Checker
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "companion-e2e-bin-")
@@ -31,6 +37,15 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	companionBin = filepath.Join(dir, "companion")
+	doc, err := os.ReadFile("../ui-bridge/openapi.json")
+	if err == nil {
+		contract, err = apicontract.Load(doc)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: the API contract:", err)
+		os.Exit(1)
+	}
+	http.DefaultTransport = contract.Transport(http.DefaultTransport)
 	// The first-party provider modules are embedded in the binary; make
 	// sure they are built (a no-op when they are up to date).
 	mods := exec.Command("bash", "../scripts/build-modules.sh")
@@ -47,6 +62,15 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
+	fmt.Fprintf(os.Stderr, "e2e: %d exchanges and stream messages were checked against the API contract\n", contract.Checked())
+	if f := os.Getenv("COMPANION_CONTRACT_COVERAGE"); f != "" {
+		// Which operations the run reached, with the statuses they answered.
+		os.WriteFile(f, []byte(strings.Join(contract.Coverage(), "\n")+"\n"), 0o644)
+	}
+	if f := contract.Failures(); len(f) > 0 {
+		fmt.Fprintf(os.Stderr, "e2e: %d exchanges broke the API contract:\n%s\n", len(f), strings.Join(f, "\n"))
+		code = 1
+	}
 	os.Exit(code)
 }
 
@@ -88,6 +112,11 @@ func start(t *testing.T, o options) *proc {
 		o.mode = "desktop"
 	}
 	args := append([]string{o.mode, "--data-dir", o.dataDir, "--log-format", "json", "--reconcile-interval", "1s"}, o.args...)
+	if o.mode == "serve" && !hasListen(o.args) {
+		// serve's default is 127.0.0.1:8080, which a test on a shared
+		// machine must not count on being free.
+		args = append(args, "--listen", "127.0.0.1:0")
+	}
 	cmd := exec.Command(companionBin, args...)
 	cmd.Env = append(os.Environ(), o.env...)
 	stdin, err := cmd.StdinPipe()
@@ -127,12 +156,35 @@ func start(t *testing.T, o options) *proc {
 		if err := json.Unmarshal([]byte(line), &p.ready); err != nil || p.ready.Event != "ready" {
 			t.Fatalf("bad ready line %q: %v", line, err)
 		}
+		p.checkContract()
 	case <-p.done:
 		t.Fatalf("companion exited before ready: %v\n%s", p.exit, p.stderr.String())
 	case <-time.After(30 * time.Second):
 		t.Fatalf("no ready line within 30s\n%s", p.stderr.String())
 	}
 	return p
+}
+
+// checkContract has the exchanges with p checked against the API
+// document; the breaches fail the test when it ends.
+func (p *proc) checkContract() {
+	url := p.ready.URL
+	contract.Register(url)
+	p.t.Cleanup(func() {
+		for _, f := range contract.Forget(url) {
+			p.t.Error(f)
+		}
+	})
+}
+
+// hasListen reports whether args choose the listen address.
+func hasListen(args []string) bool {
+	for _, a := range args {
+		if a == "--listen" || strings.HasPrefix(a, "--listen=") {
+			return true
+		}
+	}
+	return false
 }
 
 // stop closes stdin (the parent app went away) and waits for a clean exit.
@@ -293,7 +345,9 @@ func (p *proc) dial(since int64) *stream {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	d := websocket.Dialer{Subprotocols: []string{"companion.v1"}}
-	conn, _, err := d.DialContext(ctx, url, http.Header{"Authorization": {"Bearer " + p.ready.Token}})
+	h := http.Header{"Authorization": {"Bearer " + p.ready.Token}}
+	conn, resp, err := d.DialContext(ctx, url, h)
+	contract.CheckHandshake(url, h, resp)
 	if err != nil {
 		p.t.Fatalf("dial %s: %v", url, err)
 	}
@@ -327,6 +381,7 @@ func watch(t *testing.T, conn *websocket.Conn) *stream {
 				return
 			}
 			m.Raw = data
+			contract.CheckMessage(conn.RemoteAddr().String(), data)
 			s.seen.Write(append(data, '\n'))
 			s.msgs <- m
 		}

@@ -63,8 +63,9 @@ func TestMetricsServe(t *testing.T) {
 	bob.bearer = bobToken
 	// A stream client, open while everything below happens.
 	dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	conn, _, err := (&websocket.Dialer{Subprotocols: []string{"companion.v1"}}).DialContext(dctx,
-		strings.Replace(p.ready.URL, "http://", "ws://", 1)+"/v1/ws", http.Header{"Authorization": {"Bearer " + bobToken}})
+	wsURL, wsHeader := strings.Replace(p.ready.URL, "http://", "ws://", 1)+"/v1/ws", http.Header{"Authorization": {"Bearer " + bobToken}}
+	conn, resp, err := (&websocket.Dialer{Subprotocols: []string{"companion.v1"}}).DialContext(dctx, wsURL, wsHeader)
+	contract.CheckHandshake(wsURL, wsHeader, resp)
 	cancel()
 	if err != nil {
 		t.Fatalf("dial the stream: %v", err)

@@ -113,7 +113,9 @@ func TestPageConversationsServe(t *testing.T) {
 	ws := strings.Replace(p.ready.URL, "http://", "ws://", 1) + "/v1/workspaces/" + theirs + "/agent/sockets/bash-events"
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if conn, resp, err := websocket.DefaultDialer.DialContext(ctx, ws, h); err == nil || resp == nil || resp.StatusCode != 404 {
+	conn, resp, err := websocket.DefaultDialer.DialContext(ctx, ws, h)
+	contract.CheckHandshake(ws, h, resp)
+	if err == nil || resp == nil || resp.StatusCode != 404 {
 		if conn != nil {
 			conn.Close()
 		}

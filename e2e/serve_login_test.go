@@ -105,7 +105,7 @@ func (c *webClient) do(method, path string, body any, out any) (int, []byte, htt
 func clientFrom(t *testing.T, src, base string) *webClient {
 	c := newWebClient(t, base)
 	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: 10 * time.Second}
-	c.hc.Transport = &http.Transport{DialContext: d.DialContext}
+	c.hc.Transport = contract.Transport(&http.Transport{DialContext: d.DialContext})
 	return c
 }
 
@@ -155,6 +155,7 @@ func (c *webClient) dialWS(since int64, extra http.Header) (*stream, int) {
 	defer cancel()
 	d := websocket.Dialer{Subprotocols: []string{"companion.v1"}}
 	conn, resp, err := d.DialContext(ctx, url, h)
+	contract.CheckHandshake(url, h, resp)
 	if err != nil {
 		if resp != nil {
 			return nil, resp.StatusCode

@@ -288,7 +288,7 @@ func TestServeBehindOAuth2Proxy(t *testing.T) {
 	// Probe: the same header straight to companion from an untrusted peer.
 	outsider := newWebClient(t, p.ready.URL)
 	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}, Timeout: 10 * time.Second}
-	outsider.hc.Transport = &http.Transport{DialContext: d.DialContext}
+	outsider.hc.Transport = contract.Transport(&http.Transport{DialContext: d.DialContext})
 	outsider.header.Set("X-Forwarded-User", user.ID)
 	outsider.must(401, "GET", "/v1/me", nil, nil)
 	outsider.header.Set("X-Forwarded-User", "new-admin")

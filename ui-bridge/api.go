@@ -13,6 +13,7 @@ import (
 func (s *Server) routes(rt *router) {
 	rt.handle("GET /healthz", s.healthz)
 	rt.handle("GET /client/companion.js", s.serveClientJS)
+	rt.handle("GET "+OpenAPIPath, s.serveOpenAPI)
 	rt.handle("GET /v1/providers", s.listProviders)
 	rt.handle("GET /v1/accounts", s.listAccounts)
 	rt.handle("POST /v1/accounts", s.addAccount)

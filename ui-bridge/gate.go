@@ -313,6 +313,8 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				id.Actor = g.tokenActor
 			}
 			r = r.WithContext(core.WithActor(withIdentity(r.Context(), id), id.Actor))
+		case r.URL.Path == OpenAPIPath:
+			// The contract is public: see OpenAPIPath.
 		case g.public[r.URL.Path] || (g.public != nil && strings.HasPrefix(r.URL.Path, "/v1/login/")):
 			// Sign-in (any method's routes under /v1/login/) and sign-out
 			// need no credential (and get no identity).
