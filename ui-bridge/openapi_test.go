@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/canvasapp/companion/webhooks"
 )
 
 // docPaths reads openapi.json's paths: template → methods (upper case).
@@ -38,9 +40,10 @@ func docPaths(t *testing.T) (map[string]map[string]bool, map[string]any) {
 // without documenting it fails here, before any e2e test runs.
 func TestOpenAPICoversRoutes(t *testing.T) {
 	s := &Server{cfg: Config{
-		Modules: struct{ ModuleAdmin }{},
-		Metrics: http.NotFoundHandler(),
-		Login:   &Login{Local: true, OIDC: &OIDCRoutes{Start: http.NotFoundHandler(), Callback: http.NotFoundHandler()}},
+		Modules:  struct{ ModuleAdmin }{},
+		Metrics:  http.NotFoundHandler(),
+		Login:    &Login{Local: true, OIDC: &OIDCRoutes{Start: http.NotFoundHandler(), Callback: http.NotFoundHandler()}},
+		Webhooks: &webhooks.Hooks{},
 	}}
 	rt := newRouter(http.NewServeMux())
 	s.routes(rt)
