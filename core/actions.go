@@ -290,7 +290,13 @@ func findByLabel(ctx context.Context, p Provider, acct Account, workspaceID stri
 // applyBox copies what the provider reports about box onto ws.
 func (s *Service) applyBox(ws Workspace, box Box) Workspace {
 	if box.ID != "" {
+		if box.ID != ws.BoxID {
+			ws.BoxCreatedAt = time.Time{} // another box: its own time, if any
+		}
 		ws.BoxID = box.ID
+	}
+	if !box.CreatedAt.IsZero() {
+		ws.BoxCreatedAt = box.CreatedAt.UTC()
 	}
 	ws.BoxURL = box.URL
 	prevState, prevPausedAt := ws.State, ws.PausedAt
@@ -330,7 +336,7 @@ const sizeRefresh = 5 * time.Minute
 func changed(a, b Workspace) bool {
 	if a.State != b.State || a.BoxID != b.BoxID || a.BoxURL != b.BoxURL || a.Error != b.Error ||
 		!a.PausedAt.Equal(b.PausedAt) || a.Removed != b.Removed || a.Name != b.Name ||
-		a.StopReason != b.StopReason || !sameExit(a.ExitCode, b.ExitCode) {
+		a.StopReason != b.StopReason || !sameExit(a.ExitCode, b.ExitCode) || !a.BoxCreatedAt.Equal(b.BoxCreatedAt) {
 		return true
 	}
 	if d := b.LastActivityAt.Sub(a.LastActivityAt); d > activityTolerance || d < -activityTolerance {

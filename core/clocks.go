@@ -19,6 +19,11 @@ const (
 	ClockStartsPaused = "paused"
 	// ClockStartsIdle: the box's last activity, whatever its state.
 	ClockStartsIdle = "idle"
+	// ClockStartsRunning: the box being made (Box.CreatedAt), for a
+	// provider that ends a running box a fixed time later and makes a new
+	// box at every resume (Modal's sandbox lifetime). It runs only while
+	// the box runs; serve's guard pauses the workspace before it ends.
+	ClockStartsRunning = "running"
 )
 
 // What a deletion clock destroys.
@@ -32,7 +37,7 @@ type DeletionClock struct {
 	// Name is short and stable: "auto_delete", "inactivity_destroy",
 	// "paused_reaper", "snapshot_expiry", "sleep_wipe".
 	Name string `json:"name"`
-	// Starts is ClockStartsPaused or ClockStartsIdle.
+	// Starts is ClockStartsPaused, ClockStartsIdle or ClockStartsRunning.
 	Starts string `json:"starts"`
 	// After is how long after its start the clock deletes; 0 when the
 	// provider does not publish it (companion then cannot wait: it

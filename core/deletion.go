@@ -72,14 +72,25 @@ func (s *Service) deriveDeletion(ws Workspace) Workspace {
 		return ws
 	}
 	ws.DeletionClock, ws.DeletionDueAt, ws.AtRisk, ws.ExportBy = "", time.Time{}, false, time.Time{}
-	if ws.Removed || ws.BoxID == "" || (ws.State != StatePaused && ws.State != StateStopped) {
+	running := ws.State == StateRunning
+	if ws.Removed || ws.BoxID == "" || (!running && ws.State != StatePaused && ws.State != StateStopped) {
 		return ws
 	}
 	var first *DeletionClock
 	var firstStart, firstDue time.Time
 	for _, c := range EffectiveClocks(ProviderInfo{Clocks: clocks}, ws) {
+		// A running clock runs while the box runs; the others once it
+		// is paused or stopped.
+		if (c.Starts == ClockStartsRunning) != running {
+			continue
+		}
 		start, due := clockStart(c, ws), time.Time{}
 		switch {
+		case start.IsZero() && c.Starts == ClockStartsRunning && c.After > 0:
+			// A box made at an unknown time, not before its workspace:
+			// timed from the workspace, the clock ends no later.
+			start = ws.CreatedAt
+			due = start.Add(c.After).UTC()
 		case start.IsZero():
 			// A box that stopped when nobody saw: the clock runs, from
 			// an unknown time.
@@ -98,7 +109,8 @@ func (s *Service) deriveDeletion(ws Workspace) Workspace {
 		return ws
 	}
 	ws.DeletionClock, ws.DeletionDueAt = first.Name, firstDue
-	ws.AtRisk = !covered(ws)
+	// No export holds a running box: it changes as it runs.
+	ws.AtRisk = running || !covered(ws)
 	if ws.AtRisk && s.cfg.ScheduledDeletion {
 		ws.ExportBy = exportBy(firstStart, firstDue, s.guardMargin())
 	}
@@ -108,6 +120,8 @@ func (s *Service) deriveDeletion(ws Workspace) Workspace {
 // clockStart is when c started for ws (zero: not started).
 func clockStart(c DeletionClock, ws Workspace) time.Time {
 	switch c.Starts {
+	case ClockStartsRunning:
+		return ws.BoxCreatedAt
 	case ClockStartsIdle:
 		if !ws.LastActivityAt.IsZero() {
 			return ws.LastActivityAt
@@ -246,8 +260,11 @@ func describeClock(c DeletionClock) string {
 		when = "after " + c.After.String()
 	}
 	start := "once the box is paused"
-	if c.Starts == ClockStartsIdle {
+	switch c.Starts {
+	case ClockStartsIdle:
 		start = "once the box has been idle"
+	case ClockStartsRunning:
+		start = "once the box started running"
 	}
 	return fmt.Sprintf("%s clock (it deletes the %s %s %s)", c.Name, c.Loses, when, start)
 }

@@ -67,6 +67,51 @@ func TestDeriveDeletionPicksTheFirstClock(t *testing.T) {
 	}
 }
 
+// TestRunningClock: a running clock (Modal's lifetime) applies only while
+// the box runs, from when the box was made, and keeps the workspace at
+// risk whatever was exported (a running box changes); a paused box gets
+// the provider's other clocks. A box made at an unknown time is timed
+// from its workspace, no later than the real end. A new box resets it.
+func TestRunningClock(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	lifetime := DeletionClock{Name: "lifetime", Starts: ClockStartsRunning, After: 24 * time.Hour, Loses: ClockLosesBox}
+	expiry := DeletionClock{Name: "snapshot_expiry", Starts: ClockStartsPaused, After: 30 * 24 * time.Hour, Loses: ClockLosesBox}
+	s := clockService(true, "m", lifetime, expiry)
+	run := Workspace{ID: "ws_1", Provider: "m", BoxID: "sb-1", State: StateRunning, CreatedAt: t0.Add(-48 * time.Hour),
+		BoxCreatedAt: t0, LastExportAt: t0.Add(time.Hour)}
+	got := s.deriveDeletion(run)
+	if got.DeletionClock != "lifetime" || !got.DeletionDueAt.Equal(t0.Add(24*time.Hour)) || !got.AtRisk ||
+		!got.ExportBy.Equal(t0.Add(23*time.Hour)) {
+		t.Fatalf("running: %q due %v at risk %v export by %v, want lifetime at +24h, at risk, guard at +23h",
+			got.DeletionClock, got.DeletionDueAt, got.AtRisk, got.ExportBy)
+	}
+	unknown := run
+	unknown.BoxCreatedAt = time.Time{}
+	if got := s.deriveDeletion(unknown); !got.DeletionDueAt.Equal(run.CreatedAt.Add(24 * time.Hour)) {
+		t.Errorf("box made at an unknown time: due %v, want a day after the workspace was made", got.DeletionDueAt)
+	}
+	paused := run
+	paused.State, paused.PausedAt, paused.LastExportAt = StatePaused, t0.Add(2*time.Hour), t0.Add(2*time.Hour)
+	if got := s.deriveDeletion(paused); got.DeletionClock != "snapshot_expiry" || got.AtRisk {
+		t.Errorf("paused: %q at risk %v, want snapshot_expiry, covered by the export before the pause", got.DeletionClock, got.AtRisk)
+	}
+	if got := clockService(false, "m", lifetime).deriveDeletion(run); !got.AtRisk || !got.ExportBy.IsZero() {
+		t.Errorf("desktop: at risk %v export by %v, want at risk with no guard", got.AtRisk, got.ExportBy)
+	}
+
+	// applyBox records the box's time, and forgets it for another box.
+	resumed := s.applyBox(run, Box{ID: "sb-2", State: StateRunning, CreatedAt: t0.Add(30 * time.Hour)})
+	if !resumed.BoxCreatedAt.Equal(t0.Add(30 * time.Hour)) {
+		t.Errorf("after a resume to a new box: box made %v", resumed.BoxCreatedAt)
+	}
+	if other := s.applyBox(run, Box{ID: "sb-3", State: StateRunning}); !other.BoxCreatedAt.IsZero() {
+		t.Errorf("a new box that does not say when it was made kept the old box's time %v", other.BoxCreatedAt)
+	}
+	if !changed(run, resumed) {
+		t.Error("a new box's time is not a change")
+	}
+}
+
 // TestCoveredNeedsAnExportOfTheBoxAsItIs: an export just before
 // companion's own pause covers the box; one from before later work does
 // not; one after the last activity does.

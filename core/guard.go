@@ -10,7 +10,8 @@ import (
 // The guard (serve only): a workspace its provider paused on its own,
 // with a deletion clock running and no export holding it (AtRisk), is
 // exported before the clock runs out: woken if it must be, exported, and
-// paused again. The desktop, which cannot promise to be running then,
+// paused again. A running workspace whose box a running clock ends is
+// paused (export first) instead. The desktop, which cannot promise to be running then,
 // marks such workspaces at risk instead (the derived AtRisk and
 // DeletionDueAt, on the stream).
 
@@ -71,7 +72,12 @@ func (s *Service) GuardTick(ctx context.Context) int {
 		}
 		started++
 		s.goBackground(func(ctx context.Context) {
-			ok := s.guard(ctx, ws.Owner, ws.ID)
+			var ok bool
+			if ws.State == StateRunning {
+				ok = s.guardPause(ctx, ws)
+			} else {
+				ok = s.guard(ctx, ws.Owner, ws.ID)
+			}
 			s.guards.end(ws.ID, ok, s.now())
 		})
 	}
@@ -114,6 +120,20 @@ func (s *Service) guard(ctx context.Context, owner, id string) bool {
 		s.pauseAgain(ctx, &op, ws, acct, p, ActorGuard, why)
 	}
 	return err == nil
+}
+
+// guardPause pauses a running workspace whose box a running clock ends
+// (Modal's lifetime): the pause exports first and keeps the files, as a
+// person's would. It reports whether the pause started.
+func (s *Service) guardPause(ctx context.Context, ws Workspace) bool {
+	s.log.Info("guard: pausing a running workspace before "+ws.Provider+"'s "+ws.DeletionClock+" ends its box",
+		"workspace", ws.ID, "due", ws.DeletionDueAt)
+	_, err := s.Pause(WithActor(ctx, ActorGuard), ws.Owner, ws.ID)
+	if err != nil && !IsKind(err, KindNotFound) {
+		s.log.Warn("guard: could not pause a workspace before its box ends", "workspace", ws.ID, "err", messageOf(err))
+		return false
+	}
+	return true
 }
 
 // pauseAgain pauses a box woken for an export (by the guard, or a person

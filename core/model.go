@@ -208,6 +208,9 @@ type Workspace struct {
 	// (guard.go); zero when not at risk, and on the desktop, which has no
 	// guard.
 	ExportBy time.Time
+	// BoxCreatedAt is when the provider made the current box (Box.CreatedAt;
+	// zero if it does not say). A running deletion clock starts there.
+	BoxCreatedAt time.Time
 	// Rev is the feed revision of the last change to this workspace.
 	Rev int64
 	// Removed marks a tombstone: the workspace is gone and the feed reports

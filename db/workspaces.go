@@ -16,12 +16,12 @@ const workspaceCols = `id, owner, name, account_id, provider, state, box_id, box
 	idle_pause_after, paused_ttl, options, paused_at, last_activity_at,
 	size_bytes, size_source, size_at, keep, delete_after, error,
 	created_at, updated_at, rev, removed_at, stop_reason, exit_code,
-	last_export_at, last_export_id, deletion_clock, deletion_due_at, at_risk, export_by`
+	last_export_at, last_export_id, deletion_clock, deletion_due_at, at_risk, export_by, box_created_at`
 
 // upsertWorkspace writes a whole workspace row. A tombstone keeps the time
 // of its first removal, so re-saving it does not postpone its pruning.
 const qUpsertWorkspace = `INSERT INTO workspaces (` + workspaceCols + `)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 	ON CONFLICT (id) DO UPDATE SET
 		owner = excluded.owner, name = excluded.name, account_id = excluded.account_id,
 		provider = excluded.provider, state = excluded.state, box_id = excluded.box_id,
@@ -35,7 +35,7 @@ const qUpsertWorkspace = `INSERT INTO workspaces (` + workspaceCols + `)
 		stop_reason = excluded.stop_reason, exit_code = excluded.exit_code,
 		last_export_at = excluded.last_export_at, last_export_id = excluded.last_export_id,
 		deletion_clock = excluded.deletion_clock, deletion_due_at = excluded.deletion_due_at, at_risk = excluded.at_risk,
-		export_by = excluded.export_by,
+		export_by = excluded.export_by, box_created_at = excluded.box_created_at,
 		removed_at = CASE WHEN excluded.removed_at IS NULL THEN NULL
 			ELSE coalesce(workspaces.removed_at, excluded.removed_at) END
 	RETURNING ` + workspaceCols
@@ -178,7 +178,7 @@ func workspaceArgsAt(ws core.Workspace, now time.Time) ([]any, error) {
 		e.time("created_at", ws.CreatedAt), e.time("updated_at", now), nil, removedAt,
 		string(ws.StopReason), exitCode,
 		e.time("last_export_at", ws.LastExportAt), ws.LastExportID, ws.DeletionClock, e.time("deletion_due_at", ws.DeletionDueAt), ws.AtRisk,
-		e.time("export_by", ws.ExportBy),
+		e.time("export_by", ws.ExportBy), e.time("box_created_at", ws.BoxCreatedAt),
 	}
 	return args, e.err
 }
@@ -284,6 +284,7 @@ type workspaceRow struct {
 	stopReason                            string
 	exitCode                              sql.NullInt64
 	lastExport, deletionDue, exportBy     sql.NullInt64
+	boxCreated                            sql.NullInt64
 	dest                                  []any
 }
 
@@ -294,7 +295,7 @@ func newWorkspaceRow() *workspaceRow {
 		&x.idle, &x.ttl, &x.options, &x.pausedAt, &x.activity,
 		&x.sizeBytes, &x.sizeSource, &x.sizeAt, &ws.Keep, &x.deleteAft, &ws.Error,
 		&x.created, &x.updated, &ws.Rev, &x.removed, &x.stopReason, &x.exitCode,
-		&x.lastExport, &ws.LastExportID, &ws.DeletionClock, &x.deletionDue, &ws.AtRisk, &x.exportBy}
+		&x.lastExport, &ws.LastExportID, &ws.DeletionClock, &x.deletionDue, &ws.AtRisk, &x.exportBy, &x.boxCreated}
 	return x
 }
 
@@ -321,6 +322,7 @@ func (x *workspaceRow) scan(r scanner) (core.Workspace, error) {
 	ws.Removed = x.removed.Valid
 	ws.StopReason = core.StopReason(x.stopReason)
 	ws.LastExportAt, ws.DeletionDueAt, ws.ExportBy = timeOf(x.lastExport), timeOf(x.deletionDue), timeOf(x.exportBy)
+	ws.BoxCreatedAt = timeOf(x.boxCreated)
 	ws.ExitCode = nil
 	if x.exitCode.Valid {
 		c := int(x.exitCode.Int64)

@@ -192,7 +192,7 @@ func TestModalThroughBuiltinAdapter(t *testing.T) {
 				t.Errorf("modal setting %s lacks a description or example", cf.Name)
 			}
 		}
-		if len(pr.Credentials) != 2 || len(pr.Clocks) == 0 || pr.Clocks[0].Name != "snapshot_expiry" {
+		if len(pr.Credentials) != 2 || len(pr.Clocks) != 2 || pr.Clocks[0].Name != "lifetime" || pr.Clocks[1].Name != "snapshot_expiry" {
 			t.Errorf("modal credentials %+v, clocks %+v", pr.Credentials, pr.Clocks)
 		}
 	}

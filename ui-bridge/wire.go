@@ -139,8 +139,9 @@ type Capabilities struct {
 // companion asking. Its period is in seconds, as every duration here.
 type Clock struct {
 	Name string `json:"name"`
-	// Starts is "paused" (the box was paused or stopped) or "idle" (its
-	// last activity).
+	// Starts is "paused" (the box was paused or stopped), "idle" (its
+	// last activity) or "running" (the box was made; it runs only while
+	// the box runs).
 	Starts string `json:"starts"`
 	// AfterSeconds is the period; 0 when the provider does not publish
 	// it, or for a Setting clock (the workspace's paused TTL sets it).

@@ -237,8 +237,11 @@ func (c ClockSummary) Words() string {
 		what = "wipes the box's files"
 	}
 	when := "after it stops"
-	if idle {
+	switch {
+	case idle:
 		when = "after its last activity"
+	case c.Starts == "running": // core.ClockStartsRunning (built-in adapters only)
+		when = "after it was made, while it runs"
 	}
 	if c.Setting {
 		return what + " the paused TTL " + when + ", when asked at create"

@@ -57,7 +57,7 @@ export function clockWords(c) {
     return (files ? `may wipe the files of ${box}` : `may destroy ${box}`) + " after a period it does not publish";
   }
   const what = files ? "wipes the box's files" : "deletes the box";
-  const after = idle ? "after its last activity" : "after it stops";
+  const after = idle ? "after its last activity" : c.starts === "running" ? "after it was made, while it runs" : "after it stops";
   if (c.setting) return `${what} the paused TTL ${after}, when asked at create`;
   return `${what} ${span(c.after_seconds)} ${after}`;
 }

@@ -454,7 +454,7 @@ export class WorkspaceTable {
     set(c.retSub, risk.text || wipe);
     c.retention.toggleAttribute("data-empty", c.retText.textContent === "—" && !risk.text && !wipe);
     tip(c.retention, [c.retText.textContent, risk.text || wipe].filter((x) => x && x !== "—").join("; "));
-    c.exportNow.hidden = !risk.atRisk;
+    c.exportNow.hidden = !risk.atRisk || w.state === "running"; // a running box's clock is met by a pause
     c.exportNow.disabled = !!w.progress;
     c.exportNow.setAttribute("aria-label", `Export ${w.name} now`);
     set(c.progress, w.progress || (w.error ? "error: " + w.error : ""));
@@ -508,6 +508,8 @@ export function clockRisk(w, now) {
   const due = !d.due_at ? "may delete it at a time it does not publish"
     : `deletes it ${when(d.due_at)}` + (left > 0 ? ` (in ${age(left)})` : " (due now)");
   if (!d.at_risk) return { atRisk: false, text: `${w.provider}'s ${d.clock} ${due}; exported ${when(w.last_export_at)}` };
-  const then = d.export_by ? `companion exports it by ${when(d.export_by)}` : "no export holds it: export it now";
+  const then = w.state === "running"
+    ? (d.export_by ? `companion pauses it (export first) by ${when(d.export_by)}` : "pause it before then: a pause keeps its files")
+    : (d.export_by ? `companion exports it by ${when(d.export_by)}` : "no export holds it: export it now");
   return { atRisk: true, text: `${w.provider}'s ${d.clock} ${due}; ${then}` };
 }

@@ -55,6 +55,9 @@ func (p *Provider) box(c *client, f found, snapLive bool) core.Box {
 	if n := f.tags[TagKeyNonce]; n != "" {
 		b.Key = agentKey(c.secret, n)
 	}
+	if t, err := time.Parse(time.RFC3339, f.tags[TagCreatedAt]); err == nil {
+		b.CreatedAt = t
+	}
 	switch {
 	case f.running:
 		b.State = core.StateRunning
@@ -221,13 +224,6 @@ func (p *Provider) start(ctx context.Context, c *client, acct core.Account, img 
 			return core.Box{}, err
 		}
 	}
-	timeout, err := durationSetting(acct, ConfigTimeout, DefaultTimeout)
-	if err != nil {
-		return core.Box{}, err
-	}
-	if timeout > DefaultTimeout {
-		return core.Box{}, core.Errorf(core.KindInvalid, "modal setting timeout=%s: Modal allows at most 24h", timeout)
-	}
 	appName := acct.Config[ConfigApp]
 	if appName == "" {
 		appName = DefaultApp
@@ -239,9 +235,10 @@ func (p *Provider) start(ctx context.Context, c *client, acct core.Account, img 
 	tags = maps.Clone(tags)
 	nonce := newNonce()
 	tags[TagKeyNonce] = nonce
+	tags[TagCreatedAt] = time.Now().UTC().Format(time.RFC3339)
 	key := agentKey(c.secret, nonce)
 	sb, err := c.sdk.Sandboxes.Create(ctx, app, img, &modalsdk.SandboxCreateParams{
-		Timeout:        timeout,
+		Timeout:        Lifetime,
 		IdleTimeout:    idle, // native first: Modal ends an idle sandbox itself
 		EncryptedPorts: []int{agentPort},
 		Env:            map[string]string{keyEnv: key},

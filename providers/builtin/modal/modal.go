@@ -57,6 +57,7 @@ const (
 	TagKeyNonce    = "companion.key_nonce"
 	TagSnapshot    = "companion.snapshot"
 	TagPausedAt    = "companion.paused_at"
+	TagCreatedAt   = "companion.created_at" // RFC 3339, just before the create: the lifetime's start
 	TagResumedFrom = "companion.resumed_from"
 	// TagMemory marks a sandbox created with memory snapshots enabled;
 	// TagMemorySnapshot holds its pause's memory snapshot.
@@ -74,7 +75,6 @@ const (
 	ConfigImage       = "image"
 	ConfigServerURL   = "server_url"
 	ConfigIdleTimeout = "idle_timeout"
-	ConfigTimeout     = "timeout"
 	ConfigMemory      = "memory_snapshot"
 
 	// OptionImage is the creation option that overrides the image.
@@ -87,7 +87,9 @@ const (
 	DefaultApp         = "companion"
 	DefaultImage       = "ghcr.io/all-hands-ai/agent-server:latest"
 	DefaultIdleTimeout = 30 * time.Minute
-	DefaultTimeout     = 24 * time.Hour // Modal's maximum
+	// Lifetime is every sandbox's timeout: Modal's longest. It is not a
+	// setting, so the lifetime clock companion declares is always right.
+	Lifetime = 24 * time.Hour
 	// SnapshotTTL is how long a pause's filesystem snapshot lives at
 	// Modal before it expires on its own (the SDK's default, 30 days).
 	SnapshotTTL = 30 * 24 * time.Hour
@@ -170,20 +172,17 @@ func (p *Provider) Describe(ctx context.Context) (core.ProviderInfo, error) {
 			{Name: ConfigEnvironment, Description: "Modal environment; empty means the workspace's default environment", Example: "main"},
 			{Name: ConfigImage, Description: "agent-server image (a registry tag) for new sandboxes; it must serve the agent-server on port 8000; default " + DefaultImage, Example: DefaultImage},
 			{Name: ConfigIdleTimeout, Description: "Modal terminates a sandbox idle this long (no exec, no open tunnel connection); companion pauses nothing on a timer, so files of a sandbox that idles out are lost. Default 30m, or the workspace's idle_pause_after", Example: "30m"},
-			{Name: ConfigTimeout, Description: "a sandbox's longest life before Modal terminates it (at most 24h); default 24h", Example: "24h"},
 			{Name: ConfigMemory, Description: "true: a pause also takes a memory snapshot (Modal alpha; kept 7 days), and a resume within them restores running processes; the filesystem snapshot stays the fallback. Default false", Example: "true"},
 			{Name: ConfigServerURL, Description: "Modal control plane URL, for tests against an emulator (http:// only on loopback); default https://api.modal.com:443. The MODAL_SERVER_URL environment variable, when set, overrides it in the SDK", Example: "http://127.0.0.1:50051"},
 		},
 		Options: []core.ConfigField{{Name: OptionImage, Description: "agent-server image for this workspace instead of the account's", Example: DefaultImage}},
-		// Only the snapshot's expiry is a deletion clock here. Modal's idle
-		// timeout and lifetime timeout also end a running sandbox, files
-		// and all, but core starts an idle clock at the box's last
-		// activity or, without one, at its pause; Modal reports no last
-		// activity, and a paused Modal box is already terminated, so
-		// those clocks would be timed from the wrong moment. They are
-		// settings (idle_timeout, timeout) and the guide says what they
-		// cost.
+		// Modal's idle timeout also ends a running sandbox, files and all,
+		// but Modal reports no last activity to time it from; it is a
+		// setting, and the guide says what it costs. The lifetime is fixed
+		// (Modal's longest), so the guard can pause before it ends.
 		Clocks: []core.DeletionClock{
+			{Name: "lifetime", Starts: core.ClockStartsRunning, After: Lifetime, Loses: core.ClockLosesBox,
+				Note: "Modal terminates a sandbox at its timeout, at most 24 h after it was made, files and all; every resume makes a new sandbox (providers-wave3.md §3.4, Sandbox.timeout_secs). companion sets the longest, and serve pauses (a snapshot) an hour before"},
 			{Name: "snapshot_expiry", Starts: core.ClockStartsPaused, After: SnapshotTTL, Loses: core.ClockLosesBox,
 				Note: "a pause's filesystem snapshot is made with a 30-day TTL and Modal deletes it then (providers-wave3.md §3.4, TaskSnapshotFilesystem ttl_seconds)"},
 		},

@@ -212,24 +212,24 @@ func TestDescribe(t *testing.T) {
 	if len(info.Credentials) != 2 || info.Credentials[0].Name != modal.CredTokenID || info.Credentials[1].Name != modal.CredTokenSecret {
 		t.Errorf("credentials: %+v", info.Credentials)
 	}
-	if len(info.Clocks) != 1 || info.Clocks[0].Name != "snapshot_expiry" || info.Clocks[0].After != modal.SnapshotTTL ||
-		info.Clocks[0].Starts != core.ClockStartsPaused || info.Clocks[0].Loses != core.ClockLosesBox {
+	if len(info.Clocks) != 2 ||
+		info.Clocks[0].Name != "lifetime" || info.Clocks[0].After != modal.Lifetime || info.Clocks[0].Starts != core.ClockStartsRunning ||
+		info.Clocks[1].Name != "snapshot_expiry" || info.Clocks[1].After != modal.SnapshotTTL || info.Clocks[1].Starts != core.ClockStartsPaused ||
+		info.Clocks[0].Loses != core.ClockLosesBox || info.Clocks[1].Loses != core.ClockLosesBox {
 		t.Errorf("clocks: %+v", info.Clocks)
 	}
 }
 
-// TestSettingsRefused: a server URL in plain http off loopback, and
-// timeouts that are no durations or above Modal's 24 h, are refused with
-// the reason, before anything is made.
+// TestSettingsRefused: a server URL in plain http off loopback, and an
+// idle timeout that is no duration, are refused with the reason, before
+// anything is made.
 func TestSettingsRefused(t *testing.T) {
 	f := newFixture(t, tokenSecret)
 	ctx := context.Background()
 	for name, cfg := range map[string]map[string]string{
-		"remote http":  {modal.ConfigServerURL: "http://api.example.com"},
-		"odd scheme":   {modal.ConfigServerURL: "grpc://127.0.0.1:1"},
-		"idle":         {modal.ConfigServerURL: f.emu.URL(), modal.ConfigIdleTimeout: "soon"},
-		"timeout 48h":  {modal.ConfigServerURL: f.emu.URL(), modal.ConfigTimeout: "48h"},
-		"timeout zero": {modal.ConfigServerURL: f.emu.URL(), modal.ConfigTimeout: "0s"},
+		"remote http": {modal.ConfigServerURL: "http://api.example.com"},
+		"odd scheme":  {modal.ConfigServerURL: "grpc://127.0.0.1:1"},
+		"idle":        {modal.ConfigServerURL: f.emu.URL(), modal.ConfigIdleTimeout: "soon"},
 	} {
 		acct := f.acct
 		acct.Config = cfg

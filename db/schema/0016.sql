@@ -1,4 +1,4 @@
--- The schema and rows that migrations 0001 to 0015 leave in a new
+-- The schema and rows that migrations 0001 to 0016 leave in a new
 -- database, as one script (see schema.go). Generated: do not edit; run
 -- go test ./db -run TestSchemaSnapshot -update
 
@@ -47,7 +47,7 @@ CREATE TABLE workspaces (
 	updated_at       INTEGER,
 	rev              INTEGER NOT NULL UNIQUE,
 	removed_at       INTEGER            -- NULL: live; set: tombstone
-, stop_reason TEXT NOT NULL DEFAULT '', exit_code INTEGER, last_export_at INTEGER, last_export_id TEXT NOT NULL DEFAULT '', deletion_clock TEXT NOT NULL DEFAULT '', deletion_due_at INTEGER, at_risk INTEGER NOT NULL DEFAULT 0 CHECK (at_risk IN (0, 1)), export_by INTEGER) STRICT;
+, stop_reason TEXT NOT NULL DEFAULT '', exit_code INTEGER, last_export_at INTEGER, last_export_id TEXT NOT NULL DEFAULT '', deletion_clock TEXT NOT NULL DEFAULT '', deletion_due_at INTEGER, at_risk INTEGER NOT NULL DEFAULT 0 CHECK (at_risk IN (0, 1)), export_by INTEGER, box_created_at INTEGER) STRICT;
 
 CREATE INDEX workspaces_owner ON workspaces (owner) WHERE removed_at IS NULL;
 
