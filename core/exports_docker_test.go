@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -84,10 +85,15 @@ func TestExportJournaledAgainstDocker(t *testing.T) {
 	if !rec.Verified || rec.ArchiveSHA256 == "" || rec.Dir == "" {
 		t.Fatalf("export: %+v\nlogs:\n%s", rec, e.logs)
 	}
-	ops, err := st.PendingOps(ctx)
-	if err != nil || len(ops) != 0 {
-		t.Errorf("journal after the export: %+v %v", ops, err)
-	}
+	// The journal entry is dropped just after the record turns verified
+	// (and the outcome audited).
+	testsupport.Poll(t, 10*time.Second, func() error {
+		ops, err := st.PendingOps(ctx)
+		if err != nil || len(ops) != 0 {
+			return fmt.Errorf("journal after the export: %+v %v", ops, err)
+		}
+		return nil
+	})
 	if cur, _ := svc.Workspace("", ws.ID); cur.Progress != "" {
 		t.Errorf("progress left on the workspace: %q", cur.Progress)
 	}
