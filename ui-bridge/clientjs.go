@@ -18,12 +18,17 @@ import (
 var clientJS []byte
 
 // clientJSETag names the embedded bytes, so a reload revalidates cheaply.
-// It is computed at the first request, not at package init, which every
-// start of the binary pays.
-var clientJSETag = sync.OnceValue(func() string {
-	sum := sha256.Sum256(clientJS)
-	return `"` + hex.EncodeToString(sum[:16]) + `"`
-})
+var clientJSETag = embeddedETag(clientJS)
+
+// embeddedETag returns the ETag of embedded bytes b. It is computed at the
+// first request, not at package init, which every start of the binary
+// pays.
+func embeddedETag(b []byte) func() string {
+	return sync.OnceValue(func() string {
+		sum := sha256.Sum256(b)
+		return `"` + hex.EncodeToString(sum[:16]) + `"`
+	})
+}
 
 // serveClientJS answers GET /client/companion.js. It needs no token (the
 // code holds no secret, like the page itself); the gate still checks Host

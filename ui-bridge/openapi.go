@@ -2,9 +2,7 @@ package uibridge
 
 import (
 	"bytes"
-	"crypto/sha256"
 	_ "embed"
-	"encoding/hex"
 	"net/http"
 	"time"
 )
@@ -25,15 +23,12 @@ const OpenAPIPath = "/v1/openapi.json"
 // OpenAPI returns the embedded document.
 func OpenAPI() []byte { return bytes.Clone(openAPI) }
 
-var openAPIETag = func() string {
-	sum := sha256.Sum256(openAPI)
-	return `"` + hex.EncodeToString(sum[:16]) + `"`
-}()
+var openAPIETag = embeddedETag(openAPI)
 
 func (s *Server) serveOpenAPI(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Cache-Control", "no-cache")
-	h.Set("ETag", openAPIETag)
+	h.Set("ETag", openAPIETag())
 	http.ServeContent(w, r, "openapi.json", time.Time{}, bytes.NewReader(openAPI))
 }
