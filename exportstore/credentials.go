@@ -34,8 +34,15 @@ func CredentialsKey(rawURL string) (string, error) {
 	if u.Host == "" {
 		return "", badURL("export store URL %s://%s names no bucket", u.Scheme, u.Path)
 	}
-	return "export-store:" + u.Scheme + "://" + u.Host, nil
+	return credentialsKeyPrefix + u.Scheme + "://" + u.Host, nil
 }
+
+// credentialsKeyPrefix begins every CredentialsKey.
+const credentialsKeyPrefix = "export-store:"
+
+// KeyBucket is the bucket ("s3://name") a CredentialsKey names, for
+// messages.
+func KeyBucket(key string) string { return strings.TrimPrefix(key, credentialsKeyPrefix) }
 
 // redactURLError drops the URL a url.Error carries (it may hold keys).
 func redactURLError(err error) error {

@@ -115,7 +115,7 @@ func setStoreKeys(ctx context.Context, where storeAt, sf secretFlags, rawURL str
 	if err := keys.Set(ctx, key, string(b)); err != nil {
 		return fmt.Errorf("keep the keys: %w", err)
 	}
-	fmt.Fprintf(stdout, "kept %s for %s; companion uses them from its next start\n", creds.Describe(), key[len("export-store:"):])
+	fmt.Fprintf(stdout, "kept %s for %s; companion uses them from its next start\n", creds.Describe(), exportstore.KeyBucket(key))
 	return nil
 }
 
@@ -129,7 +129,7 @@ func storeKeys(ctx context.Context, where storeAt, sf secretFlags, rawURL string
 		return err
 	}
 	defer o.Close()
-	bucket := key[len("export-store:"):]
+	bucket := exportstore.KeyBucket(key)
 	creds, ok, err := keptStoreKeys(ctx, keys, rawURL)
 	switch {
 	case err != nil:
