@@ -42,7 +42,7 @@ func pgLogged(with, upsert string) string {
 const qFeedLogFloor = `SELECT coalesce(min(rev) - 1, $1) FROM feed_log`
 
 // qFeedLogSince is every logged revision after since, in order.
-var qFeedLogSince = `SELECT ` + workspaceCols + ` FROM feed_log WHERE rev > $1 ORDER BY rev`
+const qFeedLogSince = `SELECT ` + workspaceCols + ` FROM feed_log WHERE rev > $1 ORDER BY rev`
 
 // pruneFeedLog cuts the log's prefix of revisions saved before cutoff.
 // It cuts by revision, not by time, so the log stays contiguous even when
