@@ -128,6 +128,11 @@ func TestReconcilerIdlesBetweenDueTimes(t *testing.T) {
 	e.open()
 	emu := newEmu("cloud")
 	e.reg.Register("cloud", emu)
+	// Learning the provider's clocks at its first pass rederives every
+	// workspace in the background once, which reads the store at a moment
+	// no due time decides: know them from the start.
+	info, _ := emu.Describe(context.Background())
+	e.svc.KnowClocksForTest(info)
 	const interval = 15 * time.Second
 
 	e.run(core.ReconcileConfig{Interval: interval})
