@@ -28,7 +28,7 @@ func (s *Server) patchAccount(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"account": toWireAccount(acct, s.svc.AccountStatusOf(acct.ID))})
+	writeJSON(w, http.StatusOK, map[string]any{"account": s.wireAccount(acct)})
 }
 
 // DeleteExportPlan is the wire form of what a delete exports first

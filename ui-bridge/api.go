@@ -17,6 +17,7 @@ func (s *Server) routes(rt *router) {
 	rt.handle("GET /v1/providers", s.listProviders)
 	rt.handle("GET /v1/accounts", s.listAccounts)
 	rt.handle("POST /v1/accounts", s.addAccount)
+	rt.handle("GET /v1/accounts/{id}", s.getAccount)
 	rt.handle("DELETE /v1/accounts/{id}", s.removeAccount)
 	rt.handle("PATCH /v1/accounts/{id}", s.patchAccount)
 	rt.handle("GET /v1/workspaces", s.listWorkspaces)
@@ -95,9 +96,26 @@ func (s *Server) listAccounts(w http.ResponseWriter, r *http.Request) {
 	}
 	out := make([]Account, 0, len(list))
 	for _, a := range list {
-		out = append(out, toWireAccount(a, s.svc.AccountStatusOf(a.ID)))
+		out = append(out, s.wireAccount(a))
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"accounts": out})
+}
+
+// getAccount answers one account as the list shows it. Another user's
+// account that is not shared is not found, as for the list.
+func (s *Server) getAccount(w http.ResponseWriter, r *http.Request) {
+	acct, err := s.svc.Account(r.Context(), owner(r), r.PathValue("id"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"account": s.wireAccount(acct)})
+}
+
+// wireAccount is an account with its current status, as every account
+// route answers it.
+func (s *Server) wireAccount(a core.Account) Account {
+	return toWireAccount(a, s.svc.AccountStatusOf(a.ID))
 }
 
 type addAccountBody struct {
@@ -127,7 +145,7 @@ func (s *Server) addAccount(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Location", "/v1/accounts/"+acct.ID)
-	writeJSON(w, http.StatusCreated, map[string]any{"account": toWireAccount(acct, s.svc.AccountStatusOf(acct.ID))})
+	writeJSON(w, http.StatusCreated, map[string]any{"account": s.wireAccount(acct)})
 }
 
 func (s *Server) removeAccount(w http.ResponseWriter, r *http.Request) {

@@ -101,6 +101,7 @@ func TestRoutesAndUnknownIDs(t *testing.T) {
 		{"POST", "/v1/workspaces/ws_nope/delete-preview", ""},
 		{"POST", "/v1/workspaces/ws_nope/delete", `{"token":"abc"}`},
 		{"PUT", "/v1/workspaces/ws_nope/keep", `{"keep":true}`},
+		{"GET", "/v1/accounts/acc_nope", ""},
 		{"DELETE", "/v1/accounts/acc_nope", ""},
 		{"POST", "/v1/workspaces", `{"account_id":"acc_nope","name":"x"}`},
 	} {

@@ -859,6 +859,11 @@ export class CompanionClient {
     return (await this.request("GET", "/v1/accounts")).accounts;
   }
 
+  /** GET /v1/accounts/{id}: one account, as listAccounts shows it. @param {string} id @returns {Promise<Account>} */
+  async getAccount(id) {
+    return (await this.request("GET", "/v1/accounts/" + seg(id))).account;
+  }
+
   /**
    * POST /v1/accounts: the credentials go to the OS keyring and are never returned.
    * @param {{provider: string, label?: string, config?: Record<string,string>, credentials?: Record<string,string>}} account

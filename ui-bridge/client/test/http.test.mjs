@@ -16,6 +16,12 @@ test("health, providers and accounts", async () => {
   const accounts = await c.listAccounts();
   assert.ok(accounts.some((a) => a.id === account && a.provider === "docker"));
   assert.ok(accounts.every((a) => Array.isArray(a.credentials)));
+  // One account reads as the list shows it; its status may move on between
+  // the two reads.
+  const one = await c.getAccount(account);
+  const listed = accounts.find((a) => a.id === account);
+  assert.deepEqual({ ...one, status: null }, { ...listed, status: null });
+  assert.equal(typeof one.status.state, "string");
 });
 
 test("a workspace's agent, its export, the export's files and the audit trail", async (t) => {
@@ -80,9 +86,10 @@ test("a workspace's agent, its export, the export's files and the audit trail", 
   assert.equal(mine.workspace_name, "js export");
 });
 
-test("removing an unknown account or module is refused with the server's code", async () => {
+test("reading or removing an unknown account, or removing an unknown module, is refused with the server's code", async () => {
   const c = newClient();
   await assert.rejects(c.removeAccount("acc_doesnotexist"), (e) => e.status === 404 && e.code === "not_found");
+  await assert.rejects(c.getAccount("acc_doesnotexist"), (e) => e.status === 404 && e.code === "not_found");
   await assert.rejects(c.removeModule("nosuchmodule"), (e) => e.status === 404 && e.code === "not_found");
   await assert.rejects(c.inspectModule(new Uint8Array([1, 2, 3])), (e) => e.status === 400 && e.code === "invalid");
 });
