@@ -9,8 +9,8 @@ import (
 // Export record states. A record is written "running" before anything is
 // captured; only a read-back that matched makes it "verified". A crash
 // leaves "running", which the next start turns into "failed"
-// (FailUnfinishedExports): no record ever says verified without its
-// verified directory.
+// (RecoverExports): no record ever says verified without its verified
+// directory.
 const (
 	ExportRunning  = "running"
 	ExportVerified = "verified"
@@ -111,9 +111,8 @@ type ExportStore interface {
 	// before is "", else those older than the record before names. A
 	// before that is not one of owner's records is KindInvalid.
 	ListOwnerExports(ctx context.Context, owner, before string, limit int) ([]ExportRecord, error)
-	// FailUnfinishedExports marks every running record failed with
-	// reason and returns how many it changed.
-	FailUnfinishedExports(ctx context.Context, reason string, now time.Time) (int, error)
+	// UnfinishedExports returns every running record, oldest first.
+	UnfinishedExports(ctx context.Context) ([]ExportRecord, error)
 	// ExportsToExpire returns the account's expiring records, then its
 	// verified ones made at or before madeBefore, oldest first: at most
 	// limit in all.

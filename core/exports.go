@@ -143,8 +143,7 @@ func (s *Service) exportWith(ctx context.Context, op *Op, rec ExportRecord, ws W
 	s.audit(sctx, AuditEntry{Owner: ws.Owner, Actor: actor, Action: AuditExport, WorkspaceID: ws.ID,
 		AccountID: ws.AccountID, Provider: ws.Provider, Outcome: outcomeOf(err), ExportSHA256: rec.ArchiveSHA256})
 	if err != nil {
-		s.emit(sctx, Event{ID: EventID(EventExportFailed, rec.ID), Kind: EventExportFailed, Owner: ws.Owner, AccountID: ws.AccountID,
-			WorkspaceID: ws.ID, WorkspaceName: ws.Name, Provider: ws.Provider, ExportID: rec.ID, Reason: rec.Error})
+		s.emit(sctx, exportFailedEvent(rec, ws))
 		s.log.Warn("workspace export failed", "workspace", ws.ID, "export", rec.ID, "err", messageOf(err))
 		return rec, ws, err
 	}
@@ -232,21 +231,27 @@ func (s *Service) boxEndpoint(ctx context.Context, ws Workspace, acct Account, p
 }
 
 // RecoverExports fails every export a previous run left running: its
-// staging directory was swept, so it can never be verified. On a store
-// shared by several replicas a running export may be another replica's,
-// alive: the replica that takes over a dead one's journal entry fails
-// that workspace's running exports instead (resumeClaimed).
+// staging directory was swept, so it can never be verified. Each one's
+// owner hears of it (export.failed). On a store shared by several
+// replicas a running export may be another replica's, alive: the replica
+// that takes over a dead one's journal entry fails that workspace's
+// running exports instead (resumeClaimed).
 func (s *Service) RecoverExports(ctx context.Context) error {
 	store := s.exportStore()
 	if store == nil || s.shared() {
 		return nil
 	}
-	n, err := store.FailUnfinishedExports(ctx, "companion stopped before the export was verified; start a new export", s.now())
+	list, err := store.UnfinishedExports(ctx)
 	if err != nil {
-		return fmt.Errorf("fail unfinished exports: %w", err)
+		return fmt.Errorf("list unfinished exports: %w", err)
 	}
-	if n > 0 {
-		s.log.Warn("exports interrupted by a restart were marked failed", "count", n)
+	for _, e := range list {
+		if err := s.failInterrupted(ctx, store, e, "companion stopped before the export was verified; start a new export"); err != nil {
+			return err
+		}
+	}
+	if len(list) > 0 {
+		s.log.Warn("exports interrupted by a restart were marked failed", "count", len(list))
 	}
 	return nil
 }

@@ -490,8 +490,7 @@ func (s *Service) failDeadExports(ctx context.Context, workspaceID string) {
 		if e.State != ExportRunning {
 			continue
 		}
-		e.State, e.Error, e.UpdatedAt = ExportFailed, "the companion replica running the export stopped before it was verified; start a new export", s.now()
-		if err := store.PutExport(ctx, e); err != nil {
+		if err := s.failInterrupted(ctx, store, e, "the companion replica running the export stopped before it was verified; start a new export"); err != nil {
 			s.log.Warn("could not fail an export left by a stopped replica", "export", e.ID, "err", err)
 		}
 	}

@@ -20,8 +20,9 @@ const (
 		verified = excluded.verified, error = excluded.error`
 	qGetExport   = `SELECT ` + exportCols + ` FROM exports WHERE id = ?`
 	qListExports = `SELECT ` + exportCols + ` FROM exports WHERE workspace_id = ? ORDER BY created_at DESC, id DESC`
-	qFailExports = `UPDATE exports SET state = 'failed', verified = 0, error = ?, updated_at = ? WHERE state = 'running'`
-	qGiveExports = `UPDATE exports SET owner = ? WHERE workspace_id = ? AND owner = ?`
+	// Every running record, on the exports_running index.
+	qUnfinishedExports = `SELECT ` + exportCols + ` FROM exports WHERE state = 'running' ORDER BY created_at, id`
+	qGiveExports       = `UPDATE exports SET owner = ? WHERE workspace_id = ? AND owner = ?`
 
 	// One owner's records, newest first, on the exports_owner index
 	// (owner, created_at): the first page, and the page older than a
@@ -196,18 +197,18 @@ func badCursor(before string) error {
 	return core.Errorf(core.KindInvalid, "before %q is not one of your exports: start from the newest (no before) and pass on the next_before each page gives", before)
 }
 
-// FailUnfinishedExports marks every running export failed with reason.
-func (s *Store) FailUnfinishedExports(ctx context.Context, reason string, now time.Time) (int, error) {
-	var n int64
-	err := s.write(ctx, "fail unfinished exports", func(t txn) error {
-		res, err := t.exec(qFailExports, reason, nanos(now))
+// UnfinishedExports returns every running export record, oldest first.
+func (s *Store) UnfinishedExports(ctx context.Context) ([]core.ExportRecord, error) {
+	out := []core.ExportRecord{}
+	err := s.read(ctx, "list unfinished exports", func(t txn) error {
+		rows, err := t.query(qUnfinishedExports)
 		if err != nil {
 			return err
 		}
-		n, err = res.RowsAffected()
+		out, err = scanExports(rows)
 		return err
 	})
-	return int(n), err
+	return out, err
 }
 
 // GiveExports changes the owner of a workspace's export records owned by

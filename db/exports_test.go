@@ -77,37 +77,23 @@ func TestExportRecordRefusesVerifiedWithoutFiles(t *testing.T) {
 	}
 }
 
-// TestFailUnfinishedExports: a crash leaves running records; the sweep
-// fails them and touches neither verified nor failed ones. The schema
-// itself refuses a verified flag on a row that is not verified.
-func TestFailUnfinishedExports(t *testing.T) {
+// TestFailedExportNeverVerified: a crash leaves running records, which
+// recovery fails (core.RecoverExports); the schema itself refuses a
+// verified flag on a row that is not verified.
+func TestFailedExportNeverVerified(t *testing.T) {
 	ctx := context.Background()
 	s, path := openTemp(t)
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	recs := []core.ExportRecord{
-		{ID: "exp_run", State: core.ExportRunning},
-		{ID: "exp_ok", State: core.ExportVerified, Verified: true, Dir: "/d", Files: []core.ExportFile{{Name: "f", Bytes: 1, SHA256: "aa"}}},
-		{ID: "exp_bad", State: core.ExportFailed, Error: "disk full"},
+	run := core.ExportRecord{ID: "exp_run", WorkspaceID: "ws_1", CreatedAt: t0, UpdatedAt: t0, State: core.ExportRunning}
+	if err := s.PutExport(ctx, run); err != nil {
+		t.Fatal(err)
 	}
-	for _, r := range recs {
-		r.WorkspaceID, r.CreatedAt, r.UpdatedAt = "ws_1", t0, t0
-		if err := s.PutExport(ctx, r); err != nil {
-			t.Fatal(err)
-		}
+	run.State, run.Error, run.UpdatedAt = core.ExportFailed, "interrupted", t0.Add(time.Hour)
+	if err := s.PutExport(ctx, run); err != nil {
+		t.Fatal(err)
 	}
-	n, err := s.FailUnfinishedExports(ctx, "interrupted", t0.Add(time.Hour))
-	if err != nil || n != 1 {
-		t.Fatalf("FailUnfinishedExports = %d, %v; want 1", n, err)
-	}
-	want := map[string]struct {
-		state, err string
-		verified   bool
-	}{"exp_run": {core.ExportFailed, "interrupted", false}, "exp_ok": {core.ExportVerified, "", true}, "exp_bad": {core.ExportFailed, "disk full", false}}
-	for id, w := range want {
-		got, err := s.GetExport(ctx, id)
-		if err != nil || got.State != w.state || got.Error != w.err || got.Verified != w.verified {
-			t.Errorf("%s = %+v, %v; want %+v", id, got, err, w)
-		}
+	if got, err := s.GetExport(ctx, run.ID); err != nil || got.State != core.ExportFailed || got.Error != "interrupted" || got.Verified {
+		t.Fatalf("%s = %+v, %v; want failed", run.ID, got, err)
 	}
 	s.Close()
 	raw, err := sql.Open("sqlite", path)

@@ -190,16 +190,20 @@ func (s *PGStore) ListOwnerExports(ctx context.Context, owner, before string, li
 	return out, nil
 }
 
-// FailUnfinishedExports marks every running export failed with reason.
-func (s *PGStore) FailUnfinishedExports(ctx context.Context, reason string, now time.Time) (int, error) {
-	var n int64
-	err := s.write(ctx, "fail unfinished exports", func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `UPDATE exports SET state = 'failed', verified = false, error = $1, updated_at = $2
-			WHERE state = 'running'`, reason, nanos(now))
-		n = tag.RowsAffected()
-		return err
-	})
-	return int(n), err
+// UnfinishedExports returns every running export record, oldest first.
+func (s *PGStore) UnfinishedExports(ctx context.Context) ([]core.ExportRecord, error) {
+	rows, err := s.pool.Query(ctx, pgText(qUnfinishedExports))
+	if err != nil {
+		return nil, s.wrap("list unfinished exports", err)
+	}
+	out, err := pgScanAll(rows, scanExport)
+	if err != nil {
+		return nil, s.wrap("list unfinished exports", err)
+	}
+	if out == nil {
+		out = []core.ExportRecord{}
+	}
+	return out, nil
 }
 
 // GiveExports changes the owner of a workspace's export records; see

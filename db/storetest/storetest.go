@@ -92,6 +92,7 @@ var Cases = map[string]func(t *testing.T, e Engine){
 	"AuditChain":            auditChain,
 	"Exports":               exports,
 	"ExportsToExpire":       exportsToExpire,
+	"UnfinishedExports":     unfinishedExports,
 	"ModulePins":            modulePins,
 	"SealedSecrets":         sealedSecrets,
 	"ReopenKeepsEverything": reopenKeepsEverything,
@@ -545,9 +546,10 @@ func exports(t *testing.T, e Engine) {
 	if !reflect.DeepEqual(got, done) {
 		t.Fatalf("GetExport = %+v, want %+v", got, done)
 	}
-	n := must(s.FailUnfinishedExports(ctx, "companion restarted", epoch.Add(time.Hour)))
-	if n != 1 {
-		t.Errorf("FailUnfinishedExports changed %d, want 1", n)
+	failed := run
+	failed.State, failed.Error, failed.UpdatedAt = core.ExportFailed, "companion restarted", epoch.Add(time.Hour)
+	if err := s.PutExport(ctx, failed); err != nil {
+		t.Fatal(err)
 	}
 	list := must(s.ListExports(ctx, "w"))
 	if len(list) != 2 || list[0].ID != "exp2" || list[1].State != core.ExportFailed || list[1].Error != "companion restarted" {
@@ -582,6 +584,47 @@ func exports(t *testing.T, e Engine) {
 	}
 	if n := must(s.GiveExports(ctx, "w", "u", "v")); n != 0 {
 		t.Errorf("a second GiveExports changed %d records", n)
+	}
+}
+
+// unfinishedExports: recovery finds every running record, of every
+// workspace and owner, oldest first, with what it is of; none in any
+// other state; and a record failed since is no longer found.
+func unfinishedExports(t *testing.T, e Engine) {
+	ctx := context.Background()
+	s, _, _ := open(t, e)
+	put := func(id, ws, state string, at time.Duration) core.ExportRecord {
+		r := core.ExportRecord{ID: id, WorkspaceID: ws, Owner: "u-" + ws, WorkspaceName: "name of " + ws, Provider: "docker",
+			AccountID: "acc-" + ws, CreatedAt: epoch.Add(at), UpdatedAt: epoch.Add(at), State: state, Files: []core.ExportFile{}}
+		switch state {
+		case core.ExportVerified:
+			r.Verified, r.Dir, r.Files = true, "/x/"+id, []core.ExportFile{{Name: "a.zip", Kind: "trajectory", Bytes: 1, SHA256: "ab"}}
+		case core.ExportFailed:
+			r.Error = "disk full"
+		}
+		if err := s.PutExport(ctx, r); err != nil {
+			t.Fatalf("put %s: %v", id, err)
+		}
+		return r
+	}
+	if none := must(s.UnfinishedExports(ctx)); none == nil || len(none) != 0 {
+		t.Fatalf("UnfinishedExports of an empty store = %#v, want an empty list", none)
+	}
+	late := put("late", "w1", core.ExportRunning, time.Hour)
+	early := put("early", "w2", core.ExportRunning, time.Minute)
+	put("done", "w1", core.ExportVerified, 0)
+	put("bad", "w2", core.ExportFailed, 0)
+	put("cut", "w1", core.ExportExpiring, 0)
+	put("gone", "w1", core.ExportExpired, 0)
+	if got := must(s.UnfinishedExports(ctx)); !reflect.DeepEqual(got, []core.ExportRecord{early, late}) {
+		t.Fatalf("UnfinishedExports = %+v\nwant %+v", got, []core.ExportRecord{early, late})
+	}
+	early.State, early.Error, early.UpdatedAt = core.ExportFailed, "companion restarted", epoch.Add(2*time.Hour)
+	if err := s.PutExport(ctx, early); err != nil {
+		t.Fatal(err)
+	}
+	if got := must(s.UnfinishedExports(ctx)); !reflect.DeepEqual(got, []core.ExportRecord{late}) {
+		t.Fatalf("UnfinishedExports after one failed = %+v, want only %s", got, late.ID)
 	}
 }
 
