@@ -278,6 +278,7 @@ func TestServeLoginProbes(t *testing.T) {
 		{"GET", "/v1/workspaces/" + aliceWsID + "/exports"},
 		{"POST", "/v1/workspaces/" + aliceWsID + "/export"},
 		{"GET", "/v1/workspaces/" + aliceWsID + "/agent"},
+		{"GET", "/v1/accounts/" + aliceAcct},
 		{"DELETE", "/v1/accounts/" + aliceAcct},
 	} {
 		var body any
