@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -35,11 +36,14 @@ type wsCompanion struct {
 	hosts  chan string // the Host header of each request
 }
 
-func newWSCompanion(t *testing.T) *wsCompanion {
+func newWSCompanion(t *testing.T) *wsCompanion { return newWSCompanionOn(t, nil) }
+
+// newWSCompanionOn serves on ln (nil: a new loopback port).
+func newWSCompanionOn(t *testing.T, ln net.Listener) *wsCompanion {
 	t.Helper()
 	wc := &wsCompanion{closes: make(chan string, 8), pongs: make(chan string, 8), hosts: make(chan string, 64)}
 	up := websocket.Upgrader{Subprotocols: []string{"companion.v1"}}
-	wc.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	wc.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {
 		case wc.hosts <- r.Host:
 		default:
@@ -81,6 +85,11 @@ func newWSCompanion(t *testing.T) *wsCompanion {
 			conn.WriteMessage(websocket.TextMessage, data)
 		}
 	}))
+	if ln != nil {
+		wc.srv.Listener.Close()
+		wc.srv.Listener = ln
+	}
+	wc.srv.Start()
 	t.Cleanup(wc.srv.Close)
 	return wc
 }
@@ -312,5 +321,35 @@ func TestFrontChecksHTTP(t *testing.T) {
 	}
 	if f := c.Forget(wc.srv.URL); len(f) != 1 || !strings.Contains(f[0], "uptime") {
 		t.Fatalf("the undocumented field through the front: failures %q, want one naming uptime", f)
+	}
+}
+
+// TestFrontOutlivesRestart: the front targets an address, not a process:
+// a companion started again on the same port is reached through it, and
+// checked while registered.
+func TestFrontOutlivesRestart(t *testing.T) {
+	c := load(t)
+	wc := newWSCompanion(t)
+	addr := wc.srv.Listener.Addr().String()
+	c.Register(wc.srv.URL)
+	via := viaFront(c, wc.srv.URL)
+	resp := via.get(t, "/healthz")
+	resp.Body.Close()
+	wc.srv.Close()
+
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("listening again on %s: %v", addr, err)
+	}
+	newWSCompanionOn(t, ln)
+	conn, _, err := via.dial(t, "/v1/ws", bearer)
+	if err != nil {
+		t.Fatalf("the front after the restart: %v", err)
+	}
+	defer conn.Close()
+	conn.ReadMessage()
+	conn.ReadMessage()
+	if f := c.Forget(wc.srv.URL); len(f) != 2 {
+		t.Errorf("failures %q, want two (uptime before the restart, the stream's field after)", f)
 	}
 }
