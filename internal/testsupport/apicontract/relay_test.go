@@ -27,8 +27,8 @@ const (
 // agent route accept a bearer token (else 401 with the error body), choose
 // companion.v1, ping the client, send documented then undocumented, and
 // then echo: a text "close CODE REASON" is answered with that close
-// frame. Whatever close frame the client sends, and whether a pong came
-// back, are reported on the channels.
+// frame. Whatever close frame the client sends is reported on a channel
+// and answered with 4001 "answer to CODE REASON"; so is each pong.
 type wsCompanion struct {
 	srv    *httptest.Server
 	closes chan string // "CODE REASON" of each close frame received
@@ -67,8 +67,11 @@ func newWSCompanionOn(t *testing.T, ln net.Listener) *wsCompanion {
 		defer conn.Close()
 		conn.SetPongHandler(func(s string) error { wc.pongs <- s; return nil })
 		conn.SetCloseHandler(func(code int, text string) error {
-			wc.closes <- closeText(code, text)
-			return conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, text), time.Now().Add(5*time.Second))
+			// Answered with a close of its own making, so that a test can
+			// tell companion's answer from one the relay made up.
+			got := closeText(code, text)
+			wc.closes <- got
+			return conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(4001, "answer to "+got), time.Now().Add(5*time.Second))
 		})
 		conn.WriteControl(websocket.PingMessage, []byte("alive?"), time.Now().Add(5*time.Second))
 		conn.WriteMessage(websocket.TextMessage, []byte(documented))
@@ -179,6 +182,11 @@ func TestRelayChecksStream(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer conn.Close()
+			// The client's own answer to the ping, so that one the relay
+			// made up would show.
+			conn.SetPingHandler(func(s string) error {
+				return conn.WriteControl(websocket.PongMessage, []byte("client: "+s), time.Now().Add(5*time.Second))
+			})
 			if conn.Subprotocol() != "companion.v1" {
 				t.Errorf("subprotocol %q, want companion.v1", conn.Subprotocol())
 			}
@@ -188,7 +196,7 @@ func TestRelayChecksStream(t *testing.T) {
 					t.Fatalf("got %q, %v; want %s", got, err, want)
 				}
 			}
-			if p := <-wc.pongs; p != "alive?" {
+			if p := <-wc.pongs; p != "client: alive?" {
 				t.Errorf("companion's ping was answered %q", p)
 			}
 			f := c.Forget(wc.srv.URL)
@@ -295,8 +303,8 @@ func TestRelayCloseCodes(t *testing.T) {
 				t.Errorf("the client's close reached companion as %q", got)
 			}
 			_, _, err = conn.ReadMessage()
-			if !errors.As(err, &ce) || ce.Code != 4000 {
-				t.Errorf("companion's answer to the close reached the client as %v, want 4000", err)
+			if !errors.As(err, &ce) || ce.Code != 4001 || ce.Text != "answer to 4000 going home" {
+				t.Errorf("companion's answer to the close reached the client as %v, want 4001 answer to 4000 going home", err)
 			}
 		})
 	}
