@@ -41,6 +41,9 @@ func TestJSClient(t *testing.T) {
 	// The control server only passes requests to the test goroutine,
 	// which owns the companion process (start and stop fail the test,
 	// which only the test goroutine may do).
+	// Node's fetch and WebSocket ignore proxy settings: they are given a
+	// checking front on companion's address, which outlives the restarts.
+	front := contractFront(t, p.ready.URL)
 	var mu sync.Mutex
 	current := p.ready
 	restarts := make(chan chan ready)
@@ -48,7 +51,7 @@ func TestJSClient(t *testing.T) {
 	control.HandleFunc("GET /ready", func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		defer mu.Unlock()
-		json.NewEncoder(w).Encode(current)
+		json.NewEncoder(w).Encode(viaFront(current, front))
 	})
 	control.HandleFunc("POST /restart", func(w http.ResponseWriter, r *http.Request) {
 		reply := make(chan ready, 1)
@@ -59,7 +62,7 @@ func TestJSClient(t *testing.T) {
 		}
 		select {
 		case rd := <-reply:
-			json.NewEncoder(w).Encode(rd)
+			json.NewEncoder(w).Encode(viaFront(rd, front))
 		case <-r.Context().Done():
 		}
 	})
@@ -75,7 +78,7 @@ func TestJSClient(t *testing.T) {
 	args := append([]string{"--experimental-websocket", "--test", "--test-concurrency=1", "--test-reporter=spec"}, files...)
 	cmd := exec.Command(node, args...)
 	cmd.Env = append(os.Environ(),
-		"COMPANION_URL="+p.ready.URL,
+		"COMPANION_URL="+front,
 		"COMPANION_TOKEN="+p.ready.Token,
 		"COMPANION_CONTROL="+ctl.URL,
 		"COMPANION_ACCOUNT=local-docker",
@@ -109,6 +112,31 @@ func TestJSClient(t *testing.T) {
 			return
 		}
 	}
+}
+
+// contractFront starts the API contract's checking front on companion's
+// address (a Go test's own exchanges are checked through
+// http.DefaultTransport; Node's cannot be pointed at a proxy) and returns
+// the URL to give the client instead of companion's. Its exchanges are
+// checked as exchanges with companion, so breaches fail the test that
+// registered it.
+func contractFront(t *testing.T, url string) string {
+	t.Helper()
+	f, err := contract.NewFront(url)
+	if err != nil {
+		t.Fatalf("the API contract's front: %v", err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f.URL
+}
+
+// viaFront is rd as the client behind front sees it.
+func viaFront(rd ready, front string) ready {
+	if strings.HasPrefix(rd.PageURL, rd.URL) {
+		rd.PageURL = front + strings.TrimPrefix(rd.PageURL, rd.URL)
+	}
+	rd.URL = front
+	return rd
 }
 
 // nodeBinary finds Node 20 or later. A missing or older Node fails the
@@ -152,7 +180,7 @@ func TestJSClientSignedOut(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, append([]string{"--experimental-websocket", "--test", "--test-reporter=spec"}, files...)...)
-	cmd.Env = append(os.Environ(), "COMPANION_URL="+p.ready.URL, "COMPANION_TOKEN="+token, "COMPANION_ACCOUNT=local-docker")
+	cmd.Env = append(os.Environ(), "COMPANION_URL="+contractFront(t, p.ready.URL), "COMPANION_TOKEN="+token, "COMPANION_ACCOUNT=local-docker")
 	out, err := cmd.CombinedOutput()
 	t.Logf("node --test:\n%s", out)
 	if err != nil {
@@ -164,11 +192,25 @@ func TestJSClientSignedOut(t *testing.T) {
 // (ui-bridge/client/test/guide): the guide spawns companion desktop
 // itself, here through a wrapper that adds this test's Docker image and
 // scope, with its default data dir under a temporary XDG_CONFIG_HOME.
+// The wrapper also puts the API contract's front between the guide and
+// companion: companion listens on a port chosen here, and the ready line's
+// url names the front instead (companion's stdin, stderr and exit status
+// pass through as they are).
 func TestJSClientGuide(t *testing.T) {
 	node := nodeBinary(t)
 	dir := t.TempDir()
+	addr := "127.0.0.1:" + freePort(t)
+	upstream := "http://" + addr
+	contract.Register(upstream)
+	t.Cleanup(func() {
+		for _, f := range contract.Forget(upstream) {
+			t.Error(f)
+		}
+	})
+	front := contractFront(t, upstream)
 	wrapper := filepath.Join(dir, "companion")
-	script := fmt.Sprintf("#!/bin/sh\nexec %q \"$@\" --docker-image %q --docker-scope %q\n", companionBin, boxImage(t), dockerScope(t))
+	script := fmt.Sprintf("#!/bin/bash\nset -o pipefail\n%q \"$@\" --docker-image %q --docker-scope %q --listen %q | sed -u 's#\"url\":\"%s#\"url\":\"%s#'\n",
+		companionBin, boxImage(t), dockerScope(t), addr, upstream, front)
 	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}

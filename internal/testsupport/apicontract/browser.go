@@ -2,10 +2,10 @@ package apicontract
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"net/http/httputil"
 )
 
 // maxBufferedBody bounds the JSON request bodies the browser proxy reads
@@ -14,11 +14,15 @@ const maxBufferedBody = 1 << 20
 
 // BrowserProxy is an HTTP forward proxy for a headless browser under
 // test (Chromium's --proxy-server with --proxy-bypass-list=<-loopback>):
-// its plain HTTP requests go through the checker's transport, so the
-// page's exchanges with a registered companion are checked like a Go
-// client's; CONNECT (WebSockets, TLS) is tunnelled unchecked. An upstream
-// that cannot be reached closes the browser's connection, which the page
-// sees as the network failure it would see without the proxy.
+// its exchanges with a registered companion are checked like a Go
+// client's. Plain HTTP requests go through the checker's transport.
+// CONNECT to a registered companion (how Chromium sends ws:// through a
+// proxy) is answered here: the proxy serves HTTP on the tunnel itself and
+// relays WebSockets message by message (relay.go), checking the handshake
+// and, on the stream route, companion's messages. CONNECT to anything else
+// (TLS, other servers) is tunnelled unchecked. An upstream that cannot be
+// reached closes the browser's connection, which the page sees as the
+// network failure it would see without the proxy.
 type BrowserProxy struct {
 	Addr string // host:port to give the browser
 	ln   net.Listener
@@ -29,43 +33,19 @@ type BrowserProxy struct {
 func (c *Checker) NewBrowserProxy() (*BrowserProxy, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("apicontract: browser proxy: %w", err)
 	}
-	base := http.DefaultTransport
-	if t, ok := base.(*transport); ok {
-		base = t.next // avoid checking twice
-	}
-	if t, ok := base.(*http.Transport); ok {
-		t = t.Clone()
-		t.Proxy = nil
-		base = t
-	}
-	rp := &httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			u := *pr.In.URL
-			pr.Out.URL = &u
-			pr.Out.Host = pr.In.Host
-			bufferJSON(pr.Out)
-		},
-		Transport:     c.Transport(base),
-		FlushInterval: -1,
-		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			if hj, ok := w.(http.Hijacker); ok {
-				if conn, _, herr := hj.Hijack(); herr == nil {
-					conn.Close()
-					return
-				}
-			}
-			w.WriteHeader(http.StatusBadGateway)
-		},
-	}
+	fw := c.newForwarder()
 	p := &BrowserProxy{Addr: ln.Addr().String(), ln: ln}
 	p.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodConnect {
+		switch {
+		case r.Method != http.MethodConnect:
+			fw.ServeHTTP(w, r)
+		case c.isTarget(r.Host):
+			p.serveTunnel(w, r, fw)
+		default:
 			p.tunnel(w, r)
-			return
 		}
-		rp.ServeHTTP(w, r)
 	})}
 	go p.srv.Serve(ln)
 	return p, nil

@@ -6,7 +6,12 @@
 // The e2e suite installs a Checker's Transport as http.DefaultTransport and
 // registers each companion process it starts; requests to anything else
 // (emulators, object stores, an OIDC provider, an ingress) pass through
-// unchecked.
+// unchecked. WebSockets dialled by the Go harness are checked with
+// CheckHandshake and CheckMessage. Clients that are not Go are checked
+// through two relays that share one WebSocket relay (relay.go): headless
+// Chromium through BrowserProxy (its plain HTTP, and its WebSockets inside
+// CONNECT tunnels to a registered companion), and the Node.js client,
+// which cannot use a proxy, through a Front on companion's address.
 package apicontract
 
 import (
