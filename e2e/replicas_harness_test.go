@@ -239,6 +239,16 @@ func startCaddy(t *testing.T, dir, port string, upstreams []string) {
 		resp.Body.Close()
 		return resp.StatusCode == 200
 	})
+	// From here on, what clients exchange with companion through Caddy is
+	// checked against the API contract as a direct exchange is: the
+	// ingress must pass companion's answers on as they are.
+	url := "http://127.0.0.1:" + port
+	contract.Register(url)
+	t.Cleanup(func() {
+		for _, f := range contract.Forget(url) {
+			t.Error(f)
+		}
+	})
 }
 
 // dockerEvents records the Docker Engine's container events for one
