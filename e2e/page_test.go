@@ -335,3 +335,43 @@ func TestPageProblemsAreCaught(t *testing.T) {
 		t.Fatal("the inline script ran under the page's CSP")
 	}
 }
+
+// hungHandshake starts a second instance of the page's stream (stream.js)
+// with a short handshake timeout, while window.WebSocket is one that never
+// answers its handshake, as a proxy holding it or a network gone
+// mid-connect leaves one. window.__hung records the sockets the stream
+// made and closed and the states it went through.
+const hungHandshake = `(async () => {
+  const { Stream } = await import("./stream.js");
+  const hung = window.__hung = { made: 0, closed: 0, states: [], real: window.WebSocket };
+  window.WebSocket = class {
+    constructor() { hung.made++; this.readyState = 0; }
+    close() { hung.closed++; this.readyState = 3; setTimeout(() => this.onclose && this.onclose({ code: 1006, reason: "" })); }
+  };
+  hung.stream = new Stream(() => new URL("v1/ws", location.href), () => "", {
+    state: (st) => hung.states.push(st), signedIn: async () => true,
+    snapshot() {}, upsert() {}, remove() {}, account() {},
+  }, { handshakeTimeoutMs: 200 });
+  hung.stream.connect();
+  return true;
+})()`
+
+// TestPageGivesUpAHungHandshake: a stream connection whose handshake is
+// never answered does not leave the page "connecting…" for good: the
+// stream gives up on it after its handshake timeout and tries again with
+// its backoff.
+func TestPageGivesUpAHungHandshake(t *testing.T) {
+	p := start(t, options{dataDir: t.TempDir(), args: []string{"--docker-scope", "unused"}})
+	tb := openTab(t, p.ready.PageURL, 1280, 800)
+	tb.waitJS("the page live", `document.querySelector("#conn").dataset.state === "live"`, 30*time.Second)
+	evalIn[bool](tb, hungHandshake)
+	tb.waitJS("the hung handshake given up and tried again", `window.__hung.closed >= 1 && window.__hung.made >= 2`, 30*time.Second)
+	evalIn[bool](tb, `(() => { const h = window.__hung; window.WebSocket = h.real; h.stream.ws = null;
+	  clearTimeout(h.stream.timer); clearTimeout(h.stream.handshakeTimer); return true; })()`)
+	if got := evalIn[[]string](tb, `window.__hung.states`); len(got) < 2 || got[0] != "connecting" || got[1] != "reconnecting" {
+		t.Fatalf("the stream's states were %q, want connecting, then reconnecting", got)
+	}
+	if got := evalIn[string](tb, `document.querySelector("#conn").dataset.state`); got != "live" {
+		t.Fatalf("the page's own stream is %q, want it live throughout", got)
+	}
+}

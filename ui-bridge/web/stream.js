@@ -7,6 +7,9 @@ import { snapshotWorkspaces } from "./client/companion.js";
 
 const maxDelay = 30_000;
 
+/** How long a connection attempt may go unanswered before it counts as failed. */
+const handshakeTimeout = 30_000;
+
 /**
  * @typedef {Object} StreamHandlers
  * @property {(msg: any, t0: number) => void} snapshot replace every workspace
@@ -27,8 +30,9 @@ export class Stream {
    * @param {() => URL} url the stream URL without ?since
    * @param {() => string} token
    * @param {StreamHandlers} on
+   * @param {{handshakeTimeoutMs?: number}} [options]
    */
-  constructor(url, token, on) {
+  constructor(url, token, on, options = {}) {
     this.urlOf = url;
     this.token = token;
     this.on = on;
@@ -40,6 +44,8 @@ export class Stream {
     this.ws = null;
     this.timer = 0;
     this.staleSince = null;
+    this.handshakeTimeout = options.handshakeTimeoutMs ?? handshakeTimeout;
+    this.handshakeTimer = 0;
   }
 
   /** now is the server's clock, estimated. */
@@ -50,6 +56,7 @@ export class Stream {
   /** connect opens the stream now, dropping any pending retry. */
   connect() {
     clearTimeout(this.timer);
+    clearTimeout(this.handshakeTimer);
     if (this.ws) {
       this.ws.onclose = null;
       this.ws.close();
@@ -66,14 +73,24 @@ export class Stream {
     const ws = new WebSocket(u, protos);
     this.ws = ws;
     this.offsetSeen = -Infinity;
+    // A handshake nobody answers (a proxy holding it, a network that went
+    // away mid-connect) would leave the page "connecting…" for good:
+    // give up on it, which closes it and retries with the backoff.
+    this.handshakeTimer = setTimeout(() => {
+      if (!opened && this.ws === ws) ws.close();
+    }, this.handshakeTimeout);
     ws.onopen = () => {
       opened = true;
+      clearTimeout(this.handshakeTimer);
       this.openedAt = Date.now();
       this.staleSince = null;
       this.on.state("live", this.rev === null ? "live" : `live (resumed after rev ${this.rev})`);
     };
     ws.onmessage = (e) => this.message(e.data);
-    ws.onclose = (e) => this.closed(opened, e);
+    ws.onclose = (e) => {
+      clearTimeout(this.handshakeTimer);
+      this.closed(opened, e);
+    };
   }
 
   message(data) {
