@@ -262,6 +262,15 @@ func TestServeBehindOAuth2Proxy(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || resp.Request.URL.Path != "/v1/me" {
 		t.Fatalf("after the login through the proxy: %s at %s: %.300s", resp.Status, resp.Request.URL.Redacted(), body)
 	}
+	// Signed in, what the client exchanges with companion through
+	// oauth2-proxy is checked against the API contract (its own sign-in
+	// redirects and pages, above, are not companion's).
+	contract.Register(proxyURL)
+	t.Cleanup(func() {
+		for _, f := range contract.Forget(proxyURL) {
+			t.Error(f)
+		}
+	})
 	var me meAnswer
 	viaProxy := browserClient(t, proxyURL, b)
 	viaProxy.must(200, "GET", "/v1/me", nil, &me)
