@@ -18,10 +18,10 @@ var (
 )
 
 const (
-	webhookCols  = "id, owner, account_id, url, events, created_at"
+	webhookCols  = "id, owner, account_id, url, events, created_at, previous_secret_until"
 	deliveryCols = "id, webhook_id, event_id, event, payload, created_at, state, attempts, next_at, holder, lease_until, last_status, last_error, delivered_at"
 
-	qPutWebhook = `INSERT INTO webhooks (` + webhookCols + `) VALUES (?, ?, ?, ?, ?, ?)
+	qPutWebhook = `INSERT INTO webhooks (` + webhookCols + `) VALUES (?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (id) DO UPDATE SET url = excluded.url, events = excluded.events`
 	qGetWebhook     = `SELECT ` + webhookCols + ` FROM webhooks WHERE id = ?`
 	qOwnerWebhooks  = `SELECT ` + webhookCols + ` FROM webhooks WHERE owner = ? ORDER BY created_at, id`
@@ -47,13 +47,14 @@ const (
 
 func scanWebhook(r scanner) (webhooks.Hook, error) {
 	var (
-		h       webhooks.Hook
-		events  string
-		created sql.NullInt64
+		h               webhooks.Hook
+		events          string
+		created, prevTo sql.NullInt64
 	)
-	if err := r.Scan(&h.ID, &h.Owner, &h.AccountID, &h.URL, &events, &created); err != nil {
+	if err := r.Scan(&h.ID, &h.Owner, &h.AccountID, &h.URL, &events, &created, &prevTo); err != nil {
 		return h, err
 	}
+	h.PreviousSecretUntil = timeOf(prevTo)
 	if events != "" {
 		h.Events = strings.Split(events, ",")
 	}
@@ -88,7 +89,7 @@ func nullNanos(t time.Time) any {
 
 func putWebhook(ctx context.Context, e engine, h webhooks.Hook) error {
 	return e.writeTx(ctx, "put webhook "+h.ID, func(t tx) error {
-		_, err := t.exec(qPutWebhook, h.ID, h.Owner, h.AccountID, h.URL, strings.Join(h.Events, ","), nanos(h.CreatedAt))
+		_, err := t.exec(qPutWebhook, h.ID, h.Owner, h.AccountID, h.URL, strings.Join(h.Events, ","), nanos(h.CreatedAt), nullNanos(h.PreviousSecretUntil))
 		return err
 	})
 }

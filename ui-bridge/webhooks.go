@@ -19,6 +19,7 @@ func (s *Server) webhookRoutes(rt *router) {
 	rt.handle("GET /v1/webhooks", s.listWebhooks)
 	rt.handle("POST /v1/webhooks", s.createWebhook)
 	rt.handle("DELETE /v1/webhooks/{id}", s.deleteWebhook)
+	rt.handle("POST /v1/webhooks/{id}/rotate-secret", s.rotateWebhookSecret)
 	rt.handle("GET /v1/webhooks/{id}/deliveries", s.listDeliveries)
 	rt.handle("GET "+webhooks.KeepPath+"{token}", s.keepLinkPage)
 	rt.handle("POST "+webhooks.KeepPath+"{token}", s.keepLink)
@@ -32,10 +33,17 @@ type Webhook struct {
 	Events    []string  `json:"events"`
 	AccountID *string   `json:"account_id"`
 	CreatedAt time.Time `json:"created_at"`
+	// PreviousSecretExpiresAt is when the secret the last rotation
+	// replaced stops signing deliveries; null: none does.
+	PreviousSecretExpiresAt *time.Time `json:"previous_secret_expires_at"`
 }
 
 func toWireWebhook(h webhooks.Hook) Webhook {
 	out := Webhook{ID: h.ID, URL: h.URL, Events: h.Events, CreatedAt: h.CreatedAt}
+	if !h.PreviousSecretUntil.IsZero() {
+		t := h.PreviousSecretUntil
+		out.PreviousSecretExpiresAt = &t
+	}
 	if out.Events == nil {
 		out.Events = []string{}
 	}
@@ -120,6 +128,36 @@ func (s *Server) deleteWebhook(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+type rotateSecretBody struct {
+	// PreviousValidFor is in seconds; nil: the default grace period.
+	PreviousValidFor *int64 `json:"previous_valid_for"`
+}
+
+// rotateWebhookSecret gives a webhook a new secret, shown this once, and
+// keeps the old one signing too for a grace period.
+func (s *Server) rotateWebhookSecret(w http.ResponseWriter, r *http.Request) {
+	var body rotateSecretBody
+	if !s.decodeBody(w, r, &body, true) {
+		return
+	}
+	grace := webhooks.DefaultPreviousValidFor
+	if v := body.PreviousValidFor; v != nil {
+		// Checked here in seconds: a huge number would overflow a Duration.
+		if maxSec := int64(webhooks.MaxPreviousValidFor / time.Second); *v < 0 || *v > maxSec {
+			writeErrorCode(w, http.StatusBadRequest, string(core.KindInvalid),
+				"previous_valid_for must be a number of seconds from 0 (stop the old secret at once) to "+strconv.FormatInt(maxSec, 10)+" (7 days)")
+			return
+		}
+		grace = time.Duration(*v) * time.Second
+	}
+	h, secret, err := s.cfg.Webhooks.Rotate(r.Context(), owner(r), r.PathValue("id"), grace)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"webhook": toWireWebhook(h), "secret": secret})
 }
 
 func (s *Server) listDeliveries(w http.ResponseWriter, r *http.Request) {

@@ -73,6 +73,10 @@ type Hooks struct {
 
 	svcMu sync.RWMutex
 	svc   *core.Service
+
+	// rotMu orders this process's rotations and its senders' clean-up of
+	// expired previous secrets, so neither undoes the other.
+	rotMu sync.Mutex
 }
 
 // New returns the webhooks service.
@@ -199,9 +203,20 @@ func (h *Hooks) Create(ctx context.Context, owner string, req CreateRequest) (Ho
 	return hook, secret, nil
 }
 
-// List returns owner's webhooks.
+// List returns owner's webhooks. A previous secret whose grace period
+// is over is not shown, though it may not have been dropped yet.
 func (h *Hooks) List(ctx context.Context, owner string) ([]Hook, error) {
-	return h.cfg.Store.Webhooks(ctx, owner)
+	list, err := h.cfg.Store.Webhooks(ctx, owner)
+	if err != nil {
+		return nil, err
+	}
+	now := h.cfg.Now()
+	for i := range list {
+		if !now.Before(list[i].PreviousSecretUntil) {
+			list[i].PreviousSecretUntil = time.Time{}
+		}
+	}
+	return list, nil
 }
 
 // Get returns one of owner's webhooks; another owner's is not found.
@@ -216,7 +231,8 @@ func (h *Hooks) Get(ctx context.Context, owner, id string) (Hook, error) {
 	return hook, nil
 }
 
-// Delete removes one of owner's webhooks, its deliveries and its secret.
+// Delete removes one of owner's webhooks, its deliveries and its
+// secrets (the current one and a rotation's previous one).
 func (h *Hooks) Delete(ctx context.Context, owner, id string) error {
 	if _, err := h.Get(ctx, owner, id); err != nil {
 		return err
@@ -224,8 +240,10 @@ func (h *Hooks) Delete(ctx context.Context, owner, id string) error {
 	if err := h.cfg.Store.DeleteWebhook(ctx, id); err != nil {
 		return err
 	}
-	if err := h.cfg.Secrets.Delete(ctx, SecretKey(id)); err != nil && !core.IsKind(err, core.KindNotFound) {
-		h.log.Warn("could not remove a deleted webhook's secret", "webhook", id, "err", err)
+	for _, key := range []string{SecretKey(id), PreviousSecretKey(id)} {
+		if err := h.cfg.Secrets.Delete(ctx, key); err != nil && !core.IsKind(err, core.KindNotFound) {
+			h.log.Warn("could not remove a deleted webhook's secret", "webhook", id, "err", err)
+		}
 	}
 	return nil
 }

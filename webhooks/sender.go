@@ -175,12 +175,12 @@ func (h *Hooks) send(ctx context.Context, d Delivery) (int, error) {
 	if _, err := h.CheckURL(hook.URL); err != nil {
 		return 0, permanent{fmt.Errorf("the webhook's URL is no longer allowed: %v", err)}
 	}
-	secret, err := h.cfg.Secrets.Get(ctx, SecretKey(hook.ID))
+	secrets, err := h.signingSecrets(ctx, hook)
 	if core.IsKind(err, core.KindNotFound) {
 		return 0, errGone
 	}
 	if err != nil {
-		return 0, fmt.Errorf("read the webhook's secret: %w", err)
+		return 0, err
 	}
 	actx, cancel := context.WithTimeout(ctx, h.cfg.Timeout)
 	defer cancel()
@@ -193,7 +193,7 @@ func (h *Hooks) send(ctx context.Context, d Delivery) (int, error) {
 	req.Header.Set(HeaderEvent, d.Event)
 	req.Header.Set(HeaderEventID, d.EventID)
 	req.Header.Set(HeaderIdempotency, d.ID)
-	req.Header.Set(HeaderSignature, Sign(secret, h.cfg.Now(), d.Payload))
+	req.Header.Set(HeaderSignature, SignAll(secrets, h.cfg.Now(), d.Payload))
 	resp, err := h.cfg.HTTP.Do(req)
 	if err != nil {
 		return 0, fmt.Errorf("post to the webhook: %s", cleanErr(err))

@@ -16,7 +16,8 @@ import (
 // Headers of a delivery.
 const (
 	// HeaderSignature carries "t=<unix seconds>,v1=<hex HMAC-SHA256 of
-	// "<t>.<body>" under the webhook's secret>".
+	// "<t>.<body>" under the webhook's secret>", and after a rotation, for
+	// its grace period, a second v1 under the previous secret.
 	HeaderSignature = "Companion-Signature"
 	// HeaderEvent is the event's type, HeaderEventID its id.
 	HeaderEvent   = "Companion-Event"
@@ -47,8 +48,21 @@ func mac(secret string, t int64, body []byte) []byte {
 
 // Sign returns the HeaderSignature value of body sent at t.
 func Sign(secret string, t time.Time, body []byte) string {
+	return SignAll([]string{secret}, t, body)
+}
+
+// SignAll returns the HeaderSignature value of body sent at t with one
+// v1 entry per secret, in the order given: during a rotation's grace
+// period the new secret's, then the old one's.
+func SignAll(secrets []string, t time.Time, body []byte) string {
 	ts := t.Unix()
-	return fmt.Sprintf("t=%d,v1=%s", ts, hex.EncodeToString(mac(secret, ts, body)))
+	var b strings.Builder
+	fmt.Fprintf(&b, "t=%d", ts)
+	for _, s := range secrets {
+		b.WriteString(",v1=")
+		b.WriteString(hex.EncodeToString(mac(s, ts, body)))
+	}
+	return b.String()
 }
 
 // Errors of Verify.

@@ -10,7 +10,8 @@ import (
 )
 
 // Hook is one registered webhook. Its signing secret is in the secret
-// store under SecretKey(ID), never in the store.
+// store under SecretKey(ID), never in the store; so is its previous one,
+// under PreviousSecretKey(ID), after a rotation.
 type Hook struct {
 	ID    string
 	Owner string
@@ -20,6 +21,9 @@ type Hook struct {
 	URL       string
 	Events    []string
 	CreatedAt time.Time
+	// PreviousSecretUntil is when the secret a rotation replaced stops
+	// signing deliveries; zero: there is none.
+	PreviousSecretUntil time.Time
 }
 
 // Wants reports whether h subscribed to events of kind.
@@ -68,6 +72,12 @@ type Store interface {
 	Webhook(ctx context.Context, id string) (Hook, error)
 	// Webhooks lists owner's hooks, oldest first.
 	Webhooks(ctx context.Context, owner string) ([]Hook, error)
+	// SetPreviousSecret sets when the hook's previous secret stops being
+	// used (zero: it is not used); unknown hook: KindNotFound.
+	SetPreviousSecret(ctx context.Context, id string, until time.Time) error
+	// ExpirePreviousSecret clears the hook's PreviousSecretUntil only if
+	// it is still until, and reports whether it did.
+	ExpirePreviousSecret(ctx context.Context, id string, until time.Time) (bool, error)
 	// DeleteWebhook removes a hook and its deliveries.
 	DeleteWebhook(ctx context.Context, id string) error
 	// WebhooksFor returns the hooks an event about owner's thing on

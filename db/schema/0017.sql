@@ -1,4 +1,4 @@
--- The schema and rows that migrations 0001 to 0016 leave in a new
+-- The schema and rows that migrations 0001 to 0017 leave in a new
 -- database, as one script (see schema.go). Generated: do not edit; run
 -- go test ./db -run TestSchemaSnapshot -update
 
@@ -235,7 +235,7 @@ CREATE TABLE webhooks (
 	url        TEXT NOT NULL,
 	events     TEXT NOT NULL,
 	created_at INTEGER NOT NULL
-) STRICT;
+, previous_secret_until INTEGER) STRICT;
 
 CREATE INDEX webhooks_owner ON webhooks (owner);
 
