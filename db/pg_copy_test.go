@@ -60,7 +60,8 @@ func populate(t *testing.T, s storetest.Store) {
 	check(s.PutToken(ctx, auth.Token{ID: "tok", Hash: "th", UserID: "u", Label: "ci", Scope: auth.ScopeMetrics, CreatedAt: at}))
 	check(s.AddLoginFailure(ctx, at, []auth.FailureKey{{Key: "ua|alice|6.6.6.6", Window: 100 * 365 * 24 * time.Hour}}))
 	check(s.LoginSucceeded(ctx, at, "none", "alice|10.0.0.1", at.Add(100*365*24*time.Hour)))
-	check(s.PutWebhook(ctx, webhooks.Hook{ID: "wh_1", Owner: "u", URL: "https://example.com/h", Events: []string{core.EventDeleteDone}, CreatedAt: at}))
+	check(s.PutWebhook(ctx, webhooks.Hook{ID: "wh_1", Owner: "u", URL: "https://example.com/h", Events: []string{core.EventDeleteDone}, CreatedAt: at,
+		PreviousSecretUntil: at.Add(24 * time.Hour)}))
 	_, err = s.Enqueue(ctx, []webhooks.Delivery{{ID: "dlv_1", WebhookID: "wh_1", EventID: "evt_1", Event: core.EventDeleteDone,
 		Payload: []byte(`{"id":"evt_1"}`), CreatedAt: at, NextAt: at}})
 	check(err)
@@ -105,6 +106,9 @@ func TestCopySQLiteToPostgres(t *testing.T) {
 	if ops, err := dst.PendingOps(ctx); err != nil || len(ops) != 1 || ops[0].Delete == nil || ops[0].Delete.ExportID != "exp" {
 		t.Errorf("delete journal after copy: %+v, %v", ops, err)
 	}
+	if h, err := dst.Webhook(ctx, "wh_1"); err != nil || !h.PreviousSecretUntil.Equal(mustHook(t, src, "wh_1").PreviousSecretUntil) || h.PreviousSecretUntil.IsZero() {
+		t.Errorf("webhook after copy: %+v, %v; want its previous secret's expiry kept", h, err)
+	}
 	if n, err := dst.VerifyAudit(ctx); n != 1 || err != nil {
 		t.Errorf("VerifyAudit after copy = %d, %v", n, err)
 	}
@@ -140,4 +144,13 @@ func TestVerifyCopyNoticesADifference(t *testing.T) {
 	if _, err := db.VerifyCopy(ctx, src, dst); err == nil || !strings.Contains(err.Error(), "secrets differs") {
 		t.Fatalf("VerifyCopy after tampering: %v, want a difference in secrets", err)
 	}
+}
+
+func mustHook(t *testing.T, s *db.Store, id string) webhooks.Hook {
+	t.Helper()
+	h, err := s.Webhook(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
 }

@@ -292,7 +292,7 @@ func TestWebhooksServe(t *testing.T) {
 }
 
 // TestWebhooksIsolation: with sign-in, one user never sees, reads the
-// deliveries of, or deletes another's webhook; a hook scoped to an
+// deliveries of, rotates the secret of, or deletes another's webhook; a hook scoped to an
 // account must name one the user may see; without
 // --webhooks-allow-private a loopback URL is refused; the desktop has no
 // webhook routes.
@@ -320,6 +320,7 @@ func TestWebhooksIsolation(t *testing.T) {
 	}
 	bob.must(404, "GET", "/v1/webhooks/"+created.Webhook.ID+"/deliveries", nil, nil)
 	bob.must(404, "DELETE", "/v1/webhooks/"+created.Webhook.ID, nil, nil)
+	bob.must(404, "POST", "/v1/webhooks/"+created.Webhook.ID+"/rotate-secret", map[string]any{"previous_valid_for": 0}, nil)
 	alice.must(200, "GET", "/v1/webhooks", nil, &list)
 	if len(list.Webhooks) != 1 || list.Webhooks[0].ID != created.Webhook.ID {
 		t.Fatalf("alice's list after bob's tries: %+v", list.Webhooks)
