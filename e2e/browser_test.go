@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -74,6 +75,13 @@ func chromiumOptions(t *testing.T, extra ...chromedp.ExecAllocatorOption) []chro
 	}
 	t.Cleanup(func() { bp.Close() })
 	opts = append(opts, chromedp.ProxyServer("http://"+bp.Addr), chromedp.Flag("proxy-bypass-list", "<-loopback>"))
+	// COMPANION_NETLOG_DIR keeps each browser's net log there, to see
+	// what a page waited on when a browser test failed.
+	if d := os.Getenv("COMPANION_NETLOG_DIR"); d != "" {
+		f, _ := os.CreateTemp(d, strings.ReplaceAll(t.Name(), "/", "_")+"-*.json")
+		f.Close()
+		opts = append(opts, chromedp.Flag("log-net-log", f.Name()), chromedp.Flag("net-log-capture-mode", "Everything"))
+	}
 	return append(opts, extra...)
 }
 

@@ -20,7 +20,8 @@ const maxBufferedBody = 1 << 20
 // proxy) is answered here: the proxy serves HTTP on the tunnel itself and
 // relays WebSockets message by message (relay.go), checking the handshake
 // and, on the stream route, companion's messages. CONNECT to anything else
-// (TLS, other servers) is tunnelled unchecked. An upstream that cannot be
+// on loopback (TLS, other test servers) is tunnelled unchecked; anything
+// off loopback is refused at once (403). An upstream that cannot be
 // reached closes the browser's connection, which the page sees as the
 // network failure it would see without the proxy.
 type BrowserProxy struct {
@@ -38,7 +39,18 @@ func (c *Checker) NewBrowserProxy() (*BrowserProxy, error) {
 	fw := c.newForwarder()
 	p := &BrowserProxy{Addr: ln.Addr().String(), ln: ln}
 	p.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host := r.Host
+		if r.Method != http.MethodConnect && r.URL.Host != "" {
+			host = r.URL.Host
+		}
 		switch {
+		case !isLoopback(host):
+			// The browser's own background traffic (updates, sign-in,
+			// autofill) must not wait here on a resolver or a dial to
+			// the outside: held open, it fills the browser's few
+			// connections to this proxy and the page's own requests
+			// queue behind it.
+			http.Error(w, "the test proxy reaches loopback addresses only", http.StatusForbidden)
 		case r.Method != http.MethodConnect:
 			fw.ServeHTTP(w, r)
 		case c.isTarget(r.Host):
@@ -96,6 +108,20 @@ func (p *BrowserProxy) tunnel(w http.ResponseWriter, r *http.Request) {
 		conn.Close()
 		up.Close()
 	}()
+}
+
+// isLoopback reports whether hostport names this machine by a loopback
+// address or as localhost, which needs no resolver.
+func isLoopback(hostport string) bool {
+	host, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		host = hostport
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // Close stops the proxy; open tunnels end when either side closes.

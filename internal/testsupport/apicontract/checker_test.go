@@ -1,7 +1,10 @@
 package apicontract
 
 import (
+	"bufio"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -169,5 +172,41 @@ func TestBrowserProxyChecks(t *testing.T) {
 	}
 	if f := c.Forget(srv.URL); len(f) != 1 || !strings.Contains(f[0], "uptime") {
 		t.Fatalf("the undocumented field through the proxy: failures %q, want one naming uptime", f)
+	}
+}
+
+// TestBrowserProxyLoopbackOnly: the browser proxy refuses at once what
+// is not on loopback, plain or CONNECT, without resolving or dialing it:
+// the browser's background traffic must not hold its connections to the
+// proxy while a resolver or a dial to the outside takes its time.
+func TestBrowserProxyLoopbackOnly(t *testing.T) {
+	c := load(t)
+	bp, err := c.NewBrowserProxy()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bp.Close()
+	proxy, _ := url.Parse("http://" + bp.Addr)
+	hc := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(proxy)}}
+	resp, err := hc.Get("http://updates.example.invalid/check")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("a plain request off loopback: %d, want 403 at once", resp.StatusCode)
+	}
+	conn, err := net.Dial("tcp", bp.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "CONNECT accounts.example.invalid:443 HTTP/1.1\r\nHost: accounts.example.invalid:443\r\n\r\n")
+	cr, err := http.ReadResponse(bufio.NewReader(conn), &http.Request{Method: http.MethodConnect})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cr.StatusCode != http.StatusForbidden {
+		t.Errorf("a CONNECT off loopback: %d, want 403 at once", cr.StatusCode)
 	}
 }
