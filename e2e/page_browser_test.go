@@ -31,6 +31,14 @@ type tab struct {
 	problems []string // anything that must not happen
 	failed   []string // failed loads: "URL status text"
 	sockets  []string // WebSocket URLs, in order
+	// pending are the page's requests and WebSocket handshakes not
+	// answered yet, by request id: what a page that seems stuck waits on.
+	pending map[network.RequestID]pendingLoad
+}
+
+type pendingLoad struct {
+	what  string
+	since time.Time
 }
 
 // cspWatch records CSP violations from the page's own document, before any
@@ -46,7 +54,7 @@ func openTab(t *testing.T, url string, width, height int) *tab {
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelCtx := chromedp.NewContext(actx)
 	t.Cleanup(func() { cancelCtx(); cancelAlloc() })
-	tb := &tab{t: t, ctx: ctx}
+	tb := &tab{t: t, ctx: ctx, pending: map[network.RequestID]pendingLoad{}}
 	if err := chromedp.Listen(ctx, tb.event); err != nil {
 		t.Fatalf("chromium: %v", err)
 	}
@@ -93,6 +101,17 @@ func (tb *tab) event(ev any) {
 		go chromedp.Call(tb.ctx, cdppage.HandleJavaScriptDialog, cdppage.HandleJavaScriptDialogParams{Accept: false})
 	case *network.EventWebSocketCreated:
 		tb.sockets = append(tb.sockets, e.URL)
+		tb.pending[e.RequestID] = pendingLoad{"WebSocket " + e.URL, time.Now()}
+	case *network.EventRequestWillBeSent:
+		tb.pending[e.RequestID] = pendingLoad{e.Request.Method + " " + e.Request.URL, time.Now()}
+	case *network.EventLoadingFinished:
+		delete(tb.pending, e.RequestID)
+	case *network.EventLoadingFailed:
+		delete(tb.pending, e.RequestID)
+	case *network.EventWebSocketHandshakeResponseReceived:
+		delete(tb.pending, e.RequestID)
+	case *network.EventWebSocketClosed:
+		delete(tb.pending, e.RequestID)
 	}
 }
 
@@ -121,10 +140,27 @@ func (tb *tab) waitJS(what, js string, timeout time.Duration) {
 			return fmt.Errorf("%s: %v", what, err)
 		}
 		if !ok {
-			return fmt.Errorf("page does not show %s yet; connection: %s; totals: %s", what, tb.text("#conn"), tb.text("#ws-totals"))
+			return fmt.Errorf("page does not show %s yet; connection: %s; totals: %s; waiting on: %s", what, tb.text("#conn"), tb.text("#ws-totals"), tb.waitingOn())
 		}
 		return nil
 	})
+}
+
+// waitingOn lists the page's requests and handshakes that have waited
+// more than a second for an answer.
+func (tb *tab) waitingOn() string {
+	tb.mu.Lock()
+	defer tb.mu.Unlock()
+	var out []string
+	for _, p := range tb.pending {
+		if age := time.Since(p.since); age > time.Second {
+			out = append(out, fmt.Sprintf("%s (%s)", p.what, age.Round(time.Second)))
+		}
+	}
+	if len(out) == 0 {
+		return "nothing"
+	}
+	return strings.Join(out, ", ")
 }
 
 // text is the textContent of the first element matching sel ("" when none).
