@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -50,6 +51,10 @@ func chromium(t *testing.T) string {
 	return ""
 }
 
+// browserProxies are the contract proxies of the running browser tests,
+// by test: a test that waits in vain reports what its proxy still serves.
+var browserProxies sync.Map // *testing.T → *apicontract.BrowserProxy
+
 // chromiumOptions are how the e2e tests start headless Chromium: a fresh
 // profile in t's temp dir, no sandbox or GPU, and no background traffic
 // (QUIC, updates, sync) that a test would see as stray requests; extra
@@ -73,7 +78,8 @@ func chromiumOptions(t *testing.T, extra ...chromedp.ExecAllocatorOption) []chro
 	if err != nil {
 		t.Fatalf("the API contract's browser proxy: %v", err)
 	}
-	t.Cleanup(func() { bp.Close() })
+	t.Cleanup(func() { bp.Close(); browserProxies.Delete(t) })
+	browserProxies.Store(t, bp)
 	opts = append(opts, chromedp.ProxyServer("http://"+bp.Addr), chromedp.Flag("proxy-bypass-list", "<-loopback>"))
 	// COMPANION_NETLOG_DIR keeps each browser's net log there, to see
 	// what a page waited on when a browser test failed.

@@ -16,6 +16,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/canvasapp/companion/internal/testsupport"
+	"github.com/canvasapp/companion/internal/testsupport/apicontract"
 )
 
 // tab is companion's page open in headless Chromium, with everything the
@@ -158,9 +159,15 @@ func (tb *tab) waitingOn() string {
 		}
 	}
 	if len(out) == 0 {
-		return "nothing"
+		out = append(out, "nothing")
 	}
-	return strings.Join(out, ", ")
+	proxy := []string{"nothing"}
+	if bp, ok := browserProxies.Load(tb.t); ok {
+		if w := bp.(*apicontract.BrowserProxy).Waiting(); len(w) > 0 {
+			proxy = w
+		}
+	}
+	return strings.Join(out, ", ") + "; the contract proxy is still serving: " + strings.Join(proxy, ", ")
 }
 
 // text is the textContent of the first element matching sel ("" when none).

@@ -6,6 +6,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sync"
+	"time"
 )
 
 // maxBufferedBody bounds the JSON request bodies the browser proxy reads
@@ -28,6 +30,37 @@ type BrowserProxy struct {
 	Addr string // host:port to give the browser
 	ln   net.Listener
 	srv  *http.Server
+
+	mu      sync.Mutex
+	serving map[*http.Request]time.Time // requests not answered yet
+}
+
+// track records r as being served until the returned func is called.
+func (p *BrowserProxy) track(r *http.Request) (done func()) {
+	p.mu.Lock()
+	p.serving[r] = time.Now()
+	p.mu.Unlock()
+	return func() {
+		p.mu.Lock()
+		delete(p.serving, r)
+		p.mu.Unlock()
+	}
+}
+
+// Waiting lists the requests the proxy has received and not answered
+// for longer than a second (a relayed WebSocket counts until it ends):
+// with the page's own list, it tells a browser that never sent a request
+// from an upstream that never answered it.
+func (p *BrowserProxy) Waiting() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []string
+	for r, since := range p.serving {
+		if age := time.Since(since); age > time.Second {
+			out = append(out, fmt.Sprintf("%s %s (%s)", r.Method, r.URL, age.Round(time.Second)))
+		}
+	}
+	return out
 }
 
 // NewBrowserProxy listens on 127.0.0.1:0 and serves until Close.
@@ -37,8 +70,9 @@ func (c *Checker) NewBrowserProxy() (*BrowserProxy, error) {
 		return nil, fmt.Errorf("apicontract: browser proxy: %w", err)
 	}
 	fw := c.newForwarder()
-	p := &BrowserProxy{Addr: ln.Addr().String(), ln: ln}
+	p := &BrowserProxy{Addr: ln.Addr().String(), ln: ln, serving: map[*http.Request]time.Time{}}
 	p.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer p.track(r)()
 		host := r.Host
 		if r.Method != http.MethodConnect && r.URL.Host != "" {
 			host = r.URL.Host

@@ -37,6 +37,7 @@ func (p *BrowserProxy) serveTunnel(w http.ResponseWriter, r *http.Request, fw *f
 	tc := &tunnelConn{Conn: conn, r: buf.Reader, closed: make(chan struct{})}
 	srv := &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			defer p.track(r)()
 			fw.ServeHTTP(w, relayTarget(r, "http", host))
 		}),
 		ErrorLog: log.New(io.Discard, "", 0),
