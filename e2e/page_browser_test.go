@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -81,13 +82,15 @@ const pageStarted = `(() => { const c = document.querySelector("#conn"), l = doc
 // page is loaded once more.
 func (tb *tab) settle() {
 	tb.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		ok, err := chromedp.Run(tb.timeout(10*time.Second), chromedp.Evaluate[bool](pageStarted))
-		if err == nil && ok {
-			return
+	errNotYet := errors.New("not started")
+	err := testsupport.PollErr(20*time.Second, func() error {
+		if ok, err := chromedp.Run(tb.timeout(10*time.Second), chromedp.Evaluate[bool](pageStarted)); err != nil || !ok {
+			return errNotYet
 		}
-		time.Sleep(200 * time.Millisecond)
+		return nil
+	})
+	if err == nil {
+		return
 	}
 	tb.t.Logf("the page had not started after 20 s; waiting on: %s; loading it again", tb.waitingOn())
 	if err := chromedp.Do(tb.timeout(30*time.Second), chromedp.Reload()); err != nil {

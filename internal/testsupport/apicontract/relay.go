@@ -50,15 +50,7 @@ func (c *Checker) newForwarder() *forwarder {
 		Transport:     c.Transport(base),
 		FlushInterval: -1,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			// An upstream that cannot be reached: the client sees the
-			// network failure it would see without the relay.
-			if hj, ok := w.(http.Hijacker); ok {
-				if conn, _, herr := hj.Hijack(); herr == nil {
-					conn.Close()
-					return
-				}
-			}
-			w.WriteHeader(http.StatusBadGateway)
+			dropClient(w)
 		},
 	}
 	return &forwarder{c: c, rp: rp}
@@ -111,14 +103,7 @@ func (c *Checker) relayWS(w http.ResponseWriter, r *http.Request) {
 	c.CheckHandshake(target.String(), sent, resp)
 	if err != nil {
 		if resp == nil {
-			// No answer: the client sees the connection fail.
-			if hj, ok := w.(http.Hijacker); ok {
-				if conn, _, herr := hj.Hijack(); herr == nil {
-					conn.Close()
-					return
-				}
-			}
-			w.WriteHeader(http.StatusBadGateway)
+			dropClient(w)
 			return
 		}
 		answerRefusal(w, resp)
@@ -143,6 +128,20 @@ func (c *Checker) relayWS(w http.ResponseWriter, r *http.Request) {
 		check = func(data []byte) { c.CheckMessage(host, data) }
 	}
 	pipeWS(up, down, check)
+}
+
+// dropClient answers a request companion gave no answer to (it could not
+// be reached) by closing the client's connection: the client sees the
+// network failure it would see without the relay. A connection that
+// cannot be taken over gets 502 instead.
+func dropClient(w http.ResponseWriter) {
+	if hj, ok := w.(http.Hijacker); ok {
+		if conn, _, err := hj.Hijack(); err == nil {
+			conn.Close()
+			return
+		}
+	}
+	w.WriteHeader(http.StatusBadGateway)
 }
 
 // answerRefusal gives the client companion's refusal of a handshake:
